@@ -1,0 +1,14 @@
+"""keras-bert-zoo: BERT end to end in Keras 3."""
+
+from keras_bert_zoo.models.backbone import BertBackbone
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+
+__version__ = "0.1.0"
+
+
+def presets():
+    """Names of the built-in architectures (`bert_tiny_uncased`, ...)."""
+    return sorted(BACKBONE_PRESETS)
+
+
+__all__ = ["BertBackbone", "presets"]

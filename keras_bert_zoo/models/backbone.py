@@ -1,0 +1,213 @@
+"""`BertBackbone`: the BERT encoder as a Functional Keras model."""
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
+from keras_bert_zoo.models.layers.encoder_block import (
+    BertEncoderBlock,
+    padding_mask_to_attention_bias,
+)
+from keras_bert_zoo.models.layers.initializers import bert_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertBackbone(keras.Model):
+    """BERT encoder: embeddings, post-LayerNorm Transformer layers and the pooler.
+
+    Args:
+        vocabulary_size: int, size of the WordPiece vocabulary.
+        num_layers: int, number of encoder layers.
+        num_heads: int, attention heads per layer.
+        hidden_dim: int, model width.
+        intermediate_dim: int, feed-forward width.
+        max_sequence_length: int, number of learned positions (512).
+        num_segments: int, token types (2).
+        dropout: float, dropout rate everywhere (0.1).
+        activation: str, `"gelu"` = exact erf GELU (HF), `"gelu_approximate"` = tanh
+            form (original Google code).
+        layer_norm_epsilon: float, 1e-12 as in the original code (Keras' default
+            1e-3 would change every output).
+        initializer_range: float, stddev of the TruncatedNormal init (0.02).
+        output_hidden_states: bool, also return `hidden_states`.
+        dtype: dtype policy, e.g. `"mixed_bfloat16"`.
+
+    Inputs: a dict of int Tensors of shape `[batch, seq]`: `token_ids`,
+    `segment_ids`, `padding_mask` (1 for real tokens, 0 for padding).
+
+    Outputs: a dict with `sequence_output` `[batch, seq, hidden]`, `pooled_output`
+    `[batch, hidden]` (Dense+tanh on position 0) and, with
+    `output_hidden_states=True`, `hidden_states` `[batch, num_layers + 1, seq, hidden]`
+    (embedding output, then each layer's output).
+
+    Examples:
+    >>> import numpy as np
+    >>> from keras_bert_zoo import BertBackbone
+    >>> backbone = BertBackbone(vocabulary_size=100, num_layers=2, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> outputs = backbone({
+    ...     "token_ids": np.array([[2, 7, 9, 3, 0]]),
+    ...     "segment_ids": np.zeros((1, 5), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    ... })
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 5, 8), (1, 8))
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_sequence_length=512,
+        num_segments=2,
+        dropout=0.1,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        output_hidden_states=False,
+        dtype=None,
+        **kwargs,
+    ):
+        # === Layers ===
+        embeddings = BertEmbeddings(
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            max_sequence_length=max_sequence_length,
+            num_segments=num_segments,
+            dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon,
+            initializer_range=initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        encoder_layers = [
+            BertEncoderBlock(
+                num_heads=num_heads,
+                hidden_dim=hidden_dim,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                initializer_range=initializer_range,
+                dtype=dtype,
+                name=f"encoder_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        pooler = keras.layers.Dense(
+            hidden_dim,
+            activation="tanh",
+            kernel_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="pooler",
+        )
+
+        # === Functional Model ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        x = embeddings(token_ids, segment_ids)
+        attention_bias = padding_mask_to_attention_bias(padding_mask)
+        hidden_states = [x]
+        for layer in encoder_layers:
+            x = layer(x, attention_bias)
+            hidden_states.append(x)
+        outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
+        if output_hidden_states:
+            outputs["hidden_states"] = ops.stack(hidden_states, axis=1)
+        super().__init__(
+            inputs={
+                "token_ids": token_ids,
+                "segment_ids": segment_ids,
+                "padding_mask": padding_mask,
+            },
+            outputs=outputs,
+            dtype=dtype,
+            **kwargs,
+        )
+        self.embeddings = embeddings
+        self.encoder_layers = encoder_layers
+        self.pooler = pooler
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.output_hidden_states = output_hidden_states
+
+    @property
+    def token_embedding(self):
+        """The word-embedding layer (the MLM decoder is tied to its matrix)."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "max_sequence_length": self.max_sequence_length,
+            "num_segments": self.num_segments,
+            "dropout": self.dropout,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+            "output_hidden_states": self.output_hidden_states,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        dtype = config.pop("dtype", None)
+        if isinstance(dtype, dict):
+            dtype = keras.dtype_policies.deserialize(dtype)
+        return cls(dtype=dtype, **config)
+
+    @classmethod
+    def from_preset(cls, name_or_path, load_weights=True, **kwargs):
+        """Builds a backbone from a preset name or a local checkpoint directory.
+
+        Args:
+            name_or_path: a name from `keras_bert_zoo.presets()` (architecture only,
+                random weights), or a directory in HF format (`config.json`,
+                `model.safetensors`), original Google format (`bert_config.json`,
+                `bert_model.ckpt.*`) or one written by `save_to_preset`.
+            load_weights: bool, False builds the architecture of a checkpoint
+                without reading its weights.
+            **kwargs: overrides of constructor arguments (`dropout`,
+                `output_hidden_states`, `dtype`, ...).
+
+        Examples:
+        >>> from keras_bert_zoo import BertBackbone
+        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased")
+        >>> backbone.count_params()
+        4385920
+        """
+        from keras_bert_zoo.convert.checkpoint import load_backbone
+
+        return load_backbone(name_or_path, load_weights=load_weights, **kwargs)
+
+    def save_to_preset(self, path):
+        """Writes `config.json` + `model.safetensors` (HF BERT layout) into `path`.
+
+        The directory loads back with `from_preset` exactly, and with HF
+        `transformers.BertModel.from_pretrained` too.
+        """
+        from keras_bert_zoo.convert.checkpoint import save_preset
+
+        save_preset(path, backbone=self)

@@ -1,0 +1,153 @@
+"""One post-LayerNorm Transformer encoder layer, as in BERT."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.models.layers.activations import get_activation
+from keras_bert_zoo.models.layers.initializers import bert_initializer
+
+# The original BERT code adds -10000.0 to the attention scores of padding keys: after
+# the softmax their weight is exp(-10000) == 0 in float32, without the overflow risk
+# of -inf when a whole row is padding.
+_MASK_PENALTY = -10000.0
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertEncoderBlock(keras.layers.Layer):
+    """Self-attention + feed-forward, each followed by residual add and LayerNorm.
+
+    Sub-layers mirror the checkpoint names: `query`, `key`, `value`
+    (`attention.self.*`), `attention_output` + `attention_layer_norm`
+    (`attention.output.*`), `intermediate` (`intermediate.dense`), `output_dense`
+    + `output_layer_norm` (`output.*`).
+
+    Args:
+        num_heads: int, attention heads; must divide `hidden_dim`.
+        hidden_dim: int, model width.
+        intermediate_dim: int, feed-forward width (4 x hidden in BERT).
+        dropout: float, dropout on attention probabilities and on each residual branch.
+        activation: str, `"gelu"` (exact erf) or `"gelu_approximate"` (tanh form).
+        layer_norm_epsilon: float.
+
+    Call args:
+        x: float Tensor of shape `[batch, seq, hidden_dim]`.
+        attention_bias: float Tensor of shape `[batch, 1, 1, seq]`, 0 for keys to
+            attend to and a large negative number for padding keys.
+
+    Returns:
+        float Tensor of shape `[batch, seq, hidden_dim]`.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        dropout=0.1,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; "
+                "choose num_heads that divides hidden_dim."
+            )
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.head_dim = hidden_dim // num_heads
+
+        def dense(units, name):
+            return keras.layers.Dense(
+                units, kernel_initializer=bert_initializer(initializer_range),
+                dtype=self.dtype_policy, name=name,
+            )
+
+        def layer_norm(name):
+            return keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            )
+
+        self.query = dense(hidden_dim, "query")
+        self.key = dense(hidden_dim, "key")
+        self.value = dense(hidden_dim, "value")
+        self.attention_output = dense(hidden_dim, "attention_output")
+        self.attention_layer_norm = layer_norm("attention_layer_norm")
+        self.intermediate = dense(intermediate_dim, "intermediate")
+        self.output_dense = dense(hidden_dim, "output_dense")
+        self.output_layer_norm = layer_norm("output_layer_norm")
+        self.attention_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self._activation_fn = get_activation(activation)
+
+    def build(self, x_shape, attention_bias_shape=None):
+        hidden_shape = tuple(x_shape[:-1]) + (self.hidden_dim,)
+        for layer in (self.query, self.key, self.value, self.attention_output):
+            layer.build(hidden_shape)
+        self.attention_layer_norm.build(hidden_shape)
+        self.intermediate.build(hidden_shape)
+        self.output_dense.build(tuple(x_shape[:-1]) + (self.intermediate_dim,))
+        self.output_layer_norm.build(hidden_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        # [b, s, h] -> [b, heads, s, head_dim]
+        b, s = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (b, s, self.num_heads, self.head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def _self_attention(self, x, attention_bias, training):
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        # Scale q, not the [s, s] score matrix: same result, fewer multiplies.
+        q = q * ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        # Softmax in float32 even under mixed precision: bf16 scores lose the
+        # small differences that decide where attention goes.
+        scores = ops.cast(scores, "float32") + attention_bias
+        probs = ops.cast(ops.softmax(scores, axis=-1), v.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = ops.matmul(probs, v)  # [b, heads, s, head_dim]
+        b, s = ops.shape(x)[0], ops.shape(x)[1]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (b, s, self.hidden_dim))
+        return self.attention_output(context)
+
+    def call(self, x, attention_bias, training=None):
+        attended = self._self_attention(x, attention_bias, training)
+        attended = self.residual_dropout(attended, training=training)
+        x = self.attention_layer_norm(x + attended)
+        h = self._activation_fn(self.intermediate(x))
+        h = self.residual_dropout(self.output_dense(h), training=training)
+        return self.output_layer_norm(x + h)
+
+    def compute_output_shape(self, x_shape, attention_bias_shape=None):
+        return tuple(x_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+def padding_mask_to_attention_bias(padding_mask):
+    """`[batch, seq]` 1/0 mask -> `[batch, 1, 1, seq]` float32 additive bias."""
+    mask = ops.cast(padding_mask, "float32")
+    return ((1.0 - mask) * _MASK_PENALTY)[:, None, None, :]

