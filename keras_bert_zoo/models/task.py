@@ -1,0 +1,186 @@
+"""`Task`: what every task model (classifier, tagger, QA, pretrainer) shares.
+
+A task is a Functional `keras.Model` built on a `BertBackbone`, with an optional
+`preprocessor` (a Keras layer turning raw strings into `token_ids`, `segment_ids`,
+`padding_mask`). With a preprocessor attached, `fit`, `evaluate` and `predict` accept
+raw strings: the preprocessing runs in `tf.data` on the host, the model only ever sees
+int tensors of fixed shape.
+
+A subclass provides:
+- `head_weight_specs()`: `WeightSpec`s of its head (names as in HF checkpoints), so
+  `from_preset` can load a head and `save_to_preset` writes one;
+- `task_config()`: what `from_preset` needs to rebuild it (stored in `config.json`);
+- `hf_architecture`: the HF class name recorded in `config.json`.
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+
+from keras_bert_zoo.convert.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    assign_weights,
+    backbone_from_checkpoint,
+    save_preset,
+)
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+
+
+class Task(keras.Model):
+    hf_architecture = "BertModel"
+
+    def __init__(self, *args, backbone=None, preprocessor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+
+    # --- what subclasses describe -------------------------------------------------
+    def head_weight_specs(self):
+        return []
+
+    def task_config(self):
+        """Constructor arguments other than backbone/preprocessor (JSON-able)."""
+        config = self.get_config()
+        for key in ("backbone", "preprocessor", "name", "trainable", "dtype"):
+            config.pop(key, None)
+        return config
+
+    # --- serialization ------------------------------------------------------------
+    def get_config(self):
+        return {
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)
+            if self.preprocessor is not None
+            else None,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("backbone", "preprocessor"):
+            if isinstance(config.get(key), dict):
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+    # --- presets --------------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
+        """Builds the task from a preset name or a checkpoint directory.
+
+        The backbone weights come from the checkpoint; the head is loaded when the
+        checkpoint has it with matching shapes, and freshly initialised otherwise
+        (a warning says so). Arguments saved with the preset (e.g. `num_classes`,
+        label names) are reused unless given in `**kwargs`.
+
+        Args:
+            name_or_path: preset name or directory (HF, Google or ours).
+            load_weights: False builds the architecture only.
+            preprocessor: `"auto"` attaches one built from the directory's
+                `vocab.txt` when present; `None` attaches none; or a layer.
+            **kwargs: task constructor arguments, and backbone overrides under
+                `backbone_kwargs={...}`.
+        """
+        backbone_kwargs = kwargs.pop("backbone_kwargs", {})
+        if isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS:
+            from keras_bert_zoo.models.backbone import BertBackbone
+
+            backbone = BertBackbone.from_preset(name_or_path, **backbone_kwargs)
+            if preprocessor == "auto":
+                preprocessor = None
+            return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
+        checkpoint = Checkpoint(name_or_path)
+        backbone = backbone_from_checkpoint(checkpoint, load_weights=load_weights, **backbone_kwargs)
+        saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
+        if preprocessor == "auto":
+            preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
+        model = cls(backbone=backbone, preprocessor=preprocessor, **{**saved, **kwargs})
+        if load_weights:
+            model._load_head(checkpoint)
+        return model
+
+    @classmethod
+    def _preprocessor_from_checkpoint(cls, checkpoint):
+        """A preprocessor from the directory's vocabulary, or None. Overridden by tasks."""
+        return None
+
+    def _load_head(self, checkpoint):
+        specs = self.head_weight_specs()
+        if not specs:
+            return
+        try:
+            loaded = assign_weights(checkpoint, specs, required=False)
+        except CheckpointError as e:
+            loaded = False
+            reason = str(e)
+        else:
+            reason = "the checkpoint has no weights for it"
+        if not loaded:
+            print(f"{type(self).__name__}: head initialised randomly ({reason}).")
+
+    def save_to_preset(self, path):
+        """Writes weights, config, task arguments and the preprocessor's files to `path`."""
+        os.makedirs(path, exist_ok=True)
+        save_preset(
+            path,
+            self.backbone,
+            head_specs=self.head_weight_specs(),
+            architecture=self.hf_architecture,
+            extra={"task": type(self).__name__, "task_config": self.task_config()},
+            tied=self._tied_tensors(),
+        )
+        if self.preprocessor is not None and hasattr(self.preprocessor, "save_to_preset"):
+            self.preprocessor.save_to_preset(path)
+
+    def _tied_tensors(self):
+        return ()
+
+    # --- raw-string inputs ------------------------------------------------------------
+    def _preprocess(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
+        """Turns raw-string inputs into a batched `tf.data.Dataset` of model inputs."""
+        if self.preprocessor is None:
+            return None
+        if isinstance(x, tf.data.Dataset):
+            ds = x
+        else:
+            if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
+                x = tuple(list(col) for col in zip(*x))  # [(a, b), ...] -> ([a...], [b...])
+            elif isinstance(x, list):
+                x = tf.constant(x, dtype=tf.string)
+            data = tuple(v for v in (x, y, sample_weight) if v is not None)
+            ds = tf.data.Dataset.from_tensor_slices(data if len(data) > 1 else data[0])
+            if shuffle:
+                ds = ds.shuffle(10_000, seed=0)
+            ds = ds.batch(batch_size or 32)
+        pre = self.preprocessor
+
+        def apply(*row):
+            return (pre(row[0]),) + tuple(row[1:]) if len(row) > 1 else pre(row[0])
+
+        return ds.map(apply, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _is_raw(self, x):
+        if self.preprocessor is None:
+            return False
+        if isinstance(x, tf.data.Dataset):
+            spec = tf.nest.flatten(x.element_spec)[0]
+            return spec.dtype == tf.string
+        return not isinstance(x, dict)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        if self._is_raw(x):
+            return super().fit(self._preprocess(x, y, sample_weight, batch_size, shuffle=True), **kwargs)
+        return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        if self._is_raw(x):
+            return super().evaluate(self._preprocess(x, y, sample_weight, batch_size), **kwargs)
+        return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        if self._is_raw(x):
+            return super().predict(self._preprocess(x, batch_size=batch_size), **kwargs)
+        return super().predict(x, batch_size=batch_size, **kwargs)
