@@ -1,0 +1,1 @@
+"""One module per `bert-zoo` verb: `add_arguments(parser)` and `run(args) -> int`."""
