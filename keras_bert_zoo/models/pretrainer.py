@@ -1,0 +1,192 @@
+"""`BertPretrainer`: backbone + masked-LM head + next-sentence head (BERT pretraining)."""
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.convert.weight_table import WeightSpec, head_dense_specs
+from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert_zoo.models.task import Task
+
+# Names of the label dict `fit` / `evaluate` expect (same as the original TFRecord
+# features, so a record maps onto it without renaming).
+MASK_IDS = "mask_ids"
+MASK_WEIGHTS = "mask_weights"
+NSP_LABELS = "next_sentence_labels"
+
+
+def masked_lm_loss(mask_ids, mask_weights, mlm_logits):
+    """Cross-entropy averaged over the *real* mask positions of the whole batch.
+
+    Padding slots (weight 0) neither add loss nor count in the mean: a row with 3
+    predictions weighs 3/20 of a row with 20, exactly as the original
+    `sum(weight * loss) / sum(weight)`.
+    """
+    weights = ops.cast(mask_weights, "float32")
+    per_token = keras.losses.sparse_categorical_crossentropy(mask_ids, mlm_logits, from_logits=True)
+    return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1e-5)
+
+
+def masked_lm_accuracy(mask_ids, mask_weights, mlm_logits):
+    weights = ops.cast(mask_weights, "float32")
+    hits = ops.cast(ops.equal(ops.argmax(mlm_logits, axis=-1), ops.cast(mask_ids, "int32")), "float32")
+    return ops.sum(hits * weights) / ops.maximum(ops.sum(weights), 1e-5)
+
+
+def next_sentence_loss(labels, nsp_logits):
+    return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, nsp_logits, from_logits=True))
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertPretrainer(Task):
+    """BERT pretraining model: masked-LM (MLM) plus next-sentence prediction (NSP).
+
+    The MLM head is Dense(hidden) + activation + LayerNorm, decoded with the
+    backbone's token-embedding matrix transposed plus its own bias; the NSP head is
+    Dense(2) on the pooled output (label 0 = "B follows A", 1 = random).
+
+    `compile` needs only an optimizer: the loss is built in, MLM cross-entropy
+    averaged over real mask positions plus NSP cross-entropy (the NSP term is
+    dropped when the labels have no `next_sentence_labels`, the "No NSP"
+    ablation). Metrics: `mlm_loss`, `mlm_accuracy`, `nsp_loss`, `nsp_accuracy`.
+
+    Inputs: dict of int Tensors `token_ids`, `segment_ids`, `padding_mask`
+    `[batch, seq]` and `mask_positions` `[batch, max_predictions]`.
+    Labels: dict `mask_ids` (int `[batch, max_predictions]`), `mask_weights`
+    (float `[batch, max_predictions]`, 0 for padding slots) and optionally
+    `next_sentence_labels` (int `[batch]`).
+    Outputs: dict `mlm_logits` `[batch, max_predictions, vocab]`, `nsp_logits` `[batch, 2]`.
+
+    Args:
+        backbone: `BertBackbone`.
+        preprocessor: optional layer (kept with the preset; pretraining data is
+            usually made by `keras_bert_zoo.preprocessing` pipelines instead).
+
+    Examples:
+    >>> import numpy as np
+    >>> from keras_bert_zoo import BertBackbone, BertPretrainer
+    >>> backbone = BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> model = BertPretrainer(backbone=backbone)
+    >>> x = {"token_ids": np.array([[2, 4, 1, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
+    ...      "padding_mask": np.ones((1, 4), "int32"), "mask_positions": np.array([[2, 0]])}
+    >>> out = model(x)
+    >>> tuple(out["mlm_logits"].shape), tuple(out["nsp_logits"].shape)
+    ((1, 2, 30), (1, 2))
+    """
+
+    hf_architecture = "BertForPreTraining"
+
+    def __init__(self, backbone, preprocessor=None, **kwargs):
+        # === Layers ===
+        mlm_head = MaskedLMHead(
+            token_embedding=backbone.token_embedding,
+            activation=backbone.activation,
+            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            initializer_range=backbone.initializer_range,
+            dtype=backbone.dtype_policy,
+            name="predictions",
+        )
+        nsp_head = NextSentenceHead(
+            initializer_range=backbone.initializer_range,
+            dtype=backbone.dtype_policy,
+            name="seq_relationship",
+        )
+
+        # === Functional Model ===
+        inputs = {
+            **backbone.input,
+            "mask_positions": keras.Input(shape=(None,), dtype="int32", name="mask_positions"),
+        }
+        features = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        outputs = {
+            "mlm_logits": mlm_head(features["sequence_output"], inputs["mask_positions"]),
+            "nsp_logits": nsp_head(features["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, backbone=backbone,
+                         preprocessor=preprocessor, **kwargs)
+        self.mlm_head = mlm_head
+        self.nsp_head = nsp_head
+
+        # Metrics are computed from (y, y_pred) in `compute_metrics`, not in the
+        # loss, so the JAX backend's stateless training step works too.
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy_tracker = keras.metrics.Mean(name="mlm_accuracy")
+        self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
+        self.nsp_accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
+
+    # --- training -----------------------------------------------------------------------
+    def compile(self, optimizer="adam", **kwargs):
+        """Like `keras.Model.compile`; the loss is built in (pass none)."""
+        if kwargs.get("loss") is not None:
+            raise ValueError(
+                "BertPretrainer has its own loss (MLM + NSP); call compile() without `loss=`."
+            )
+        kwargs.pop("loss", None)
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def _check_labels(self, y):
+        if not isinstance(y, dict) or MASK_IDS not in y or MASK_WEIGHTS not in y:
+            raise ValueError(
+                "BertPretrainer expects labels as a dict with 'mask_ids' and 'mask_weights' "
+                "(and optionally 'next_sentence_labels'), e.g. from "
+                "keras_bert_zoo.preprocessing.records.read_pretraining_records or "
+                f"pretraining_dataset; got {type(y).__name__}"
+                f"{' with keys ' + str(sorted(y)) if isinstance(y, dict) else ''}."
+            )
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        self._check_labels(y)
+        loss = masked_lm_loss(y[MASK_IDS], y[MASK_WEIGHTS], y_pred["mlm_logits"])
+        if NSP_LABELS in y:
+            loss = loss + next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"])
+        losses = self.losses  # regularisers, if a user adds any
+        if losses:
+            loss = loss + ops.sum(ops.stack(losses))
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        self._check_labels(y)
+        weights = ops.cast(y[MASK_WEIGHTS], "float32")
+        count = ops.sum(weights)
+        # Weighted by the number of real predictions, so the epoch value is the
+        # per-token mean (as the original's tf.metrics.mean(weights=...)).
+        self.mlm_loss_tracker.update_state(
+            masked_lm_loss(y[MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
+        )
+        self.mlm_accuracy_tracker.update_state(
+            masked_lm_accuracy(y[MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
+        )
+        if NSP_LABELS in y:
+            self.nsp_loss_tracker.update_state(next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]))
+            self.nsp_accuracy_tracker.update_state(y[NSP_LABELS], y_pred["nsp_logits"])
+        return self.get_metrics_result()
+
+    # --- checkpoints --------------------------------------------------------------------
+    def head_weight_specs(self):
+        """HF `cls.predictions.*` / `cls.seq_relationship.*`; Google `cls/...`."""
+        mlm = self.mlm_head
+        return [
+            WeightSpec("cls.predictions.transform.dense.weight", mlm.dense.kernel, "kernel", in_backbone=False),
+            WeightSpec("cls.predictions.transform.dense.bias", mlm.dense.bias, "vector", in_backbone=False),
+            WeightSpec("cls.predictions.transform.LayerNorm.weight", mlm.layer_norm.gamma, "vector",
+                       in_backbone=False),
+            WeightSpec("cls.predictions.transform.LayerNorm.bias", mlm.layer_norm.beta, "vector",
+                       in_backbone=False),
+            # Google: cls/predictions/output_bias; HF: cls.predictions.bias
+            WeightSpec("cls.predictions.bias", mlm.bias, "vector",
+                       google_name="cls/predictions/output_bias", in_backbone=False),
+            # Google stores output_weights as [2, hidden], i.e. transposed like HF.
+            *head_dense_specs("cls.seq_relationship", self.nsp_head.dense,
+                              google_prefix="cls/seq_relationship", google_transposed=True),
+        ]
+
+    def _tied_tensors(self):
+        # HF's BertForPreTraining ties the decoder to the word embeddings; writing the
+        # decoder tensors too makes the preset load in HF without "newly initialized".
+        return (
+            ("cls.predictions.decoder.weight", self.backbone.token_embedding.embeddings.numpy()),
+            ("cls.predictions.decoder.bias", self.mlm_head.bias.numpy()),
+        )
+
+    def task_config(self):
+        return {}
