@@ -1,6 +1,7 @@
 """keras-bert-zoo: BERT end to end in Keras 3."""
 
 from keras_bert_zoo.models.backbone import BertBackbone
+from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 
 __version__ = "0.1.0"
@@ -11,4 +12,4 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "presets"]
+__all__ = ["BertBackbone", "BertClassifier", "presets"]

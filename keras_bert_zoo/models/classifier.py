@@ -1,0 +1,277 @@
+"""`BertClassifier`: sentence / sentence-pair classification, regression, multi-label."""
+
+import keras
+
+from keras_bert_zoo.convert.weight_table import head_dense_specs
+from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.task import Task
+
+PROBLEM_TYPES = ("single_label", "multi_label", "regression")
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertClassifier(Task):
+    """BERT for sequence classification: pooled output -> dropout -> Dense.
+
+    The head is HF's `BertForSequenceClassification` (`classifier.weight/bias`) and
+    google-research/bert's `run_classifier.py` (`output_weights/output_bias`), so
+    `from_preset` loads a fine-tuned head from either when the number of classes
+    matches, and starts a fresh one otherwise.
+
+    Args:
+        backbone: `BertBackbone`.
+        num_classes: int, number of outputs. `1` means regression (MSE loss,
+            Pearson/Spearman metrics) unless `problem_type` says otherwise.
+        preprocessor: optional layer turning raw strings (or `(text_a, text_b)`
+            pairs) into `token_ids`, `segment_ids`, `padding_mask`; with one attached,
+            `fit`, `evaluate` and `predict` take raw strings.
+        dropout: float, dropout on the pooled output (0.1, HF's
+            `classifier_dropout`/`hidden_dropout_prob`).
+        problem_type: `"single_label"` (softmax over classes, sparse
+            cross-entropy), `"multi_label"` (one sigmoid per class, binary
+            cross-entropy on multi-hot labels) or `"regression"`. Defaults to
+            `"regression"` when `num_classes == 1`, else `"single_label"`.
+        label_names: optional list of `num_classes` strings; `predict_labels`
+            returns them and presets remember them.
+        data_format: optional JSON-able dict describing the data layout the model
+            was trained on (e.g. `{"task": "sst2"}`); saved with the preset.
+
+    Outputs: logits `float Tensor [batch, num_classes]` (the raw score for
+    regression).
+
+    Examples:
+    >>> import numpy as np
+    >>> from keras_bert_zoo import BertBackbone
+    >>> from keras_bert_zoo.models.classifier import BertClassifier
+    >>> backbone = BertBackbone(vocabulary_size=100, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> model = BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"])
+    >>> logits = model.predict({
+    ...     "token_ids": np.array([[2, 7, 9, 3, 0]]),
+    ...     "segment_ids": np.zeros((1, 5), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    ... }, verbose=0)
+    >>> logits.shape
+    (1, 3)
+    """
+
+    hf_architecture = "BertForSequenceClassification"
+
+    def __init__(
+        self,
+        backbone,
+        num_classes,
+        preprocessor=None,
+        dropout=0.1,
+        problem_type=None,
+        label_names=None,
+        data_format=None,
+        **kwargs,
+    ):
+        num_classes = int(num_classes)
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
+        if problem_type is None:
+            problem_type = "regression" if num_classes == 1 else "single_label"
+        if problem_type not in PROBLEM_TYPES:
+            raise ValueError(f"problem_type={problem_type!r}; use one of {PROBLEM_TYPES}.")
+        if problem_type == "single_label" and num_classes < 2:
+            raise ValueError(
+                "single_label classification needs num_classes >= 2; use num_classes=1 "
+                "for regression or problem_type='multi_label'."
+            )
+        if label_names is not None:
+            label_names = [str(n) for n in label_names]
+            if len(label_names) != num_classes:
+                raise ValueError(
+                    f"label_names has {len(label_names)} entries but num_classes={num_classes}; "
+                    "give one name per class."
+                )
+        # === Layers ===
+        dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
+        head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
+        # Named like the checkpoint tensor (`classifier.weight`), so loading is a table lookup.
+        classifier = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=bert_initializer(backbone.initializer_range),
+            dtype=dtype,
+            name="classifier",
+        )
+
+        # === Functional Model ===
+        inputs = backbone.input
+        pooled = backbone(inputs)["pooled_output"]
+        # Logits stay float32 under mixed precision: softmax/losses are computed in float32.
+        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
+            classifier(head_dropout(pooled))
+        )
+        super().__init__(inputs=inputs, outputs=logits, backbone=backbone,
+                         preprocessor=preprocessor, **kwargs)
+        self.head_dropout = head_dropout
+        self.classifier = classifier
+
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.problem_type = problem_type
+        self.label_names = label_names
+        self.data_format = dict(data_format) if data_format else None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_classes": self.num_classes,
+                "dropout": self.dropout,
+                "problem_type": self.problem_type,
+                "label_names": self.label_names,
+                "data_format": self.data_format,
+            }
+        )
+        return config
+
+    # --- checkpoints ------------------------------------------------------------------
+    def head_weight_specs(self):
+        # run_classifier.py stores output_weights as [num_labels, hidden] (transposed).
+        return head_dense_specs("classifier", self.classifier, google_prefix="output",
+                                google_transposed=True)
+
+    def save_to_preset(self, path):
+        """Writes the preset, plus HF's `num_labels`/`id2label`/`problem_type`, so
+        `transformers.BertForSequenceClassification.from_pretrained(path)` loads it."""
+        import json
+        import os
+
+        super().save_to_preset(path)
+        config_path = os.path.join(path, "config.json")
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        names = self.label_names or [f"LABEL_{i}" for i in range(self.num_classes)]
+        config["id2label"] = {str(i): n for i, n in enumerate(names)}
+        config["label2id"] = {n: i for i, n in enumerate(names)}
+        config["problem_type"] = {
+            "single_label": "single_label_classification",
+            "multi_label": "multi_label_classification",
+            "regression": "regression",
+        }[self.problem_type]
+        config["classifier_dropout"] = self.dropout
+        tmp = config_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        os.replace(tmp, config_path)
+
+    @classmethod
+    def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
+        """Builds the classifier from a preset name or a checkpoint directory.
+
+        For an HF `BertForSequenceClassification` directory, `num_classes` and the
+        label names default to its `id2label`; its `classifier.*` head is loaded
+        when the class count matches, otherwise a fresh head starts (with a note).
+
+        Args:
+            name_or_path: preset name (random weights) or a checkpoint directory.
+            load_weights: False builds the architecture only.
+            preprocessor: `"auto"` (from the directory's `vocab.txt`), None, or a layer.
+            **kwargs: `BertClassifier` arguments, e.g. `num_classes=2`.
+
+        Examples:
+        >>> from keras_bert_zoo.models.classifier import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny_uncased", num_classes=2)
+        >>> model.output_shape
+        (None, 2)
+        """
+        import os
+
+        from keras_bert_zoo.convert.checkpoint import CONFIG_SECTION, _read_json
+
+        config_path = os.path.join(str(name_or_path), "config.json")
+        if os.path.isfile(config_path):
+            config = _read_json(config_path)
+            ours = config.get(CONFIG_SECTION, {}).get("task") == cls.__name__
+            id2label = config.get("id2label")
+            if not ours and id2label and "num_classes" not in kwargs:
+                names = [id2label[k] for k in sorted(id2label, key=int)]
+                kwargs["num_classes"] = len(names)
+                if not all(n.startswith("LABEL_") for n in names):
+                    kwargs.setdefault("label_names", names)
+        if not kwargs.get("num_classes") and "label_names" in kwargs and kwargs["label_names"]:
+            kwargs["num_classes"] = len(kwargs["label_names"])
+        return super().from_preset(name_or_path, load_weights=load_weights,
+                                   preprocessor=preprocessor, **kwargs)
+
+    @classmethod
+    def _preprocessor_from_checkpoint(cls, checkpoint):
+        if checkpoint.file("vocab.txt") is None:
+            return None
+        try:
+            from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+        except ImportError:  # preprocessing not installed in this version
+            return None
+        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
+        kwargs = {}
+        length = (extra.get("data_format") or {}).get("sequence_length")
+        if length:
+            kwargs["sequence_length"] = int(length)
+        return BertPreprocessor.from_preset(checkpoint.path, **kwargs)
+
+    # --- training defaults ------------------------------------------------------------
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """`compile` with the loss and metrics that fit `problem_type`.
+
+        Args:
+            optimizer: `"auto"` is AdamW at 5e-5 (use
+                `keras_bert_zoo.training.create_optimizer` for BERT's schedule).
+            loss: `"auto"`: sparse categorical cross-entropy, binary cross-entropy
+                (multi-label) or MSE (regression), all on logits.
+            metrics: `"auto"`: accuracy (binary accuracy for multi-label, none for
+                regression).
+        """
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(5e-5)
+        if loss == "auto":
+            loss = {
+                "single_label": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                "multi_label": keras.losses.BinaryCrossentropy(from_logits=True),
+                "regression": keras.losses.MeanSquaredError(),
+            }[self.problem_type]
+        if metrics == "auto":
+            metrics = {
+                "single_label": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                "multi_label": [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)],
+                "regression": [],
+            }[self.problem_type]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    # --- outputs --------------------------------------------------------------------
+    def logits_to_probabilities(self, logits):
+        """Softmax (single-label), sigmoid (multi-label) or identity (regression), numpy."""
+        import numpy as np
+
+        logits = np.asarray(logits, dtype=np.float64)
+        if self.problem_type == "single_label":
+            z = logits - logits.max(axis=-1, keepdims=True)
+            e = np.exp(z)
+            return e / e.sum(axis=-1, keepdims=True)
+        if self.problem_type == "multi_label":
+            return 1.0 / (1.0 + np.exp(-logits))
+        return logits
+
+    def predict_labels(self, x, batch_size=None, **kwargs):
+        """Label names (or class ids without names) and probabilities for inputs `x`.
+
+        Returns:
+            `(labels, probabilities)`: a list with one entry per example (a name, a
+            list of names for multi-label, a float for regression) and the
+            `[batch, num_classes]` probabilities.
+        """
+        import numpy as np
+
+        probs = self.logits_to_probabilities(self.predict(x, batch_size=batch_size, **kwargs))
+        names = self.label_names or [str(i) for i in range(self.num_classes)]
+        if self.problem_type == "single_label":
+            labels = [names[i] for i in np.argmax(probs, axis=-1)]
+        elif self.problem_type == "multi_label":
+            labels = [[names[i] for i in np.flatnonzero(row > 0.5)] for row in probs]
+        else:
+            labels = [float(v) for v in probs[:, 0]]
+        return labels, probs
