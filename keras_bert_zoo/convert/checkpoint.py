@@ -102,6 +102,7 @@ class Checkpoint:
     """
 
     def __init__(self, path):
+        path = os.fspath(path)
         if not os.path.isdir(path):
             raise CheckpointError(
                 f"{path!r} is neither a preset name nor a directory. Known presets: "

@@ -38,9 +38,10 @@ def read_safetensors(path):
     Arrays are read-only views of a memory map, so a large file costs no copy
     until a tensor is used.
     """
+    size = os.path.getsize(path)
+    if size < 8:
+        raise SafetensorsError(f"{path} is not a safetensors file: it is {size} bytes long.")
     data = np.memmap(path, dtype=np.uint8, mode="r")
-    if data.size < 8:
-        raise SafetensorsError(f"{path} is not a safetensors file: it is {data.size} bytes long.")
     (header_len,) = struct.unpack("<Q", data[:8].tobytes())
     if header_len > data.size - 8:
         raise SafetensorsError(

@@ -114,7 +114,8 @@ class BertEncoderBlock(keras.layers.Layer):
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         # Softmax in float32 even under mixed precision: bf16 scores lose the
         # small differences that decide where attention goes.
-        scores = ops.cast(scores, "float32") + attention_bias
+        # (Keras autocasts the bias to the compute dtype; -10000 survives bf16 closely enough.)
+        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), v.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [b, heads, s, head_dim]

@@ -1,0 +1,135 @@
+"""Checkpoint layouts and failure modes, against HF transformers' own files."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from keras_bert_zoo import BertBackbone
+from keras_bert_zoo.convert.checkpoint import CheckpointError
+from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def hf_tiny(tmp_path, **overrides):
+    """A random tiny HF BertModel saved as safetensors; returns (dir, model)."""
+    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=16, max_position_embeddings=16, **overrides)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    path = tmp_path / "hf"
+    model.save_pretrained(path, safe_serialization=True)
+    return str(path), model
+
+
+def inputs():
+    rng = np.random.default_rng(1)
+    mask = np.ones((2, 7), "int32")
+    mask[1, 4:] = 0
+    return {"token_ids": rng.integers(0, 50, (2, 7)).astype("int32"),
+            "segment_ids": np.array([[0, 0, 0, 1, 1, 1, 1]] * 2, "int32"), "padding_mask": mask}
+
+
+def hf_outputs(model, x):
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor(x["token_ids"]).long(), token_type_ids=torch.tensor(x["segment_ids"]).long(),
+                    attention_mask=torch.tensor(x["padding_mask"]).long())
+    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+
+
+def assert_matches(backbone, model):
+    x = inputs()
+    seq, pooled = hf_outputs(model, x)
+    ours = backbone(x)
+    real = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(ours["sequence_output"].numpy()[real], seq[real], atol=1e-5)
+    np.testing.assert_allclose(ours["pooled_output"].numpy(), pooled, atol=1e-5)
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
+def test_hf_activations(tmp_path, hidden_act):
+    path, model = hf_tiny(tmp_path, hidden_act=hidden_act)
+    assert_matches(BertBackbone.from_preset(path), model)
+
+
+def test_hf_key_variants(tmp_path):
+    """`bert.` prefixes, gamma/beta LayerNorm names, a missing pooler and buffers are all accepted."""
+    path, model = hf_tiny(tmp_path)
+    tensors = dict(read_safetensors(os.path.join(path, "model.safetensors")))
+    renamed = {}
+    for k, v in tensors.items():
+        if k.startswith("pooler."):
+            continue
+        k = k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        renamed["bert." + k] = np.array(v)
+    renamed["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None]
+    renamed["cls.predictions.bias"] = np.zeros(50, np.float32)
+    write_safetensors(renamed, os.path.join(path, "model.safetensors"))
+    backbone = BertBackbone.from_preset(path)
+    x = inputs()
+    seq, _ = hf_outputs(model, x)
+    real = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(backbone(x)["sequence_output"].numpy()[real], seq[real], atol=1e-5)
+
+
+def test_save_to_preset_round_trips_exactly_and_hf_loads_it(tmp_path):
+    backbone = BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                            max_sequence_length=16)
+    backbone.save_to_preset(str(tmp_path / "ours"))
+    restored = BertBackbone.from_preset(str(tmp_path / "ours"))
+    assert restored.get_config() == {**backbone.get_config(), "name": restored.name}
+    for a, b in zip(backbone.weights, restored.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    hf = transformers.BertModel.from_pretrained(str(tmp_path / "ours")).eval()
+    assert_matches(backbone, hf)
+
+
+def test_wrong_shape_names_tensor_and_shapes(tmp_path):
+    path, _ = hf_tiny(tmp_path)
+    tensors = {k: np.array(v) for k, v in read_safetensors(os.path.join(path, "model.safetensors")).items()}
+    tensors["encoder.layer.1.intermediate.dense.weight"] = np.zeros((17, 8), np.float32)
+    write_safetensors(tensors, os.path.join(path, "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"encoder\.layer\.1\.intermediate\.dense\.weight.*\(8, 17\).*\(8, 16\)"):
+        BertBackbone.from_preset(path)
+
+
+def test_missing_tensor_is_named(tmp_path):
+    path, _ = hf_tiny(tmp_path)
+    tensors = {k: np.array(v) for k, v in read_safetensors(os.path.join(path, "model.safetensors")).items()
+               if "layer.0.attention.self.key.bias" not in k}
+    write_safetensors(tensors, os.path.join(path, "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"missing.*encoder\.layer\.0\.attention\.self\.key\.bias"):
+        BertBackbone.from_preset(path)
+
+
+def test_relative_position_embeddings_refused(tmp_path):
+    path, _ = hf_tiny(tmp_path)
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    config["position_embedding_type"] = "relative_key"
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(CheckpointError, match="position_embedding_type='relative_key'"):
+        BertBackbone.from_preset(path)
+
+
+def test_pickle_checkpoints_are_refused(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not opened")
+    with pytest.raises(CheckpointError, match="never loaded"):
+        BertBackbone.from_preset(str(tmp_path))
+
+
+def test_unrecognised_directory(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(CheckpointError, match="not a BERT checkpoint.*notes.txt"):
+        BertBackbone.from_preset(str(tmp_path))
+
+
+def test_load_weights_false_builds_architecture_only(tmp_path):
+    path, model = hf_tiny(tmp_path)
+    backbone = BertBackbone.from_preset(path, load_weights=False)
+    assert backbone.count_params() == sum(p.numel() for p in model.parameters())
