@@ -1,0 +1,268 @@
+"""`MaskedLMMasker`: BERT's masked-LM corruption as a TF preprocessing layer."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class MaskedLMMasker(keras.layers.Layer):
+    """Chooses positions to predict and corrupts them, as the original BERT recipe.
+
+    Per sequence, `round(selection_rate * candidates)` positions are chosen
+    (at least 1, at most `max_predictions`), where candidates are all tokens except
+    `unselectable_token_ids` (`[CLS]`, `[SEP]`, `[PAD]`). Of the chosen tokens 80%
+    become `[MASK]`, 10% a random token and 10% stay unchanged: the model must keep a
+    good representation of every token, not only of `[MASK]`.
+
+    Selection works on *units*: single tokens by default; whole words with
+    `whole_word_masking=True` (all pieces of a word are chosen together, as the
+    original `--do_whole_word_mask`); and spans of 1..`max_ngram` consecutive units
+    with `max_ngram > 1` (SpanBERT/ALBERT-style n-gram masking). Units are visited in
+    a random order and taken while the budget allows, so a word is never split.
+
+    Everything is TF ops on the whole batch (runs in `tf.data` and SavedModels).
+    Call it in the input pipeline, not in the model, so every epoch draws new masks
+    (dynamic masking, RoBERTa); pass `seed=[a, b]` per call for reproducible runs.
+
+    Args:
+        vocabulary_size: int, random replacements are drawn from `[0, vocabulary_size)`
+            excluding the unselectable ids.
+        mask_token_id: int, id of `[MASK]`.
+        unselectable_token_ids: list of int, never chosen (`[CLS]`, `[SEP]`, `[PAD]`).
+        max_predictions: int, static size of the outputs (20 at length 128).
+        selection_rate: float, 0.15.
+        mask_token_rate: float, share of chosen tokens set to `[MASK]` (0.8).
+        random_token_rate: float, share set to a random token (0.1).
+        whole_word_masking: bool, choose whole words. Word boundaries come from the
+            `word_ids` call argument or, when absent, from `vocabulary` (a piece
+            starting with `##` continues the previous word, the original rule).
+        vocabulary: list of str or path to `vocab.txt`, needed for whole-word
+            masking without `word_ids`.
+        max_ngram: int, >1 chooses spans of 1..max_ngram units (uniform length).
+        seed: int, op seed when no per-call `seed` is given.
+
+    Call args:
+        token_ids: int Tensor `[batch, seq]` or `[seq]` (packed, padded).
+        word_ids: optional int Tensor like `token_ids`, the word index of each
+            token, -1 for special tokens and padding.
+        seed: optional int Tensor `[2]`, a stateless seed (e.g. from the element's
+            index in the dataset).
+
+    Returns:
+        dict: `token_ids` (corrupted), `mask_positions` int32 `[batch, max_predictions]`
+        ascending and 0-padded, `mask_ids` (the original ids there), `mask_weights`
+        float32 (1 real, 0 padding slot).
+
+    Examples:
+    >>> from keras_bert_zoo import MaskedLMMasker
+    >>> masker = MaskedLMMasker(vocabulary_size=100, mask_token_id=4,
+    ...                         unselectable_token_ids=[0, 2, 3], max_predictions=3)
+    >>> out = masker([[2, 10, 11, 12, 13, 14, 15, 16, 17, 3, 0, 0]], seed=[1, 2])
+    >>> int(out["mask_weights"].numpy().sum())  # round(0.15 * 8) = 1
+    1
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        mask_token_id,
+        unselectable_token_ids=(0,),
+        max_predictions=20,
+        selection_rate=0.15,
+        mask_token_rate=0.8,
+        random_token_rate=0.1,
+        whole_word_masking=False,
+        vocabulary=None,
+        max_ngram=1,
+        seed=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        if not 0 < selection_rate <= 1:
+            raise ValueError(f"selection_rate must be in (0, 1], got {selection_rate}.")
+        if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
+            raise ValueError(
+                f"mask_token_rate={mask_token_rate} and random_token_rate={random_token_rate} must be "
+                "non-negative and sum to at most 1 (the rest stays unchanged)."
+            )
+        if max_predictions < 1 or max_ngram < 1:
+            raise ValueError(f"max_predictions ({max_predictions}) and max_ngram ({max_ngram}) must be >= 1.")
+        if isinstance(vocabulary, str):
+            with open(vocabulary, encoding="utf-8") as f:
+                vocabulary = [line.rstrip("\n") for line in f]
+        self.vocabulary_size = int(vocabulary_size)
+        self.mask_token_id = int(mask_token_id)
+        self.unselectable_token_ids = [int(i) for i in unselectable_token_ids]
+        self.max_predictions = int(max_predictions)
+        self.selection_rate = float(selection_rate)
+        self.mask_token_rate = float(mask_token_rate)
+        self.random_token_rate = float(random_token_rate)
+        self.whole_word_masking = bool(whole_word_masking)
+        self.vocabulary = list(vocabulary) if vocabulary is not None else None
+        self.max_ngram = int(max_ngram)
+        self.seed = seed
+        self._continuation = None
+        if self.vocabulary is not None:
+            self._continuation = tf.constant([t.startswith("##") for t in self.vocabulary], tf.bool)
+
+    # --- randomness -------------------------------------------------------------------------
+    def _uniform(self, shape, seed, salt, dtype=tf.float32, maxval=None):
+        kw = {"minval": 0, "maxval": maxval} if maxval is not None else {}
+        if seed is None:
+            op_seed = None if self.seed is None else self.seed + salt
+            return tf.random.uniform(shape, dtype=dtype, seed=op_seed, **kw)
+        seed = tf.cast(seed, tf.int64) + tf.constant([0, 7919], tf.int64) * salt
+        return tf.random.stateless_uniform(shape, seed=seed, dtype=dtype, **kw)
+
+    # --- units --------------------------------------------------------------------------
+    def _word_ids(self, token_ids, candidate):
+        if self._continuation is None:
+            raise ValueError(
+                "whole_word_masking needs word boundaries: pass `word_ids` to the call (e.g. "
+                "BertTokenizer word ids) or `vocabulary=` (vocab.txt path or list) so pieces "
+                "starting with '##' are joined to their word."
+            )
+        is_cont = tf.gather(self._continuation, tf.clip_by_value(token_ids, 0, len(self.vocabulary) - 1))
+        starts = tf.logical_and(candidate, tf.logical_not(is_cont))
+        # A continuation after a special token starts a word of its own.
+        prev_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
+        starts = tf.logical_or(starts, tf.logical_and(candidate, tf.logical_not(prev_candidate)))
+        word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+        return tf.where(candidate, word, -1)
+
+    def _units(self, token_ids, word_ids, candidate, seed):
+        """Unit index in [0, seq) of each token; tokens of a unit are chosen together."""
+        batch, seq = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        if self.whole_word_masking:
+            if word_ids is None:
+                word_ids = self._word_ids(token_ids, candidate)
+            # Renumber words 0.. in order of appearance so ids stay below `seq` even
+            # when word ids of the second segment continue the first segment's.
+            word_ids = tf.cast(word_ids, tf.int32)
+            prev = tf.pad(word_ids[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+            new_word = tf.logical_and(candidate, tf.not_equal(word_ids, prev))
+            units = tf.cumsum(tf.cast(new_word, tf.int32), axis=1) - 1
+        else:
+            units = tf.broadcast_to(tf.range(seq)[None, :], [batch, seq])
+        units = tf.maximum(units, 0)
+        if self.max_ngram > 1:
+            # Cut the unit sequence into spans of random length 1..max_ngram:
+            # span k covers units [ends[k-1], ends[k]).
+            lengths = self._uniform([batch, seq], seed, 3, tf.int32, self.max_ngram + 1)
+            lengths = tf.maximum(lengths, 1)
+            ends = tf.cumsum(lengths, axis=1)
+            units = tf.searchsorted(ends, units, side="right")
+            units = tf.minimum(units, seq - 1)
+        return units
+
+    # --- call ---------------------------------------------------------------------------
+    def __call__(self, token_ids, *args, **kwargs):
+        # Plain lists / numpy arrays are data, not a nest of inputs.
+        if not isinstance(token_ids, (tf.Tensor, tf.RaggedTensor, dict)):
+            token_ids = tf.convert_to_tensor(token_ids)
+        return super().__call__(token_ids, *args, **kwargs)
+
+    def call(self, token_ids, word_ids=None, seed=None):
+        token_ids = tf.convert_to_tensor(token_ids)
+        if isinstance(token_ids, tf.RaggedTensor):
+            raise ValueError("MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones.")
+        unbatched = token_ids.shape.rank == 1
+        if unbatched:
+            token_ids = token_ids[None, :]
+            if word_ids is not None:
+                word_ids = tf.convert_to_tensor(word_ids)[None, :]
+        if token_ids.shape.rank != 2:
+            raise ValueError(f"token_ids must be [batch, seq] or [seq]; got rank {token_ids.shape.rank}.")
+        ids = tf.cast(token_ids, tf.int32)
+        batch, seq = tf.shape(ids)[0], tf.shape(ids)[1]
+
+        candidate = tf.ones_like(ids, tf.bool)
+        for special in self.unselectable_token_ids:
+            candidate = tf.logical_and(candidate, tf.not_equal(ids, special))
+        if word_ids is not None:
+            candidate = tf.logical_and(candidate, tf.convert_to_tensor(word_ids) >= 0)
+        num_candidates = tf.reduce_sum(tf.cast(candidate, tf.int32), axis=1)
+        # The original: min(max_predictions, max(1, int(round(len * rate)))).
+        budget = tf.cast(tf.round(tf.cast(num_candidates, tf.float32) * self.selection_rate), tf.int32)
+        budget = tf.minimum(tf.maximum(budget, 1), self.max_predictions)
+        budget = tf.minimum(budget, num_candidates)
+
+        units = self._units(ids, word_ids, candidate, seed)
+        # Candidate tokens per unit, then units in random order, taken while the
+        # running total stays within the budget (never splitting a unit).
+        unit_size = tf.reduce_sum(
+            tf.one_hot(units, seq, dtype=tf.int32) * tf.cast(candidate, tf.int32)[:, :, None], axis=1
+        )  # [batch, unit]
+        order = tf.argsort(self._uniform([batch, seq], seed, 1), axis=1)
+        size_in_order = tf.gather(unit_size, order, batch_dims=1)
+        total = tf.cumsum(size_in_order, axis=1)
+        take_in_order = tf.logical_and(total <= budget[:, None], size_in_order > 0)
+        rank = tf.argsort(order, axis=1)  # unit -> its place in the random order
+        take_unit = tf.gather(take_in_order, rank, batch_dims=1)
+        chosen = tf.logical_and(tf.gather(take_unit, units, batch_dims=1), candidate)
+
+        # 80% [MASK], 10% random, 10% unchanged, decided per token.
+        draw = self._uniform([batch, seq], seed, 2)
+        to_mask = tf.logical_and(chosen, draw < self.mask_token_rate)
+        to_random = tf.logical_and(
+            chosen,
+            tf.logical_and(draw >= self.mask_token_rate, draw < self.mask_token_rate + self.random_token_rate),
+        )
+        random_ids = self._random_tokens([batch, seq], seed)
+        corrupted = tf.where(to_mask, self.mask_token_id, ids)
+        corrupted = tf.where(to_random, random_ids, corrupted)
+
+        # Chosen positions, ascending, padded to max_predictions.
+        key = tf.where(chosen, tf.range(seq)[None, :], seq + tf.range(seq)[None, :])
+        sorted_pos = tf.sort(key, axis=1)
+        sorted_pos = tf.pad(sorted_pos, [[0, 0], [0, tf.maximum(self.max_predictions - seq, 0)]],
+                            constant_values=2 * seq)[:, : self.max_predictions]
+        weights = tf.cast(sorted_pos < seq, tf.float32)
+        positions = tf.where(sorted_pos < seq, sorted_pos, 0)
+        mask_ids = tf.gather(ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
+        outputs = {
+            "token_ids": tf.cast(corrupted, token_ids.dtype),
+            "mask_positions": positions,
+            "mask_ids": mask_ids,
+            "mask_weights": weights,
+        }
+        if unbatched:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
+
+    def _random_tokens(self, shape, seed):
+        # Uniform over the vocabulary minus the unselectable ids, so a random
+        # replacement is never [CLS]/[SEP]/[PAD]: draw from the remaining ids and
+        # shift past each excluded id.
+        excluded = sorted(set(i for i in self.unselectable_token_ids if 0 <= i < self.vocabulary_size))
+        draw = self._uniform(shape, seed, 4, tf.int32, self.vocabulary_size - len(excluded))
+        for e in excluded:
+            draw = draw + tf.cast(draw >= e, tf.int32)
+        return draw
+
+    def compute_output_shape(self, token_ids_shape, word_ids_shape=None):
+        lead = tuple(token_ids_shape[:-1])
+        return {
+            "token_ids": tuple(token_ids_shape),
+            "mask_positions": lead + (self.max_predictions,),
+            "mask_ids": lead + (self.max_predictions,),
+            "mask_weights": lead + (self.max_predictions,),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocabulary_size=self.vocabulary_size,
+            mask_token_id=self.mask_token_id,
+            unselectable_token_ids=self.unselectable_token_ids,
+            max_predictions=self.max_predictions,
+            selection_rate=self.selection_rate,
+            mask_token_rate=self.mask_token_rate,
+            random_token_rate=self.random_token_rate,
+            whole_word_masking=self.whole_word_masking,
+            vocabulary=self.vocabulary,
+            max_ngram=self.max_ngram,
+            seed=self.seed,
+        )
+        return config
