@@ -3,6 +3,7 @@
 from keras_bert_zoo.models.backbone import BertBackbone
 from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker
 
 __version__ = "0.1.0"
 
@@ -12,4 +13,4 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "presets"]
+__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor"]

