@@ -1,0 +1,128 @@
+"""Pretraining TFRecords: the original create_pretraining_data.py / run_pretraining.py format."""
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import BertBackbone
+from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.preprocessing.pretraining_data import make_masker, pretraining_dataset
+from keras_bert_zoo.preprocessing.records import read_pretraining_records, write_pretraining_records
+from tests.helpers import minilm_path, shared_data
+
+SEQ, PRED = 64, 10
+
+# run_pretraining.py's `name_to_features`, spelled out here rather than imported
+# from our module, so a change on our side cannot silently change the reference.
+ORIGINAL_SPEC = {
+    "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "masked_lm_positions": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32),
+    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return os.path.join(minilm_path(), "vocab.txt")
+
+
+def test_written_records_parse_with_the_original_spec(tmp_path, vocab):
+    corpus = shared_data("pretrain_text", "sample_text.txt")
+    ds = pretraining_dataset([corpus], vocab, sequence_length=SEQ, max_predictions=PRED, batch_size=8)
+    batches = list(ds)
+    path = str(tmp_path / "ours.tfrecord")
+    n = write_pretraining_records(batches, path)
+    assert n == sum(len(x["token_ids"]) for x, _ in batches) > 10
+    assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
+    parsed = [tf.io.parse_single_example(r, ORIGINAL_SPEC) for r in tf.data.TFRecordDataset(path)]
+    x0, y0 = batches[0]
+    for i in range(3):
+        p = parsed[i]
+        np.testing.assert_array_equal(p["input_ids"], x0["token_ids"][i])
+        np.testing.assert_array_equal(p["input_mask"], x0["padding_mask"][i])
+        np.testing.assert_array_equal(p["segment_ids"], x0["segment_ids"][i])
+        np.testing.assert_array_equal(p["masked_lm_positions"], x0["mask_positions"][i])
+        np.testing.assert_array_equal(p["masked_lm_ids"], y0["mask_ids"][i])
+        np.testing.assert_array_equal(p["masked_lm_weights"], y0["mask_weights"][i])
+        assert int(p["next_sentence_labels"][0]) == int(y0["next_sentence_labels"][i])
+    # And it reads back identically.
+    back = list(read_pretraining_records(path, batch_size=8))
+    for (xa, ya), (xb, yb) in zip(batches, back):
+        for k in xa:
+            np.testing.assert_array_equal(xa[k], xb[k])
+        for k in ya:
+            np.testing.assert_array_equal(ya[k], yb[k])
+
+
+def _create_int_feature(values):
+    # As create_pretraining_data.py writes them.
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _create_float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def test_records_from_a_plain_example_writer_train_here(tmp_path):
+    rng = np.random.default_rng(0)
+    path = str(tmp_path / "original.tfrecord")
+    originals = []
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(16):
+            n = int(rng.integers(20, SEQ))
+            ids = [101] + rng.integers(1000, 1100, n - 2).tolist() + [102] + [0] * (SEQ - n)
+            original = list(ids)
+            positions = sorted(rng.choice(np.arange(1, n - 1), 5, replace=False).tolist())
+            masked_ids = [ids[p] for p in positions]
+            for p in positions:
+                ids[p] = 103
+            features = collections.OrderedDict()
+            features["input_ids"] = _create_int_feature(ids)
+            features["input_mask"] = _create_int_feature([1] * n + [0] * (SEQ - n))
+            features["segment_ids"] = _create_int_feature([0] * SEQ)
+            features["masked_lm_positions"] = _create_int_feature(positions + [0] * (PRED - 5))
+            features["masked_lm_ids"] = _create_int_feature(masked_ids + [0] * (PRED - 5))
+            features["masked_lm_weights"] = _create_float_feature([1.0] * 5 + [0.0] * (PRED - 5))
+            features["next_sentence_labels"] = _create_int_feature([int(rng.integers(0, 2))])
+            example = tf.train.Example(features=tf.train.Features(feature=features))
+            writer.write(example.SerializeToString())
+            originals.append(original)
+    ds = read_pretraining_records(path, batch_size=8)
+    x, y = next(iter(ds))
+    assert x["token_ids"].dtype == tf.int32 and x["token_ids"].shape == (8, SEQ)
+    assert x["mask_positions"].shape == (8, PRED) and y["next_sentence_labels"].shape == (8,)
+    backbone = BertBackbone(vocabulary_size=1200, num_layers=1, num_heads=2, hidden_dim=16,
+                            intermediate_dim=32, max_sequence_length=SEQ)
+    model = BertPretrainer(backbone=backbone)
+    model.compile("adam")
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and "mlm_accuracy" in history.history
+
+    # Dynamic masking on static records: the originals come back, then new masks.
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, 1200)]
+    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+    masker = make_masker(vocabulary, max_predictions=PRED)
+    remasked = list(read_pretraining_records(path, batch_size=8, masker=masker, seed=1))
+    x, y = remasked[0]
+    restored = x["token_ids"].numpy().copy()
+    pos, ids, w = x["mask_positions"].numpy(), y["mask_ids"].numpy(), y["mask_weights"].numpy()
+    for i in range(8):
+        restored[i, pos[i][w[i] > 0]] = ids[i][w[i] > 0]
+    np.testing.assert_array_equal(restored, np.array(originals[:8]))
+
+
+def test_not_a_record_file_is_rejected(tmp_path):
+    path = str(tmp_path / "other.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    with pytest.raises(ValueError, match="not a BERT pretraining record file"):
+        read_pretraining_records(path)
+    with pytest.raises(FileNotFoundError, match="no record file"):
+        read_pretraining_records(str(tmp_path / "missing-*.tfrecord"))
