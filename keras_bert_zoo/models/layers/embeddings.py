@@ -78,9 +78,8 @@ class BertEmbeddings(keras.layers.Layer):
         seq_len = ops.shape(token_ids)[1]
         words = self.word_embeddings(token_ids)
         # Positions are always 0..seq-1: slice the table instead of a gather.
-        positions = ops.slice(
-            self.position_embeddings.embeddings, (0, 0), (seq_len, self.hidden_dim)
-        )
+        table = ops.convert_to_tensor(self.position_embeddings.embeddings)
+        positions = ops.slice(table, (0, 0), (seq_len, self.hidden_dim))
         positions = ops.cast(positions, words.dtype)
         segments = self.token_type_embeddings(segment_ids)
         x = words + segments + positions[None, :, :]
