@@ -3,9 +3,11 @@
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.preprocessing.base import PreprocessingLayer
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
-class MaskedLMMasker(keras.layers.Layer):
+class MaskedLMMasker(PreprocessingLayer):
     """Chooses positions to predict and corrupts them, as the original BERT recipe.
 
     Per sequence, `round(selection_rate * candidates)` positions are chosen
@@ -77,7 +79,6 @@ class MaskedLMMasker(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         if not 0 < selection_rate <= 1:
             raise ValueError(f"selection_rate must be in (0, 1], got {selection_rate}.")
@@ -157,16 +158,10 @@ class MaskedLMMasker(keras.layers.Layer):
         return units
 
     # --- call ---------------------------------------------------------------------------
-    def __call__(self, token_ids, *args, **kwargs):
-        # Plain lists / numpy arrays are data, not a nest of inputs.
-        if not isinstance(token_ids, (tf.Tensor, tf.RaggedTensor, dict)):
-            token_ids = tf.convert_to_tensor(token_ids)
-        return super().__call__(token_ids, *args, **kwargs)
-
     def call(self, token_ids, word_ids=None, seed=None):
-        token_ids = tf.convert_to_tensor(token_ids)
         if isinstance(token_ids, tf.RaggedTensor):
             raise ValueError("MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones.")
+        token_ids = tf.convert_to_tensor(token_ids)
         unbatched = token_ids.shape.rank == 1
         if unbatched:
             token_ids = token_ids[None, :]

@@ -7,63 +7,32 @@ batches inside `tf.data`, so every epoch (every pass over a repeated stream) get
 fresh masks, reproducibly from `seed`.
 """
 
-import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.preprocessing.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, pack_instance
-
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer, read_vocabulary
 
 def load_vocabulary(path_or_list):
-    """The vocabulary as a list of tokens (from `vocab.txt` or a list), checked for specials."""
-    if isinstance(path_or_list, (list, tuple)):
-        vocabulary = list(path_or_list)
-    else:
-        with open(path_or_list, encoding="utf-8") as f:
-            vocabulary = [line.rstrip("\n") for line in f]
-    missing = [t for t in SPECIAL_TOKENS if t not in vocabulary]
-    if missing:
-        raise ValueError(
-            f"the vocabulary lacks {missing}; BERT pretraining needs {list(SPECIAL_TOKENS)}. "
-            "Learn one with `bert-zoo vocab` or pass --vocab-size N to `bert-zoo pretrain`."
-        )
-    return vocabulary
+    """The vocabulary as a list of tokens (`vocab.txt` path or list), checked for specials."""
+    return read_vocabulary(path_or_list)
 
 
 class WordPieceIds:
-    """Sentences -> WordPiece ids, batched through tensorflow-text.
-
-    TEMPORARY ADAPTER: uses `tensorflow_text.BertTokenizer` directly until the
-    package's `BertTokenizer` (keras_bert_zoo.preprocessing.tokenizer) is committed;
-    then this becomes a thin wrapper over it. Same vocabulary, same lowercasing and
-    accent stripping as the original uncased BERT.
-    """
+    """Sentences -> WordPiece ids with the package's `BertTokenizer`, one TF call per chunk."""
 
     def __init__(self, vocabulary, lowercase=True):
-        import tensorflow_text as tf_text
-
         self.vocabulary = load_vocabulary(vocabulary)
-        table = tf.lookup.StaticVocabularyTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int64)
-            ),
-            num_oov_buckets=1,
-        )
-        self._tokenizer = tf_text.BertTokenizer(
-            table, token_out_type=tf.int64, lower_case=lowercase,
-            unknown_token="[UNK]",
-        )
+        self.tokenizer = BertTokenizer(self.vocabulary, lowercase=lowercase)
         self.token_id = {t: i for i, t in enumerate(self.vocabulary)}
 
     def __call__(self, sentences):
-        """list of str -> list of lists of int ids (one batched TF call)."""
+        """list of str -> list of lists of int ids."""
         if not sentences:
             return []
-        ragged = self._tokenizer.tokenize(tf.constant(sentences)).merge_dims(-2, -1)
-        values = ragged.flat_values.numpy().astype(np.int32)
+        ragged = self.tokenizer(tf.constant(sentences))
+        values = ragged.flat_values.numpy()
         splits = ragged.row_splits.numpy()
         return [values[splits[i]: splits[i + 1]].tolist() for i in range(len(sentences))]
 
