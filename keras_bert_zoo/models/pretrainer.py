@@ -60,6 +60,9 @@ class BertPretrainer(Task):
         backbone: `BertBackbone`.
         preprocessor: optional layer (kept with the preset; pretraining data is
             usually made by `keras_bert_zoo.preprocessing` pipelines instead).
+        data_config: optional dict, how the pretraining data was made
+            (`sequence_length`, `max_predictions`, `nsp`, `corpus_format`, ...);
+            saved with the preset so `bert-zoo evaluate` prepares data the same way.
 
     Examples:
     >>> import numpy as np
@@ -76,7 +79,7 @@ class BertPretrainer(Task):
 
     hf_architecture = "BertForPreTraining"
 
-    def __init__(self, backbone, preprocessor=None, **kwargs):
+    def __init__(self, backbone, preprocessor=None, data_config=None, **kwargs):
         # === Layers ===
         mlm_head = MaskedLMHead(
             token_embedding=backbone.token_embedding,
@@ -106,6 +109,7 @@ class BertPretrainer(Task):
                          preprocessor=preprocessor, **kwargs)
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
+        self.data_config = dict(data_config or {})
 
         # Metrics are computed from (y, y_pred) in `compute_metrics`, not in the
         # loss, so the JAX backend's stateless training step works too.
@@ -188,5 +192,7 @@ class BertPretrainer(Task):
             ("cls.predictions.decoder.bias", self.mlm_head.bias.numpy()),
         )
 
-    def task_config(self):
-        return {}
+    def get_config(self):
+        config = super().get_config()
+        config["data_config"] = dict(self.data_config)
+        return config
