@@ -1,5 +1,6 @@
 """keras-bert-zoo: BERT end to end in Keras 3."""
 
+from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.models.backbone import BertBackbone
 from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
@@ -15,4 +16,4 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor", "BertPretrainer", "MaskedLMMasker"]
+__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor", "BertPretrainer", "MaskedLMMasker", "export_saved_model"]

@@ -1,0 +1,313 @@
+"""`export_saved_model`: a task model as a SavedModel that takes raw strings.
+
+The exported module carries the whole path `text -> WordPiece -> [CLS] A [SEP] (B
+[SEP]) -> model -> labels`, so a process with only `tensorflow` and
+`tensorflow_text` (whose `import` registers the WordPiece / regex-split ops) can serve
+it: `tf.saved_model.load(path).signatures["serving_default"](text=...)`, or TF
+Serving. KerasHub's exported BERTs take integer tensors only; ours take text.
+
+Signatures (every input is `[batch]`):
+
+- `serving_default`: `text` (and `text_pair` for pair tasks) `tf.string` -> the task's
+  outputs (classifier: `label_ids`, `probabilities`, `labels`).
+- `predict_token_ids`: `token_ids`, `segment_ids`, `padding_mask` int32
+  `[batch, seq]` -> the same outputs, for users who preprocess themselves.
+- `fill_mask` (pretrainer; also its `serving_default`): `text` with `[MASK]` ->
+  the top-k `tokens`, `token_ids` and `scores` at each `[MASK]`.
+
+The vocabulary is an asset (`assets/vocab.txt`); the fill-mask signature reads token
+strings from it, and `assets/export_info.json` records the task, labels and
+sequence length.
+
+A new task plugs in with one `TaskServing` subclass registered for its class name
+(`@register_serving("BertTagger")`), giving its outputs from the model's outputs.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+VOCAB_ASSET = "vocab.txt"
+INFO_ASSET = "export_info.json"
+_SERVINGS = {}
+
+
+def register_serving(task_class_name):
+    """Class decorator: the `TaskServing` used to export models of `task_class_name`."""
+
+    def wrap(cls):
+        _SERVINGS[task_class_name] = cls
+        return cls
+
+    return wrap
+
+
+class TaskServing:
+    """How one task type turns model outputs into serving outputs.
+
+    Subclasses set `default_signature` and implement `outputs(model_outputs, features)`
+    (a dict of tensors, each with a leading batch dimension); they may override
+    `model_inputs(features)` and `extra_signatures(module)`.
+
+    Args:
+        model: the task model (a `keras_bert_zoo.models.task.Task`).
+        preprocessor: a `BertPreprocessor`.
+        text_pair: bool, whether `serving_default` takes `text_pair` too.
+    """
+
+    default_signature = "predict"
+
+    def __init__(self, model, preprocessor, text_pair=False):
+        self.model = model
+        self.preprocessor = preprocessor
+        self.text_pair = text_pair
+
+    def model_inputs(self, features):
+        """The model's input dict (plus any helper tensors `outputs` needs)."""
+        return features
+
+    def outputs(self, model_outputs, features):
+        raise NotImplementedError
+
+    def info(self):
+        """JSON-able facts stored in `assets/export_info.json`."""
+        return {}
+
+    def extra_signatures(self, module):
+        return {}
+
+
+@register_serving("BertClassifier")
+class ClassifierServing(TaskServing):
+    """`label_ids`, `probabilities`, `labels` (names) for single-label,
+    multi-label (multi-hot ids, `|`-joined names) and regression (`scores`)."""
+
+    def __init__(self, model, preprocessor, text_pair=False):
+        super().__init__(model, preprocessor, text_pair)
+        names = model.label_names or [str(i) for i in range(model.num_classes)]
+        self.label_names = tf.constant(names, dtype=tf.string)
+
+    def outputs(self, logits, features):
+        logits = tf.cast(logits, tf.float32)
+        kind = self.model.problem_type
+        if kind == "regression":
+            return {"scores": logits[:, 0]}
+        if kind == "multi_label":
+            probs = tf.sigmoid(logits)
+            hot = probs > 0.5
+            names = tf.where(hot, self.label_names[None, :], "")
+            joined = tf.strings.reduce_join(names, axis=-1, separator="|")
+            # reduce_join keeps the separators of empty names: squeeze them out.
+            joined = tf.strings.regex_replace(joined, r"\|+", "|")
+            joined = tf.strings.regex_replace(joined, r"^\||\|$", "")
+            return {"label_ids": tf.cast(hot, tf.int32), "probabilities": probs, "labels": joined}
+        probs = tf.nn.softmax(logits, axis=-1)
+        ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
+        return {"label_ids": ids, "probabilities": probs, "labels": tf.gather(self.label_names, ids)}
+
+    def info(self):
+        return {"problem_type": self.model.problem_type, "num_classes": self.model.num_classes,
+                "label_names": [n.decode() for n in self.label_names.numpy().tolist()]}
+
+
+@register_serving("BertPretrainer")
+class PretrainerServing(TaskServing):
+    """Fill-mask: the top-k tokens at each `[MASK]` of the text (at most `max_masks`).
+
+    Outputs `[batch, max_masks, top_k]` `tokens`, `token_ids`, `scores` (softmax
+    probabilities), and `[batch, max_masks]` `mask_positions` and `is_mask` (False on
+    padding slots, where the other outputs are meaningless).
+    """
+
+    default_signature = "fill_mask"
+
+    def __init__(self, model, preprocessor, text_pair=False, top_k=5, max_masks=8, vocab_table=None):
+        super().__init__(model, preprocessor, text_pair)
+        self.top_k = int(top_k)
+        self.max_masks = int(max_masks)
+        self.mask_id = preprocessor.tokenizer.mask_token_id
+        self.vocab_table = vocab_table
+
+    def model_inputs(self, features):
+        is_mask = tf.equal(features["token_ids"], self.mask_id)
+        positions = tf.ragged.boolean_mask(
+            tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask
+        )
+        positions = positions[:, : self.max_masks]
+        features = dict(features)
+        features["mask_positions"] = positions.to_tensor(0, shape=[None, self.max_masks])
+        features["is_mask"] = tf.sequence_mask(positions.row_lengths(), self.max_masks)
+        return features
+
+    def outputs(self, model_outputs, features):
+        probs = tf.nn.softmax(tf.cast(model_outputs["mlm_logits"], tf.float32), axis=-1)
+        scores, ids = tf.math.top_k(probs, k=self.top_k)
+        return {
+            "token_ids": ids,
+            "tokens": self.vocab_table.lookup(tf.cast(ids, tf.int64)),
+            "scores": scores,
+            "mask_positions": features["mask_positions"],
+            "is_mask": features["is_mask"],
+        }
+
+    def info(self):
+        return {"top_k": self.top_k, "max_masks": self.max_masks}
+
+
+class _ServingModule(tf.Module):
+    """Holds the model's variables, the preprocessor and the assets; defines the signatures."""
+
+    def __init__(self, serving, vocab_path, info_path):
+        super().__init__()
+        self.model = serving.model
+        self.vocab_file = tf.saved_model.Asset(vocab_path)
+        self.info_file = tf.saved_model.Asset(info_path)
+        self._serving = serving
+        self._pre = serving.preprocessor
+        # id -> token, initialised from the asset so the file travels and is used.
+        self.vocab_table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                self.vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+                tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+            ),
+            default_value="[UNK]",
+        )
+        if isinstance(serving, PretrainerServing):
+            serving.vocab_table = self.vocab_table
+
+    def run(self, features):
+        features = self._serving.model_inputs(features)
+        # Only the model's own inputs go in; helpers such as `is_mask` stay outside.
+        outputs = self.model({k: features[k] for k in self.model.input}, training=False)
+        return self._serving.outputs(outputs, features)
+
+    def preprocess(self, text, text_pair=None):
+        with tf.device("cpu"):
+            features = self._pre((text, text_pair) if text_pair is not None else text)
+        return {k: tf.cast(v, tf.int32) for k, v in features.items()}
+
+
+def _signatures(module, serving):
+    text_spec = tf.TensorSpec([None], tf.string, name="text")
+    if serving.text_pair:
+        @tf.function(input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_pair")])
+        def from_text(text, text_pair):
+            return module.run(module.preprocess(text, text_pair))
+    else:
+        @tf.function(input_signature=[text_spec])
+        def from_text(text):
+            return module.run(module.preprocess(text))
+
+    ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")]
+
+    @tf.function(input_signature=ids_spec)
+    def from_ids(token_ids, segment_ids, padding_mask):
+        return module.run({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+
+    @tf.function(input_signature=[text_spec])
+    def tokenize(text):
+        # Shows users exactly what the model sees (and lets them check their own ids).
+        return module.preprocess(text)
+
+    signatures = {"serving_default": from_text, "predict_token_ids": from_ids, "tokenize": tokenize}
+    if serving.default_signature != "predict":
+        signatures[serving.default_signature] = from_text
+    return signatures
+
+
+def _text_pair(model, text_pair):
+    if text_pair is not None:
+        return bool(text_pair)
+    layout = getattr(model, "data_format", None) or {}
+    return len(layout.get("text_columns") or ()) == 2
+
+
+def export_saved_model(model, path, preprocessor=None, text_pair=None, top_k=5, max_masks=8):
+    """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
+
+    Args:
+        model: a `BertClassifier` or `BertPretrainer` (other tasks: register a
+            `TaskServing`).
+        path: output directory; written to a temporary sibling and moved into
+            place, so a failed export never leaves a half-written model.
+        preprocessor: a `BertPreprocessor`; defaults to `model.preprocessor`.
+        text_pair: bool, whether `serving_default` takes `text_pair`; None
+            decides from the model's `data_format` (two text columns = pairs).
+        top_k: int, pretrainer only: tokens returned per `[MASK]`.
+        max_masks: int, pretrainer only: `[MASK]`s answered per text.
+
+    Returns:
+        `path`.
+
+    Examples:
+    ```python
+    from keras_bert_zoo import BertClassifier, export_saved_model
+    model = BertClassifier.from_preset("path/to/finetuned")     # has a preprocessor
+    export_saved_model(model, "/tmp/served")
+    # In any process with tensorflow + tensorflow_text:
+    import tensorflow as tf, tensorflow_text  # noqa: F401  (registers the ops)
+    served = tf.saved_model.load("/tmp/served")
+    served.signatures["serving_default"](text=tf.constant(["a fine film"]))["labels"]
+    ```
+    """
+    name = type(model).__name__
+    serving_cls = _SERVINGS.get(name) or next(
+        (c for n, c in _SERVINGS.items() if any(b.__name__ == n for b in type(model).__mro__)), None
+    )
+    if serving_cls is None:
+        raise ValueError(
+            f"cannot export a {name}: known task models are {', '.join(sorted(_SERVINGS))}. "
+            "Register a TaskServing for it with @register_serving(...)."
+        )
+    preprocessor = preprocessor if preprocessor is not None else getattr(model, "preprocessor", None)
+    if preprocessor is None or not hasattr(preprocessor, "tokenizer"):
+        raise ValueError(
+            f"the {name} has no preprocessor, so the SavedModel could not take raw text. Pass "
+            "preprocessor=BertPreprocessor.from_preset(DIR_WITH_VOCAB_TXT) (or load the model with "
+            "from_preset on a directory that has vocab.txt)."
+        )
+    vocab_size = preprocessor.tokenizer.vocabulary_size()
+    if vocab_size != model.backbone.vocabulary_size:
+        raise ValueError(
+            f"the preprocessor's vocabulary has {vocab_size} tokens but the model's embedding table "
+            f"{model.backbone.vocabulary_size}; use the vocabulary the model was trained with."
+        )
+    pair = _text_pair(model, text_pair)
+    if serving_cls is PretrainerServing:
+        serving = serving_cls(model, preprocessor, pair, top_k=top_k, max_masks=max_masks)
+    else:
+        serving = serving_cls(model, preprocessor, pair)
+
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        staging = os.path.join(work, "assets_src")
+        os.makedirs(staging)
+        vocab_path = os.path.join(staging, VOCAB_ASSET)
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in preprocessor.tokenizer.get_vocabulary()))
+        info = {
+            "task": name,
+            "text_pair": pair,
+            "sequence_length": preprocessor.sequence_length,
+            "signatures": None,
+            **serving.info(),
+        }
+        module = _ServingModule(serving, vocab_path, os.path.join(staging, INFO_ASSET))
+        signatures = _signatures(module, serving)
+        info["signatures"] = sorted(signatures)
+        with open(os.path.join(staging, INFO_ASSET), "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+        out = os.path.join(work, "saved_model")
+        tf.saved_model.save(module, out, signatures=signatures)
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.replace(out, path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return path
