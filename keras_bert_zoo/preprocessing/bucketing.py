@@ -71,3 +71,18 @@ def bucket_by_length(ds, batch_size, boundaries):
         pad_to_bucket_boundary=True,
         drop_remainder=False,
     )
+
+
+def with_known_cardinality(ds):
+    """Counts the batches once and records the count on the dataset.
+
+    With bucketing, the number of batches per epoch is fixed (each bucket holds the
+    same examples every epoch, only their order changes) but tf.data cannot know it;
+    Keras then guesses it from the first epoch and its progress bar and the learning
+    rate schedule have no total. One pass over the (cached) data gives the count.
+
+    Returns:
+        `(dataset, num_batches)`.
+    """
+    n = int(ds.reduce(0, lambda count, _: count + 1))
+    return ds.apply(tf.data.experimental.assert_cardinality(n)), n

@@ -307,6 +307,8 @@ def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, b
         ds = ds.batch(batch_size)
         if bucket:
             ds = ds.map(lambda x, y: (bucketing.trim_batch(x, boundaries), y))
+        # In-order batches: the count is known, and telling tf.data lets Keras show it.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(-(-len(examples) // batch_size)))
     if not with_labels:
         ds = ds.map(lambda x, y: x)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,135 @@
+"""`bert-zoo finetune classify`, `evaluate`, `predict` end to end on a tiny model."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, f1_score
+
+from keras_bert_zoo.cli import main
+from keras_bert_zoo.models.backbone import BertBackbone
+from keras_bert_zoo.models.classifier import BertClassifier
+
+WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "plot", "a", "very"]
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A random tiny HF-layout checkpoint with its own vocabulary."""
+    import keras
+
+    path = str(tmp_path_factory.mktemp("tiny_model"))
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocabulary_size=len(SPECIAL + WORDS), num_layers=1, num_heads=2,
+                            hidden_dim=32, intermediate_dim=64, max_sequence_length=32, dropout=0.0)
+    backbone.save_to_preset(path)
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("\n".join(SPECIAL + WORDS) + "\n")
+    return path
+
+
+def _sentiment_file(path, n, seed, extra_label=None):
+    rng = np.random.default_rng(seed)
+    lines = ["sentence\tlabel"]
+    for i in range(n):
+        label = int(rng.integers(2))
+        cue = rng.choice(["good", "great", "fine"] if label else ["bad", "awful", "poor"])
+        filler = " ".join(rng.choice(["the", "film", "was", "plot", "a", "very"], size=rng.integers(1, 12)))
+        lines.append(f"{filler} {cue} {filler}\t{label}")
+    if extra_label is not None:
+        lines.append(f"the film\t{extra_label}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _finetune(tiny_model, train, dev, out, *extra):
+    return main(["finetune", "classify", "--model", tiny_model, "--task", "sst2", "--train", train,
+                 "--dev", dev, "--out", out, "--sequence-length", "32", "--batch-size", "16",
+                 "--learning-rate", "5e-3", *extra])
+
+
+def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
+    train = _sentiment_file(tmp_path / "train.tsv", 400, seed=0)
+    dev = _sentiment_file(tmp_path / "dev.tsv", 120, seed=1)
+    out = str(tmp_path / "out")
+    assert _finetune(tiny_model, train, dev, out, "--epochs", "5", "--eval-every", "10") == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    for key in ("accuracy", "f1", "matthews_corrcoef", "train_seconds", "train_examples_per_second", "best_step"):
+        assert key in metrics
+    assert metrics["accuracy"] > 0.9, metrics  # the cue word decides the label
+    assert os.path.getsize(os.path.join(out, "training_curve.png")) > 1000
+
+    # The preset remembers task, labels and layout; the raw-string predict path
+    # (Task, padded to the full length) agrees with sklearn on its own predictions
+    # and with the bucketed scores `finetune` saved.
+    model = BertClassifier.from_preset(out)
+    assert model.label_names == ["0", "1"] and model.data_format["task"] == "sst2"
+    rows = [line.split("\t") for line in open(dev).read().splitlines()[1:]]
+    labels, probs = model.predict_labels([r[0] for r in rows], verbose=0)
+    truth = [r[1] for r in rows]
+    assert metrics["accuracy"] == pytest.approx(accuracy_score(truth, labels))
+    assert metrics["f1"] == pytest.approx(f1_score(truth, labels, pos_label="1"))
+
+    capsys.readouterr()
+    scored = str(tmp_path / "eval.json")
+    assert main(["evaluate", "--model", out, "--data", dev, "--out", scored]) == 0
+    with open(scored) as f:
+        again = json.load(f)
+    assert again["accuracy"] == pytest.approx(metrics["accuracy"]) and again["examples"] == 120
+
+    capsys.readouterr()
+    assert main(["predict", "--model", out, "--json", "the film was great", "awful plot"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [line["label"] for line in lines] == ["1", "0"]
+    assert set(lines[0]["probabilities"]) == {"0", "1"}
+
+
+@pytest.mark.parametrize("case, message", [
+    ("unknown_label", "dev.tsv:.*unknown label '7'"),
+    ("missing_column", "no column 'label'"),
+    ("empty", "has no examples"),
+    ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries"),
+    ("preset_without_vocab", "no vocab.txt for --model 'bert_tiny_uncased'"),
+])
+def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
+    train = _sentiment_file(tmp_path / "train.tsv", 20, seed=0)
+    dev = _sentiment_file(tmp_path / "dev.tsv", 10, seed=1)
+    model = tiny_model
+    if case == "unknown_label":
+        dev = _sentiment_file(tmp_path / "dev.tsv", 10, seed=1, extra_label=7)
+    elif case == "missing_column":
+        (tmp_path / "dev.tsv").write_text("sentence\tstars\ngood\t1\n")
+    elif case == "empty":
+        (tmp_path / "train.tsv").write_text("")
+    elif case == "vocab_mismatch":
+        model = str(tmp_path / "model")
+        os.makedirs(model)
+        for name in ("config.json", "model.safetensors"):
+            os.link(os.path.join(tiny_model, name), os.path.join(model, name))
+        with open(os.path.join(model, "vocab.txt"), "w") as f:
+            f.write("\n".join(SPECIAL + WORDS + ["extra"]) + "\n")
+    elif case == "preset_without_vocab":
+        model = "bert_tiny_uncased"
+    out = str(tmp_path / "out")
+    assert _finetune(model, train, dev, out) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+    import re
+
+    assert re.search(message, err), err
+    assert not os.path.exists(out)  # nothing trained, nothing written
+
+
+def test_tag_and_qa_not_available_yet(tmp_path, capsys):
+    for task in ("tag", "qa"):
+        code = main(["finetune", task, "--model", "x", "--train", "t", "--dev", "d", "--out", str(tmp_path)])
+        assert code == 1
+        assert "not available yet" in capsys.readouterr().err
+
+
+def test_evaluate_rejects_directories_without_a_task(tiny_model, capsys):
+    assert main(["evaluate", "--model", tiny_model, "--data", "x.tsv"]) == 1
+    assert "evaluate cannot score" in capsys.readouterr().err
