@@ -5,7 +5,7 @@ from keras_bert_zoo.models.backbone import BertBackbone
 from keras_bert_zoo.models.classifier import BertClassifier
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 from keras_bert_zoo.models.pretrainer import BertPretrainer
-from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker
+from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 
 __version__ = "0.1.0"
@@ -16,4 +16,4 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor", "BertPretrainer", "MaskedLMMasker", "export_saved_model"]
+__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor", "learn_vocabulary", "BertPretrainer", "MaskedLMMasker", "export_saved_model"]

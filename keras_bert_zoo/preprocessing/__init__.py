@@ -3,5 +3,6 @@
 from keras_bert_zoo.preprocessing.packer import SegmentPacker
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary
 
-__all__ = ["BertTokenizer", "SegmentPacker", "BertPreprocessor"]
+__all__ = ["BertTokenizer", "SegmentPacker", "BertPreprocessor", "learn_vocabulary"]

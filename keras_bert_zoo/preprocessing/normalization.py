@@ -82,11 +82,20 @@ def normalize(text, lowercase=True, strip_accents=None):
     return text
 
 
-def split_words(text):
-    """HF `BertPreTokenizer` (+ CJK isolation): ragged words [..., words]."""
-    return tf_text.regex_split(text, SPLIT_DELIM, SPLIT_KEEP)
+def split_words(text, tokenize_chinese_chars=True, with_offsets=False):
+    """HF `BertPreTokenizer` (+ CJK isolation) on normalised text: ragged words [..., words].
+
+    With `with_offsets`, also returns the byte offsets of each word in `text`.
+    """
+    delim, keep = SPLIT_DELIM, SPLIT_KEEP
+    if not tokenize_chinese_chars:
+        delim, keep = delim.replace(CJK, ""), keep.replace(CJK, "")
+    if with_offsets:
+        return tf_text.regex_split_with_offsets(text, delim, keep)
+    return tf_text.regex_split(text, delim, keep)
 
 
-def split_words_with_offsets(text):
-    """`split_words` with byte offsets of each word in `text`."""
-    return tf_text.regex_split_with_offsets(text, SPLIT_DELIM, SPLIT_KEEP)
+def normalize_and_split(text, lowercase=True, strip_accents=None, tokenize_chinese_chars=True):
+    """Raw text -> the words WordPiece sees (what vocabulary learning counts)."""
+    text = normalize(to_valid_utf8(text), lowercase, strip_accents)
+    return split_words(text, tokenize_chinese_chars)

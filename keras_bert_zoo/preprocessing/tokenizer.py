@@ -153,13 +153,7 @@ class BertTokenizer(PreprocessingLayer):
         return normalization.normalize(text, self.lowercase, self.strip_accents)
 
     def _split(self, text, with_offsets=False):
-        delim, keep = normalization.SPLIT_DELIM, normalization.SPLIT_KEEP
-        if not self.tokenize_chinese_chars:
-            delim = delim.replace(normalization.CJK, "")
-            keep = keep.replace(normalization.CJK, "")
-        if with_offsets:
-            return tf_text.regex_split_with_offsets(text, delim, keep)
-        return tf_text.regex_split(text, delim, keep)
+        return normalization.split_words(text, self.tokenize_chinese_chars, with_offsets)
 
     def _replace_words(self, words):
         """Markers -> their special token; over-long words -> [UNK]. Returns (words, replaced, extra_chars)."""

@@ -1,0 +1,38 @@
+"""`bert-zoo vocab --corpus F... --size N --out vocab.txt`: learn a WordPiece vocabulary."""
+
+from keras_bert_zoo.commands.common import setup_logging
+
+
+def add_arguments(parser):
+    parser.add_argument("--corpus", nargs="+", required=True, help="text files, one sentence or paragraph a line")
+    parser.add_argument("--size", type=int, required=True, help="vocabulary size (special and unused tokens included)")
+    parser.add_argument("--out", required=True, help="output vocab.txt")
+    parser.add_argument("--cased", action="store_true", help="keep case (and accents, unless --strip-accents)")
+    parser.add_argument("--strip-accents", choices=["auto", "yes", "no"], default="auto",
+                        help="auto = strip when lowercasing (HF default)")
+    parser.add_argument("--no-chinese-split", action="store_true", help="do not split CJK ideographs into words")
+    parser.add_argument("--unused", type=int, default=0, help="number of [unusedN] reserve slots")
+    parser.add_argument("--min-count", type=int, default=None,
+                        help="lowest count threshold the learner may search (default 10; lower it for small corpora)")
+
+
+def run(args):
+    setup_logging()
+    import time
+
+    from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
+
+    start = time.time()
+    vocab = learn_vocabulary(
+        args.corpus,
+        args.size,
+        lowercase=not args.cased,
+        strip_accents={"auto": None, "yes": True, "no": False}[args.strip_accents],
+        tokenize_chinese_chars=not args.no_chinese_split,
+        num_unused_tokens=args.unused,
+        min_count=args.min_count,
+    )
+    save_vocabulary(vocab, args.out)
+    print(f"wrote {args.out}: {len(vocab)} tokens ({args.unused} unused) from {len(args.corpus)} file(s) "
+          f"in {time.time() - start:.1f} s")
+    return 0

@@ -1,0 +1,73 @@
+"""Vocabulary learning: tensorflow-text's learner on the words our tokenizer sees."""
+
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import cli
+from keras_bert_zoo.preprocessing import BertTokenizer
+from keras_bert_zoo.preprocessing.normalization import normalize
+from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary
+from tests.helpers import shared_data
+from tests.preprocessing.shared_text import _tsv_columns
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_matches_tensorflow_text_bert_vocab_on_lowercase_ascii():
+    """SST-2 is lowercased ASCII: there tf-text's BasicTokenizer and ours see the same words."""
+    from tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset import bert_vocab_from_dataset
+
+    lines = [s for s in _tsv_columns(shared_data("sst2", "dev.tsv"), {"sentence"}) if s.isascii()]
+    ds = tf.data.Dataset.from_tensor_slices(lines).batch(256)
+    params = {"lower_thresh": 2, "max_token_length": 50}
+    ref = bert_vocab_from_dataset(ds, 1000, SPECIALS, bert_tokenizer_params={"lower_case": True}, learn_params=params)
+    ours = learn_vocabulary(ds, 1000, min_count=2)
+    assert ours == ref
+    assert len(ours) > 500
+
+
+def test_layout_normalisation_and_hf_parity(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    with open(shared_data("pretrain_text", "wikitext-2.valid.tokens.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()[:1500]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n" + "Café CAFÉ café Zürich\u200b naïve 東京 Σ\n" * 5, encoding="utf-8")
+    vocab = learn_vocabulary([str(corpus)], 1500, num_unused_tokens=4, min_count=2)
+    assert vocab[:9] == SPECIALS + [f"[unused{i}]" for i in range(4)]
+    assert 1000 < len(vocab) <= 1500 and len(set(vocab)) == len(vocab)
+    # Every piece is already in the tokenizer's normal form (lowercase, no accents).
+    pieces = [t[2:] if t.startswith("##") else t for t in vocab[9:]]
+    assert normalize(tf.constant(pieces)).numpy().tolist() == [p.encode() for p in pieces]
+    assert "cafe" in vocab and "é" not in vocab and "东" not in vocab and "東" in vocab
+    # The learned vocabulary tokenizes like HF does with it, and covers the corpus.
+    ours = BertTokenizer(vocab)(tf.constant(lines)).to_list()
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    ref = tokenizers.BertWordPieceTokenizer(str(path))
+    assert ours == [e.ids for e in ref.encode_batch(lines, add_special_tokens=False)]
+    flat = [i for row in ours for i in row]
+    assert flat.count(vocab.index("[UNK]")) / len(flat) < 0.02
+
+
+def test_cli_vocab(tmp_path, capsys):
+    out = tmp_path / "out" / "vocab.txt"
+    code = cli.main(["vocab", "--corpus", shared_data("pretrain_text", "sample_text.txt"),
+                     "--size", "1000", "--out", str(out), "--unused", "2", "--min-count", "1"])
+    assert code == 0
+    vocab = out.read_text(encoding="utf-8").splitlines()
+    assert vocab[:7] == SPECIALS + ["[unused0]", "[unused1]"] and 100 < len(vocab) <= 1000
+    assert "wrote" in capsys.readouterr().out
+    assert BertTokenizer(str(out)).vocabulary == vocab
+
+
+def test_bad_arguments(tmp_path, capsys):
+    with pytest.raises(ValueError, match="larger than the 5 reserved"):
+        learn_vocabulary(["x.txt"], 5)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        learn_vocabulary([str(tmp_path / "missing.txt")], 100)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no words"):
+        learn_vocabulary([str(empty)], 100)
+    code = cli.main(["vocab", "--corpus", str(tmp_path / "missing.txt"), "--size", "100", "--out", str(tmp_path / "v")])
+    assert code == 1 and "not found" in capsys.readouterr().err
