@@ -126,3 +126,33 @@ def test_not_a_record_file_is_rejected(tmp_path):
         read_pretraining_records(path)
     with pytest.raises(FileNotFoundError, match="no record file"):
         read_pretraining_records(str(tmp_path / "missing-*.tfrecord"))
+
+
+def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
+    """Same records, next pass: same original ids, different masks; same seed: same run."""
+    rng = np.random.default_rng(1)
+    path = str(tmp_path / "r.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(8):
+            ids = [101] + rng.integers(1000, 1100, SEQ - 2).tolist() + [102]
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
+                "segment_ids": _create_int_feature([0] * SEQ),
+                "masked_lm_positions": _create_int_feature([0] * PRED),
+                "masked_lm_ids": _create_int_feature([0] * PRED),
+                "masked_lm_weights": _create_float_feature([0.0] * PRED),
+                "next_sentence_labels": _create_int_feature([0]),
+            })).SerializeToString())
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, 1200)]
+    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+    masker = make_masker(vocabulary, max_predictions=PRED)
+
+    def first_batches(seed):
+        ds = read_pretraining_records(path, batch_size=8, masker=masker, seed=seed, repeat=True)
+        return [(x["mask_positions"].numpy(), x["token_ids"].numpy()) for x, _ in ds.take(2)]
+
+    (pos1, ids1), (pos2, ids2) = first_batches(0)
+    assert not np.array_equal(pos1, pos2)  # epoch 2 masks differ
+    again = first_batches(0)
+    np.testing.assert_array_equal(again[0][0], pos1)  # reproducible
+    np.testing.assert_array_equal(again[1][1], ids2)
