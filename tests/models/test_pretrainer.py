@@ -188,3 +188,49 @@ def test_bad_labels_and_loss_are_rejected():
     x, y = batch()
     with pytest.raises(ValueError, match="mask_ids"):
         model.fit(x, y["next_sentence_labels"], verbose=0)
+
+
+JAX_SCRIPT = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras, numpy as np
+from keras_bert_zoo import BertPretrainer
+assert keras.backend.backend() == "jax"
+preset, data_path = sys.argv[1], sys.argv[2]
+data = json.load(open(data_path))
+x = {k: np.array(v, "int32") for k, v in data["x"].items()}
+y = {k: np.array(v, "float32" if k == "mask_weights" else "int32") for k, v in data["y"].items()}
+model = BertPretrainer.from_preset(preset)
+out = model(x, training=False)
+loss = float(model.compute_loss(x, y, out))
+model.compile(optimizer="adam")
+history = model.fit(x, y, epochs=2, verbose=0).history
+print(json.dumps({"mlm": np.asarray(out["mlm_logits"]).tolist(), "nsp": np.asarray(out["nsp_logits"]).tolist(),
+                  "loss": loss, "history": {k: [float(v) for v in vs] for k, vs in history.items()}}))
+"""
+
+
+def test_pretrainer_on_jax_matches_tensorflow_and_trains(tmp_path):
+    pytest.importorskip("jax")
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO_ROOT
+
+    model = BertPretrainer(backbone=tiny_backbone())
+    model.save_to_preset(str(tmp_path / "preset"))
+    x, y = batch()
+    (tmp_path / "data.json").write_text(json.dumps({"x": {k: v.tolist() for k, v in x.items()},
+                                                    "y": {k: v.tolist() for k, v in y.items()}}))
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": REPO_ROOT}
+    result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(tmp_path / "preset"), str(tmp_path / "data.json")],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jax_out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = model(x, training=False)
+    np.testing.assert_allclose(np.array(jax_out["mlm"]), np.asarray(out["mlm_logits"]), atol=1e-5)
+    np.testing.assert_allclose(np.array(jax_out["nsp"]), np.asarray(out["nsp_logits"]), atol=1e-5)
+    assert jax_out["loss"] == pytest.approx(float(model.compute_loss(x, y, out)), rel=1e-5)
+    history = jax_out["history"]
+    assert {"mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"} <= set(history)
+    assert np.isfinite(history["loss"]).all()
