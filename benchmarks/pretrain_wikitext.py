@@ -113,7 +113,7 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--eval-batches", type=int, default=30)
-    parser.add_argument("--only", choices=("mini", "minilm"), default=None)
+    parser.add_argument("--only", choices=("mini", "minilm", "speed"), default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if not os.path.exists(WIKITEXT):
@@ -126,6 +126,9 @@ def main(argv=None):
     common = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",
                   eval_every=args.eval_every, eval_batches=args.eval_batches, learning_rate=1e-4 * 5, seed=12345)
     results = {}
+    if args.only == "speed":
+        speed_vs_hf(args.batch_size, seq, pred, args.vocab_size)
+        return
     if args.only in (None, "mini"):
         out, m = run("bert_mini_scratch", out_dir, files, args.budget, args.mini_steps, preset="bert_mini_uncased",
                      vocab_size=args.vocab_size, **common)
@@ -163,6 +166,66 @@ def main(argv=None):
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({n: m for n, (_, m) in results.items()}, f, indent=2, default=str)
     print(f"\nwrote {out_dir}/results.json and curves.png")
+
+
+def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=3, steps=5):
+    """Train-step throughput of our BertPretrainer (XLA) vs HF BertForPreTraining (PyTorch
+    eager), bert_mini shape, random ids, interleaved rounds so both see the same load."""
+    import keras
+    import numpy as np
+    import torch
+    import transformers
+
+    from keras_bert_zoo import BertBackbone, BertPretrainer
+    from keras_bert_zoo.training import create_optimizer
+
+    rng = np.random.default_rng(0)
+    b, s, p = batch_size, sequence_length, max_predictions
+    ids = rng.integers(5, vocab, size=(b, s)).astype("int32")
+    pos = np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False) for _ in range(b)]), 1).astype("int32")
+    x = {"token_ids": ids, "segment_ids": np.zeros((b, s), "int32"), "padding_mask": np.ones((b, s), "int32"),
+         "mask_positions": pos}
+    y = {"mask_ids": np.take_along_axis(ids, pos, 1), "mask_weights": np.ones((b, p), "float32"),
+         "next_sentence_labels": rng.integers(0, 2, b).astype("int32")}
+    ours = BertPretrainer(backbone=BertBackbone(vocabulary_size=vocab, num_layers=4, num_heads=4, hidden_dim=256,
+                                                intermediate_dim=1024))
+    ours.compile(optimizer=create_optimizer(1e-4, total_steps=1000), jit_compile=True)
+    ours.train_on_batch(x, y)  # compile
+    config = transformers.BertConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                                     intermediate_size=1024)
+    hf = transformers.BertForPreTraining(config).train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    labels = np.full((b, s), -100)
+    np.put_along_axis(labels, pos, y["mask_ids"], 1)
+    t_in = dict(input_ids=torch.tensor(ids, dtype=torch.long), labels=torch.tensor(labels),
+                next_sentence_label=torch.tensor(y["next_sentence_labels"], dtype=torch.long))
+
+    def hf_step():
+        opt.zero_grad()
+        hf(**t_in).loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        opt.step()
+
+    hf_step()
+    torch.set_num_threads(2)
+    times = {"ours (Keras 3, TF, XLA)": [], "HF BertForPreTraining (PyTorch eager)": []}
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(steps):
+            ours.train_on_batch(x, y)
+        times["ours (Keras 3, TF, XLA)"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for _ in range(steps):
+            hf_step()
+        times["HF BertForPreTraining (PyTorch eager)"].append(time.perf_counter() - t)
+    rates = {k: steps * b * s / min(v) for k, v in times.items()}
+    print(f"\nTrain throughput, bert_mini shape, vocab {vocab}, batch {b} x {s}, {p} predictions "
+          f"(best of {rounds} interleaved rounds of {steps} steps):")
+    base = rates["HF BertForPreTraining (PyTorch eager)"]
+    for k, v in rates.items():
+        print(f"  {k}: {v:,.0f} tokens/s ({v / base:.2f}x HF)")
+    keras.utils.clear_session()
+    return rates
 
 
 def _plot(curves, path):
