@@ -151,7 +151,9 @@ class Task(keras.Model):
             elif isinstance(x, list):
                 x = tf.constant(x, dtype=tf.string)
             data = tuple(v for v in (x, y, sample_weight) if v is not None)
-            ds = tf.data.Dataset.from_tensor_slices(data if len(data) > 1 else data[0])
+            # Always a tuple, (x,) when alone: a sentence pair x = (a, b) must not be
+            # mistaken for (x, y) by `apply` below.
+            ds = tf.data.Dataset.from_tensor_slices(data)
             if shuffle:
                 ds = ds.shuffle(10_000, seed=0)
             ds = ds.batch(batch_size or 32)

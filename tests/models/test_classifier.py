@@ -4,6 +4,7 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bert_zoo.models.backbone import BertBackbone
 from keras_bert_zoo.models.classifier import BertClassifier
@@ -129,3 +130,31 @@ def test_head_with_other_class_count_starts_fresh(tmp_path, capsys):
                          token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
                          attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)).pooler_output
     np.testing.assert_allclose(model.backbone(x)["pooled_output"], pooled.numpy(), atol=2e-5)
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_raw_strings_match_preprocessed_ints(pairs):
+    """With a preprocessor, predict/evaluate on raw strings (and pairs) equal the int path."""
+    from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+    from tests.helpers import minilm_path
+
+    pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=24)
+    backbone = BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=8,
+                            intermediate_dim=16, max_sequence_length=24,
+                            initializer_range=0.5)  # large weights: inputs visibly change logits
+    model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
+    a = ["a charming film .", "dull", "the plot is thin but the acting is fine"]
+    b = ["it was good", "very dull indeed", "fine acting"]
+    raw = list(zip(a, b)) if pairs else a
+    ints = pre((tf.constant(a), tf.constant(b)) if pairs else tf.constant(a))
+    if pairs:  # the pair really reached the model: segment 1 is present
+        assert int(tf.reduce_max(ints["segment_ids"])) == 1
+    expected = model.predict({k: v.numpy() for k, v in ints.items()}, verbose=0)
+    np.testing.assert_allclose(model.predict(raw, verbose=0), expected, atol=1e-5)
+    if pairs:  # and text_b was not dropped
+        first_only = model.predict({k: v.numpy() for k, v in pre(tf.constant(a)).items()}, verbose=0)
+        assert np.abs(first_only - expected).max() > 1e-2
+    model.compile()
+    loss_raw = model.evaluate(raw, np.array([1, 0, 1]), verbose=0)
+    loss_int = model.evaluate({k: v.numpy() for k, v in ints.items()}, np.array([1, 0, 1]), verbose=0)
+    np.testing.assert_allclose(loss_raw, loss_int, atol=1e-5)
