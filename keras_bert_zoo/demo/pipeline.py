@@ -1,0 +1,225 @@
+"""`bert-zoo demo`: the whole BERT life cycle on Python's own documentation.
+
+1. corpus: `pydoc_data.topics` paragraphs, labelled with their documentation chapter,
+   split train / dev / test (see `keras_bert_zoo.demo.corpus`);
+2. vocabulary: WordPiece learned from the training paragraphs;
+3. pretraining: a small BERT from scratch with MLM + NSP (`bert-zoo pretrain`'s code);
+   the held-out MLM loss of the random initialisation and of the trained model are
+   measured on the same fixed-seed masks of the dev paragraphs;
+4. fine-tuning: chapter classification (`bert-zoo finetune classify`'s code), best
+   dev checkpoint kept;
+5. export: a SavedModel taking raw strings, then reloaded with
+   `tf.saved_model.load` and scored on the *test* paragraphs beside the majority-class
+   baseline, and asked about new sentences.
+
+Each step prints what it does, how long it took and the figures it reached; all
+outputs land under `out/` (`demo_metrics.json`, the curves as PNG, the SavedModel).
+"""
+
+import os
+import shutil
+import time
+
+import numpy as np
+
+from keras_bert_zoo.commands.common import write_metrics
+from keras_bert_zoo.demo import corpus
+
+# "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes).
+BUDGETS = {
+    # The corpus is small (about 30k training words): a tiny model and a high learning
+    # rate (small BERTs fine-tune best at 1e-4..1e-3, Turc et al. 2019) fit it in minutes.
+    "small": dict(vocab_size=2000, preset="bert_tiny_uncased", sequence_length=64, batch_size=32,
+                  pretrain_steps=200, pretrain_lr=1e-3, eval_every=100, finetune_epochs=8,
+                  finetune_lr=1e-3, max_train_examples=None),
+    "full": dict(vocab_size=4000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
+                 pretrain_steps=1200, pretrain_lr=1e-3, eval_every=300, finetune_epochs=15,
+                 finetune_lr=1e-3, max_train_examples=None),
+}
+
+# New sentences written for the demo (not from the corpus), one per chapter.
+QUESTIONS = [
+    ("The while loop runs its suite again and again as long as the condition stays true.", "statements"),
+    ("An integer literal may contain underscores between digits to make it easier to read.", "lexical"),
+    ("Set a breakpoint at that line and continue until it is reached.", "library"),
+    ("A class can define __len__ to return the number of items it holds.", "data_model"),
+    ("A name used inside a function is looked up in the enclosing scopes when it is not local.",
+     "execution_model"),
+    ("The operands of the + operator are converted to a common type before they are added.", "expressions"),
+]
+FILL_MASK = ["the [MASK] statement leaves the innermost loop.", "a string literal is written between [MASK]."]
+
+
+class _Steps:
+    """Prints `[k/n] title` before a step and its time after it."""
+
+    def __init__(self, total):
+        self.total, self.k, self.start = total, 0, time.perf_counter()
+        self._t = None
+
+    def begin(self, title):
+        self.k += 1
+        self._t = time.perf_counter()
+        print(f"\n[{self.k}/{self.total}] {title}", flush=True)
+
+    def end(self, summary):
+        print(f"      {summary}  ({time.perf_counter() - self._t:.0f} s)", flush=True)
+
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+
+def _majority_baseline(train_labels, test_labels):
+    values, counts = np.unique(train_labels, return_counts=True)
+    majority = values[np.argmax(counts)]
+    return majority, float(np.mean(np.asarray(test_labels) == majority))
+
+
+def _serve_in_batches(signature, texts, batch_size=64):
+    import tensorflow as tf
+
+    outs = [signature(text=tf.constant(texts[i:i + batch_size])) for i in range(0, len(texts), batch_size)]
+    return {k: np.concatenate([o[k].numpy() for o in outs]) for k in outs[0]}
+
+
+def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
+    """Runs the demo end to end; returns the metrics written to `out/demo_metrics.json`.
+
+    Args:
+        out: output directory (created; earlier demo outputs in it are replaced).
+        budget: `"small"` (CI, about 2 minutes) or `"full"` (README, under 10
+            minutes on 2 CPU cores).
+        seed: int, data split, initialisation and masking seed.
+        verbose: Keras `fit` verbosity; None: progress bar on a terminal, a line per
+            epoch otherwise.
+
+    Examples:
+    >>> # from keras_bert_zoo.demo import run_demo
+    >>> # metrics = run_demo("/tmp/demo", budget="small")
+    >>> # metrics["test_accuracy"], metrics["test_majority_baseline"]
+    """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
+    cfg = BUDGETS[budget]
+    import keras
+    import tensorflow as tf
+
+    from keras_bert_zoo.commands.finetune import finetune_classifier
+    from keras_bert_zoo.commands.pretrain import evaluate_pretrainer, pretrain
+    from keras_bert_zoo.export.saved_model import export_saved_model
+    from keras_bert_zoo.models.classifier import BertClassifier
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+    from keras_bert_zoo.preprocessing.task_data import DataFormat
+
+    os.makedirs(out, exist_ok=True)
+    data_dir, pre_dir, init_dir, cls_dir = (os.path.join(out, d) for d in ("data", "pretrained", "init", "classifier"))
+    for d in (pre_dir, init_dir, cls_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(data_dir, exist_ok=True)
+    steps = _Steps(6)
+    metrics = {"seed": seed}
+    keras.utils.set_random_seed(seed)
+
+    # --- 1. corpus -----------------------------------------------------------------------
+    steps.begin("corpus: Python's documentation (pydoc_data.topics), labelled by chapter")
+    parts = corpus.split(corpus.labelled_paragraphs(), seed=seed)
+    paths = {name: corpus.write_task_file(rows, os.path.join(data_dir, f"{name}.jsonl"))
+             for name, rows in parts.items()}
+    pretrain_text = corpus.write_pretraining_corpus(parts["train"], os.path.join(data_dir, "pretrain_train.txt"))
+    heldout_text = corpus.write_pretraining_corpus(parts["dev"], os.path.join(data_dir, "pretrain_dev.txt"))
+    counts = {name: len(rows) for name, rows in parts.items()}
+    words = sum(len(p.split()) for _, _, p in parts["train"])
+    metrics.update({f"{k}_paragraphs": v for k, v in counts.items()})
+    steps.end(f"{sum(counts.values())} paragraphs, {len(corpus.LABELS)} chapters ({', '.join(corpus.LABELS)}); "
+              f"train {counts['train']} / dev {counts['dev']} / test {counts['test']}; {words:,} training words")
+
+    # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
+    steps.begin(f"WordPiece vocabulary ({cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
+                f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
+    pre_metrics = pretrain(
+        corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
+        sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
+        learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
+        eval_batches=20, seed=seed + 1, jit_compile="true", verbose=verbose,
+    )
+    with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
+        vocab_size = sum(1 for _ in f)
+    steps.end(f"vocabulary {vocab_size} tokens; {pre_metrics['tokens_per_second']:,.0f} tokens/s; "
+              f"held-out MLM acc {pre_metrics.get('mlm_accuracy', float('nan')):.3f}, "
+              f"NSP acc {pre_metrics.get('nsp_accuracy', float('nan')):.3f}")
+
+    # --- 4. did pretraining help? the same held-out masks on the random initialisation ----------
+    steps.begin("held-out MLM/NSP loss: random initialisation vs pretrained (same fixed-seed masks)")
+    keras.utils.set_random_seed(seed)
+    init = BertPretrainer.from_preset(pre_dir, load_weights=False, preprocessor=None)
+    init.save_to_preset(init_dir)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(pre_dir, name), os.path.join(init_dir, name))
+    before = evaluate_pretrainer(init_dir, [heldout_text], max_batches=20)
+    after = evaluate_pretrainer(pre_dir, [heldout_text], max_batches=20)
+    shutil.rmtree(init_dir, ignore_errors=True)
+    metrics.update({
+        "vocabulary_size": vocab_size, "pretrain_steps": int(pre_metrics["steps"]),
+        "pretrain_tokens_per_second": pre_metrics["tokens_per_second"],
+        "heldout_mlm_loss_init": before["mlm_loss"], "heldout_mlm_loss": after["mlm_loss"],
+        "heldout_mlm_accuracy_init": before["mlm_accuracy"], "heldout_mlm_accuracy": after["mlm_accuracy"],
+        "heldout_nsp_accuracy": after.get("nsp_accuracy", float("nan")),
+    })
+    steps.end(f"MLM loss {before['mlm_loss']:.3f} -> {after['mlm_loss']:.3f}, MLM accuracy "
+              f"{before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, NSP accuracy "
+              f"{before.get('nsp_accuracy', float('nan')):.3f} -> {after.get('nsp_accuracy', float('nan')):.3f}")
+
+    # --- 5. fine-tuning --------------------------------------------------------------------
+    steps.begin(f"fine-tune chapter classification for {cfg['finetune_epochs']} epochs (best dev kept)")
+    fmt = DataFormat(("text",), "label", label_names=corpus.LABELS)
+    ft = finetune_classifier(
+        model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, data_format=fmt,
+        epochs=cfg["finetune_epochs"], batch_size=cfg["batch_size"], learning_rate=cfg["finetune_lr"],
+        sequence_length=cfg["sequence_length"], max_train_examples=cfg["max_train_examples"], seed=seed,
+        verbose=verbose,
+    )
+    metrics.update({"dev_accuracy": ft["accuracy"], "finetune_seconds": ft["train_seconds"]})
+    steps.end(f"dev accuracy {ft['accuracy']:.3f} (best of {cfg['finetune_epochs']} epochs), "
+              f"{ft['train_examples_per_second']:.0f} examples/s")
+
+    # --- 6. export, reload, answer ----------------------------------------------------------
+    steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
+    classifier = BertClassifier.from_preset(cls_dir)
+    saved = export_saved_model(classifier, os.path.join(out, "saved_model"))
+    served = tf.saved_model.load(saved)
+    signature = served.signatures["serving_default"]
+    test_texts = [p for _, _, p in parts["test"]]
+    test_labels = [label for _, label, _ in parts["test"]]
+    answers = _serve_in_batches(signature, test_texts)
+    predicted = [s.decode() for s in answers["labels"]]
+    accuracy = float(np.mean(np.array(predicted) == np.array(test_labels)))
+    majority, baseline = _majority_baseline([label for _, label, _ in parts["train"]], test_labels)
+    keras_probs = classifier.logits_to_probabilities(classifier.predict(test_texts, verbose=0))
+    parity = float(np.abs(answers["probabilities"] - keras_probs).max())
+    metrics.update({"test_accuracy": accuracy, "test_majority_baseline": baseline,
+                    "savedmodel_max_abs_diff": parity})
+    steps.end(f"test accuracy {accuracy:.3f}  vs  majority-class baseline {baseline:.3f} (always {str(majority)!r}); "
+              f"SavedModel vs Keras max |diff| {parity:.1e}")
+    print("\n      raw sentences (new, not from the corpus) -> the reloaded SavedModel says:")
+    answers = _serve_in_batches(signature, [q for q, _ in QUESTIONS])
+    hits = 0
+    for (question, expected), label, probs in zip(QUESTIONS, answers["labels"], answers["probabilities"]):
+        label = label.decode()
+        hits += label == expected
+        print(f"      {label:>15} {probs.max():.2f}  (chapter: {expected})  {question}")
+    metrics["questions_correct"] = hits
+    if budget == "full":
+        fill = export_saved_model(BertPretrainer.from_preset(pre_dir, preprocessor=BertPreprocessor.from_preset(pre_dir)),
+                                  os.path.join(out, "saved_model_fill_mask"), top_k=3)
+        got = tf.saved_model.load(fill).signatures["fill_mask"](text=tf.constant(FILL_MASK))
+        for text, tokens, scores in zip(FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
+            shown = ", ".join(f"{t.decode()} {s:.2f}" for t, s in zip(tokens[0], scores[0]))
+            print(f"      fill-mask: {text}  ->  {shown}")
+
+    metrics["total_seconds"] = steps.elapsed()
+    write_metrics(metrics, os.path.join(out, "demo_metrics.json"))
+    print(f"\ndone in {metrics['total_seconds']:.0f} s. Outputs in {out}/: demo_metrics.json, "
+          f"pretrained/loss_curves.png, classifier/training_curve.png, saved_model/ "
+          f"(serve it: tf.saved_model.load after `import tensorflow_text`).")
+    return metrics

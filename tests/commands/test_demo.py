@@ -1,0 +1,68 @@
+"""`bert-zoo demo --budget small`: the main job end to end, in CI time.
+
+What it checks against references outside this package: the held-out MLM loss of
+the pretrained model against the same model's random initialisation (same
+fixed-seed masks), the test accuracy against the majority-class baseline computed
+here from the data files, and the exported SavedModel loaded by TensorFlow itself.
+"""
+
+import collections
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo import cli
+from keras_bert_zoo.demo import corpus
+
+
+def test_demo_small_budget(tmp_path, capsys):
+    out = str(tmp_path / "demo")
+    assert cli.main(["demo", "--budget", "small", "--out", out]) == 0
+    printed = capsys.readouterr().out
+    for k in range(1, 7):
+        assert f"[{k}/6]" in printed  # every step reports
+    with open(os.path.join(out, "demo_metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+
+    # Pretraining worked: held-out MLM loss well below the random initialisation's.
+    assert metrics["heldout_mlm_loss"] < metrics["heldout_mlm_loss_init"] - 0.5, metrics
+    assert metrics["heldout_mlm_accuracy"] > metrics["heldout_mlm_accuracy_init"], metrics
+    for png in ("pretrained/loss_curves.png", "classifier/training_curve.png"):
+        with open(os.path.join(out, png), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    # The task is real: splits are disjoint and the baseline is the train majority on test.
+    rows = {name: [json.loads(line) for line in open(os.path.join(out, "data", f"{name}.jsonl"), encoding="utf-8")]
+            for name in ("train", "dev", "test")}
+    texts = [{r["text"] for r in rows[name]} for name in rows]
+    assert not (texts[0] & texts[1] or texts[0] & texts[2] or texts[1] & texts[2])
+    majority = collections.Counter(r["label"] for r in rows["train"]).most_common(1)[0][0]
+    baseline = np.mean([r["label"] == majority for r in rows["test"]])
+    assert abs(metrics["test_majority_baseline"] - baseline) < 1e-9
+    assert "majority-class baseline" in printed
+
+    # The exported model answers raw strings with one of the chapters, as the Keras model.
+    assert metrics["savedmodel_max_abs_diff"] <= 1e-5
+    served = tf.saved_model.load(os.path.join(out, "saved_model"))
+    got = served.signatures["serving_default"](text=tf.constant(["The for statement iterates over a list.", ""]))
+    assert {s.decode() for s in got["labels"].numpy()} <= set(corpus.LABELS)
+    np.testing.assert_allclose(got["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
+    # Scoring the test split again here gives the reported accuracy.
+    test = rows["test"]
+    answers = served.signatures["serving_default"](text=tf.constant([r["text"] for r in test]))
+    accuracy = np.mean([a.decode() == r["label"] for a, r in zip(answers["labels"].numpy(), test)])
+    assert abs(accuracy - metrics["test_accuracy"]) < 1e-9
+
+
+def test_every_documentation_topic_has_a_chapter():
+    from pydoc_data.topics import topics
+
+    assert set(topics) <= set(corpus.TOPIC_LABEL), sorted(set(topics) - set(corpus.TOPIC_LABEL))
+    rows = corpus.labelled_paragraphs()
+    paragraphs = [p for _, _, p in rows]
+    assert len(paragraphs) == len(set(paragraphs)) > 1000
+    # Chapter labels follow the documentation: the 'if' topic's text is a compound statement.
+    assert corpus.TOPIC_LABEL["if"] == corpus.TOPIC_LABEL["compound"] == "statements"
+    assert topics["if"].strip() in topics["compound"]
