@@ -133,3 +133,37 @@ def test_tag_and_qa_not_available_yet(tmp_path, capsys):
 def test_evaluate_rejects_directories_without_a_task(tiny_model, capsys):
     assert main(["evaluate", "--model", tiny_model, "--data", "x.tsv"]) == 1
     assert "evaluate cannot score" in capsys.readouterr().err
+
+
+def test_csv_pairs_regression(tiny_model, tmp_path):
+    """CSV with named columns, sentence pairs, num_classes=1 regression scored by Pearson/Spearman."""
+    import csv
+
+    import scipy.stats
+
+    rng = np.random.default_rng(0)
+
+    def write(path, n):
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["left", "right", "similarity"])
+            for _ in range(n):
+                k = int(rng.integers(0, 4))
+                w.writerow([" ".join(["good"] * (k + 1)), "the film", k / 3])
+        return str(path)
+
+    train, dev = write(tmp_path / "train.csv", 96), write(tmp_path / "dev.csv", 40)
+    out = str(tmp_path / "out")
+    code = main(["finetune", "classify", "--model", tiny_model, "--train", train, "--dev", dev, "--out", out,
+                 "--text-column", "left", "--text-column", "right", "--label-column", "similarity",
+                 "--problem-type", "regression", "--epochs", "1", "--sequence-length", "16"])
+    assert code == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    model = BertClassifier.from_preset(out)
+    assert model.num_classes == 1 and model.problem_type == "regression"
+    rows = list(csv.reader(open(dev)))[1:]
+    scores = model.predict([(r[0], r[1]) for r in rows], verbose=0)[:, 0]
+    truth = [float(r[2]) for r in rows]
+    assert metrics["pearson"] == pytest.approx(scipy.stats.pearsonr(truth, scores)[0], abs=1e-4)
+    assert metrics["spearman"] == pytest.approx(scipy.stats.spearmanr(truth, scores)[0], abs=1e-4)
