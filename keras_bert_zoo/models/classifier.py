@@ -1,5 +1,7 @@
 """`BertClassifier`: sentence / sentence-pair classification, regression, multi-label."""
 
+import dataclasses
+
 import keras
 
 from keras_bert_zoo.convert.weight_table import head_dense_specs
@@ -132,9 +134,11 @@ class BertClassifier(Task):
 
     # --- checkpoints ------------------------------------------------------------------
     def head_weight_specs(self):
-        # run_classifier.py stores output_weights as [num_labels, hidden] (transposed).
-        return head_dense_specs("classifier", self.classifier, google_prefix="output",
-                                google_transposed=True)
+        # run_classifier.py creates `output_weights` [num_labels, hidden] (transposed) and
+        # `output_bias` at the top level, outside any variable scope, hence no prefix.
+        kernel, bias = head_dense_specs("classifier", self.classifier, google_transposed=True)
+        return [dataclasses.replace(kernel, google_name="output_weights"),
+                dataclasses.replace(bias, google_name="output_bias")]
 
     def save_to_preset(self, path):
         """Writes the preset, plus HF's `num_labels`/`id2label`/`problem_type`, so

@@ -158,3 +158,34 @@ def test_raw_strings_match_preprocessed_ints(pairs):
     loss_raw = model.evaluate(raw, np.array([1, 0, 1]), verbose=0)
     loss_int = model.evaluate({k: v.numpy() for k, v in ints.items()}, np.array([1, 0, 1]), verbose=0)
     np.testing.assert_allclose(loss_raw, loss_int, atol=1e-5)
+
+
+def test_google_run_classifier_head_loads(tmp_path):
+    """A TF1 checkpoint in run_classifier.py's layout (`output_weights` [num_labels, hidden],
+    `logits = pooled @ output_weights^T + output_bias`) gives HF's logits."""
+    from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
+
+    hf, path = _save_hf(tmp_path, num_labels=3)
+    backbone = BertClassifier.from_preset(path, num_classes=3, preprocessor=None).backbone
+    names, tensors = [], []
+    for spec in backbone_weight_specs(backbone):
+        names.append(google_name(spec))
+        tensors.append(tf.constant(spec.variable.numpy()))
+    # run_classifier.py: output_weights is [num_labels, hidden], like torch's Linear weight.
+    names += ["output_weights", "output_bias"]
+    tensors += [tf.constant(hf.classifier.weight.detach().numpy()), tf.constant(hf.classifier.bias.detach().numpy())]
+    gdir = tmp_path / "google"
+    gdir.mkdir()
+    tf.raw_ops.SaveV2(prefix=str(gdir / "bert_model.ckpt"), tensor_names=names,
+                      shape_and_slices=[""] * len(names), tensors=tensors)
+    cfg = hf.config
+    with open(gdir / "bert_config.json", "w") as f:
+        json.dump({"vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
+                   "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
+                   "intermediate_size": cfg.intermediate_size, "hidden_act": "gelu",
+                   "max_position_embeddings": cfg.max_position_embeddings, "type_vocab_size": 2}, f)
+    # HF trained with erf GELU; Google's "gelu" means tanh, so override.
+    model = BertClassifier.from_preset(str(gdir), num_classes=3, preprocessor=None,
+                                       backbone_kwargs={"activation": "gelu"})
+    x = int_inputs(batch=4, seq=9)
+    np.testing.assert_allclose(model.predict(x, verbose=0), _hf_logits(hf, x), atol=2e-5)
