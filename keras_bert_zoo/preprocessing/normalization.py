@@ -43,6 +43,8 @@ MARKERS = r"\x{FDD0}-\x{FDDF}"
 FILLERS = r"\x{FDE0}-\x{FDEF}"
 # HF keeps unassigned (Cn) code points; our fillers go with the removed characters.
 REMOVE = rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\p{{Cf}}\p{{Co}}\p{{Cs}}\x{{FFFD}}{FILLERS}]"
+# Does a text hold one of the special tokens (any line, any position)?
+SPECIAL_TOKEN_SEARCH = r"(?s).*\[(?:PAD|UNK|CLS|SEP|MASK)\].*"
 SPLIT_DELIM = rf"[{WHITESPACE}]+|[{PUNCTUATION}{CJK}{MARKERS}]"
 SPLIT_KEEP = rf"[{PUNCTUATION}{CJK}{MARKERS}]"
 

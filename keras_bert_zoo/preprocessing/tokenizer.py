@@ -121,6 +121,15 @@ class BertTokenizer(PreprocessingLayer):
             no_pretokenization=True,
             support_detokenization=False,
         )
+        self._wordpiece_end_to_end = tf_text.FastWordpieceTokenizer(
+            vocab=self.vocabulary,
+            suffix_indicator="##",
+            max_bytes_per_word=MAX_CHARS_PER_WORD,  # only used on ASCII text: bytes = characters
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=False,
+            support_detokenization=False,
+        )
         self._vocab_tensor = None
 
     # --- vocabulary -------------------------------------------------------------------
@@ -170,14 +179,49 @@ class BertTokenizer(PreprocessingLayer):
                 extra = tf.where(is_k, tf.constant(len(token) - 1, tf.int64), extra)
         return words, replaced, extra
 
-    def _tokenize(self, text):
-        """[batch] strings -> ragged ids [batch, words, pieces]."""
-        words = self._split(self._normalize(self._prepare(text)))
+    def _tokenize_fast(self, text):
+        """[batch] strings -> ragged ids [batch, tokens], same ids as `_tokenize`, faster.
+
+        Most real lines are ASCII, before or after normalisation (accents stripped).
+        For ASCII text, bytes are characters and valid UTF-8 and there is no CJK, so
+        HF's splitting + WordPiece is exactly tensorflow-text's end-to-end WordPiece
+        (its whitespace and ASCII punctuation are BERT's; its 100-*byte* word limit
+        is HF's 100-character limit). Only lines still non-ASCII after normalisation
+        (or holding a special token) take the general regex path. Rows are put back
+        in their order at the end.
+        """
+        ascii_pattern = r"[\x00-\x7f]*"
+        simple = tf.strings.regex_full_match(text, ascii_pattern)
+        if self.keep_special_tokens:
+            simple &= ~tf.strings.regex_full_match(text, normalization.SPECIAL_TOKEN_SEARCH)
+        simple_index, other_index = tf.where(simple)[:, 0], tf.where(~simple)[:, 0]
+        # 1. ASCII lines: dropping control characters and lowercasing is all HF does.
+        simple_text = tf.strings.regex_replace(tf.gather(text, simple_index), normalization.REMOVE, "")
+        if self.lowercase:
+            simple_text = tf.strings.lower(simple_text)
+        # 2. Other lines, normalised; those now ASCII (and without markers) go end to end.
+        other_text = self._normalize(self._prepare(tf.gather(text, other_index)))
+        now_ascii = tf.strings.regex_full_match(other_text, ascii_pattern)
+        ascii_index, rest_index = tf.where(now_ascii)[:, 0], tf.where(~now_ascii)[:, 0]
+        end_to_end = self._wordpiece_end_to_end.tokenize(
+            tf.concat([simple_text, tf.gather(other_text, ascii_index)], 0)
+        )
+        # 3. The rest: regex split (Unicode whitespace/punctuation, CJK, markers).
+        rest_ids = self._tokenize_normalized(tf.gather(other_text, rest_index)).merge_dims(-2, -1)
+        index = tf.concat([simple_index, tf.gather(other_index, ascii_index), tf.gather(other_index, rest_index)], 0)
+        return tf.gather(tf.concat([end_to_end, rest_ids], 0), tf.math.invert_permutation(index))
+
+    def _tokenize_normalized(self, text):
+        """Normalised text -> ragged ids [batch, words, pieces]."""
+        words = self._split(text)
         flat, _, _ = self._replace_words(words.flat_values)
         return words.with_flat_values(self._wordpiece.tokenize(flat))
 
+    def _tokenize(self, text):
+        """[batch] strings -> ragged ids [batch, words, pieces] (the exact, general path)."""
+        return self._tokenize_normalized(self._normalize(self._prepare(text)))
+
     def _finish(self, ids, scalar):
-        ids = ids.merge_dims(-2, -1)
         if self.sequence_length is not None:
             ids = ids.to_tensor(default_value=self.pad_token_id, shape=[None, self.sequence_length])
         if scalar:
@@ -190,7 +234,7 @@ class BertTokenizer(PreprocessingLayer):
         scalar = text.shape.rank == 0
         if scalar:
             text = text[None]
-        return self._finish(self._tokenize(text), scalar)
+        return self._finish(self._tokenize_fast(text), scalar)
 
     def tokenize(self, text):
         return self(text)
