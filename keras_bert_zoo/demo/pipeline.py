@@ -117,7 +117,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     for d in (pre_dir, init_dir, cls_dir):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(data_dir, exist_ok=True)
-    steps = _Steps(6)
+    steps = _Steps(5)
     metrics = {"seed": seed}
     keras.utils.set_random_seed(seed)
 

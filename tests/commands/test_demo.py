@@ -21,8 +21,8 @@ def test_demo_small_budget(tmp_path, capsys):
     out = str(tmp_path / "demo")
     assert cli.main(["demo", "--budget", "small", "--out", out]) == 0
     printed = capsys.readouterr().out
-    for k in range(1, 7):
-        assert f"[{k}/6]" in printed  # every step reports
+    for k in range(1, 6):
+        assert f"[{k}/5]" in printed  # every step reports
     with open(os.path.join(out, "demo_metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
 

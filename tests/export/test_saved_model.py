@@ -137,10 +137,7 @@ def test_pair_task_takes_text_pair(tmp_path):
                            data_format={"text_columns": ["premise", "hypothesis"]})
     model.classifier.kernel.assign(model.classifier.kernel * 200.0)  # spreads the probabilities
     pairs = [("a good film", "great"), ("a good film", "awful"), ("", "é"), (LONG, "short"), ("bad", LONG)]
-    # Reference: the model on the preprocessor's pair features. (Task.predict on a list of
-    # pairs currently feeds text_b as a label and drops it; see the report.)
-    features = pre((tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs])))
-    expected = model.logits_to_probabilities(model.predict(dict(features), verbose=0))
+    expected = model.logits_to_probabilities(model.predict(pairs, verbose=0))
     # text_pair changes the answer by more than the tolerance, so ignoring it would fail.
     assert np.ptp(expected[:2, 0]) > 5e-5, expected
     served = tf.saved_model.load(export_saved_model(model, str(tmp_path / "served")))
