@@ -261,7 +261,7 @@ class BertTokenizer(PreprocessingLayer):
         if scalar:
             text = text[None]
         with tf.device("cpu"):
-            ids, starts, ends, _ = self._tokenize_with_alignment(text)
+            ids, starts, ends = self._offsets_fast(text)
         if scalar:
             return ids[0], starts[0], ends[0]
         return ids, starts, ends
@@ -283,6 +283,26 @@ class BertTokenizer(PreprocessingLayer):
             tokens_per_row = tf.math.unsorted_segment_sum(n_pieces, pieces.value_rowids(), pieces.nrows())
             word_ids = tf.RaggedTensor.from_row_lengths(tf.repeat(word_index, n_pieces), tokens_per_row)
         return word_ids[0] if scalar else word_ids
+
+    def _offsets_fast(self, text):
+        """Printable-ASCII lines (most) need no alignment: lowercasing keeps every byte in
+        place, so tf-text's end-to-end byte offsets are character offsets. The others
+        take the per-character alignment path; rows are put back in order."""
+        simple = tf.strings.regex_full_match(text, r"[\t\n\r\x20-\x7e]*")
+        if self.keep_special_tokens:
+            simple &= ~tf.strings.regex_full_match(text, normalization.SPECIAL_TOKEN_SEARCH)
+        simple_index, other_index = tf.where(simple)[:, 0], tf.where(~simple)[:, 0]
+        simple_text = tf.gather(text, simple_index)
+        if self.lowercase:
+            simple_text = tf.strings.lower(simple_text)
+        ids_a, starts_a, ends_a = self._wordpiece_end_to_end.tokenize_with_offsets(simple_text)
+        ids_b, starts_b, ends_b, _ = self._tokenize_with_alignment(tf.gather(text, other_index))
+        order = tf.math.invert_permutation(tf.concat([simple_index, other_index], 0))
+
+        def merge(a, b):
+            return tf.gather(tf.concat([a, b], 0), order)
+
+        return merge(ids_a, ids_b), merge(starts_a, starts_b), merge(ends_a, ends_b)
 
     def _tokenize_with_alignment(self, text):
         """Per-character normalisation so that normalised bytes map back to characters."""

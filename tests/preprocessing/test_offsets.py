@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.preprocessing import BertTokenizer
 from tests.helpers import minilm_path, shared_data
+from tests.preprocessing.shared_text import shared_lines
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -57,17 +58,17 @@ def test_every_squad_answer_is_recovered_from_offsets(tokenizer, split):
     assert sum(aligned) / len(aligned) > 0.98
 
 
-def test_offsets_equal_hf_on_squad(tokenizer):
+def test_ids_and_offsets_equal_hf_on_all_shared_lines(tokenizer):
     path = minilm_path()
     hf = tokenizers.Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
     hf.no_truncation()
     hf.no_padding()
-    texts = [p["context"] for a in _squad("dev") for p in a["paragraphs"]]
-    texts += [qa["question"] for a in _squad("dev") for p in a["paragraphs"] for qa in p["qas"]]
-    _, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(texts))
+    texts = [line for source in shared_lines(shared_data()).values() for line in source]
+    ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(texts))
+    encodings = hf.encode_batch(texts, add_special_tokens=False)
+    assert ids.to_list() == [e.ids for e in encodings]
     ours = [list(zip(s, e)) for s, e in zip(starts.to_list(), ends.to_list())]
-    want = [[tuple(o) for o in enc.offsets] for enc in hf.encode_batch(texts, add_special_tokens=False)]
-    assert ours == want
+    assert ours == [[tuple(o) for o in e.offsets] for e in encodings]
 
 
 def test_offsets_with_invalid_utf8_count_replacement_characters(tokenizer):
