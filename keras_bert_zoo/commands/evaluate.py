@@ -74,7 +74,8 @@ def evaluate_classifier(model_dir, data_paths, out_path=None, batch_size=64):
         raise ValueError(f"{model_dir} does not record the data layout it was trained on; "
                          "evaluate a directory written by `bert-zoo finetune classify`.")
     fmt = DataFormat.from_dict(model.data_format)
-    parts = [read_examples(p, fmt, label_names=model.label_names) for p in data_paths]
+    # The layout holds the file's label values (e.g. "0"/"1"); the model may show other names.
+    parts = [read_examples(p, fmt, label_names=fmt.label_names or model.label_names) for p in data_paths]
     examples = Examples(texts=tuple(sum((list(e.texts[i]) for e in parts), []) for i in range(len(fmt.text_columns))),
                         labels=np.concatenate([e.labels for e in parts]), label_names=model.label_names)
     ds = make_dataset(examples, model.preprocessor, batch_size, with_labels=False)

@@ -185,9 +185,12 @@ def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=
     preprocessor = BertPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length)
     num_classes = 1 if fmt.problem_type == "regression" else len(label_names)
     layout = fmt.to_dict() | {"label_names": label_names, "sequence_length": sequence_length}
+    # The model speaks the display names (SST-2: negative/positive) when the file's labels are codes.
+    shown = fmt.display_names if fmt.display_names and len(fmt.display_names) == len(label_names or ()) \
+        and list(fmt.label_names or ()) == list(label_names) else label_names
     classifier = BertClassifier.from_preset(
         model, num_classes=num_classes, problem_type=fmt.problem_type,
-        label_names=label_names if fmt.problem_type != "regression" else None,
+        label_names=list(shown) if fmt.problem_type != "regression" else None,
         data_format=layout, preprocessor=preprocessor,
     )
 
@@ -292,7 +295,7 @@ def _plot_curve(step_losses, evals, primary, path):
     if evals:
         ax2.plot([s for s, _ in evals], [v for _, v in evals], "o-", color="tab:red", label=f"dev {primary}")
     ax2.set_ylabel(f"dev {primary}")
-    fig.legend(loc="upper right")
+    fig.legend(loc="center right", bbox_to_anchor=(0.88, 0.5))
     fig.tight_layout()
     tmp = path + ".tmp"
     fig.savefig(tmp, format="png", dpi=100)

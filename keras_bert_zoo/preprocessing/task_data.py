@@ -28,10 +28,14 @@ import numpy as np
 # GLUE layouts: text columns, label column, label names (None = regression), header.
 # Column names are the files' own headers; CoLA has no header, so it uses indices.
 GLUE_TASKS = {
-    "cola": dict(text_columns=(3,), label_column=1, label_names=("0", "1"), header=False),
-    "sst2": dict(text_columns=("sentence",), label_column="label", label_names=("0", "1")),
-    "mrpc": dict(text_columns=("#1 String", "#2 String"), label_column="Quality", label_names=("0", "1")),
-    "qqp": dict(text_columns=("question1", "question2"), label_column="is_duplicate", label_names=("0", "1")),
+    "cola": dict(text_columns=(3,), label_column=1, label_names=("0", "1"), header=False,
+                 display_names=("unacceptable", "acceptable")),
+    "sst2": dict(text_columns=("sentence",), label_column="label", label_names=("0", "1"),
+                 display_names=("negative", "positive")),
+    "mrpc": dict(text_columns=("#1 String", "#2 String"), label_column="Quality", label_names=("0", "1"),
+                 display_names=("not_equivalent", "equivalent")),
+    "qqp": dict(text_columns=("question1", "question2"), label_column="is_duplicate", label_names=("0", "1"),
+                display_names=("not_duplicate", "duplicate")),
     "stsb": dict(text_columns=("sentence1", "sentence2"), label_column="score", label_names=None,
                  problem_type="regression"),
     "mnli": dict(text_columns=("sentence1", "sentence2"), label_column="gold_label",
@@ -40,7 +44,8 @@ GLUE_TASKS = {
                  label_names=("entailment", "not_entailment")),
     "rte": dict(text_columns=("sentence1", "sentence2"), label_column="label",
                 label_names=("entailment", "not_entailment")),
-    "wnli": dict(text_columns=("sentence1", "sentence2"), label_column="label", label_names=("0", "1")),
+    "wnli": dict(text_columns=("sentence1", "sentence2"), label_column="label", label_names=("0", "1"),
+                 display_names=("not_entailment", "entailment")),
 }
 GLUE_TASKS["sst-2"] = GLUE_TASKS["sst2"]
 GLUE_TASKS["sts-b"] = GLUE_TASKS["stsb"]
@@ -60,6 +65,8 @@ class DataFormat:
             or `|`-separated names) or `"regression"` (float label).
         header: the file's first row names the columns (CSV/TSV).
         task: the GLUE task name, when the layout is a GLUE one.
+        display_names: names shown for the classes (same order as `label_names`)
+            when the file's labels are codes, e.g. SST-2's 0/1 -> negative/positive.
     """
 
     text_columns: tuple
@@ -68,6 +75,7 @@ class DataFormat:
     problem_type: str = "single_label"
     header: bool = True
     task: str = None
+    display_names: tuple = None
 
     def __post_init__(self):
         self.text_columns = tuple(self.text_columns)
@@ -75,6 +83,8 @@ class DataFormat:
             raise ValueError(f"give one or two text columns (a sentence or a pair), got {list(self.text_columns)}.")
         if self.label_names is not None:
             self.label_names = tuple(str(n) for n in self.label_names)
+        if self.display_names is not None:
+            self.display_names = tuple(str(n) for n in self.display_names)
 
     @classmethod
     def for_task(cls, name):
@@ -89,7 +99,8 @@ class DataFormat:
 
     def to_dict(self):
         return dataclasses.asdict(self) | {"text_columns": list(self.text_columns),
-                                            "label_names": list(self.label_names) if self.label_names else None}
+                                            "label_names": list(self.label_names) if self.label_names else None,
+                                            "display_names": list(self.display_names) if self.display_names else None}
 
     @classmethod
     def from_dict(cls, d):

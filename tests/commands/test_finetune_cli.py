@@ -66,9 +66,10 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     # (Task, padded to the full length) agrees with sklearn on its own predictions
     # and with the bucketed scores `finetune` saved.
     model = BertClassifier.from_preset(out)
-    assert model.label_names == ["0", "1"] and model.data_format["task"] == "sst2"
+    assert model.label_names == ["negative", "positive"] and model.data_format["task"] == "sst2"
     rows = [line.split("\t") for line in open(dev).read().splitlines()[1:]]
     labels, probs = model.predict_labels([r[0] for r in rows], verbose=0)
+    labels = [{"negative": "0", "positive": "1"}[name] for name in labels]
     truth = [r[1] for r in rows]
     assert metrics["accuracy"] == pytest.approx(accuracy_score(truth, labels))
     assert metrics["f1"] == pytest.approx(f1_score(truth, labels, pos_label="1"))
@@ -83,8 +84,8 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", "--model", out, "--json", "the film was great", "awful plot"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
-    assert [line["label"] for line in lines] == ["1", "0"]
-    assert set(lines[0]["probabilities"]) == {"0", "1"}
+    assert [line["label"] for line in lines] == ["positive", "negative"]
+    assert set(lines[0]["probabilities"]) == {"negative", "positive"}
 
 
 @pytest.mark.parametrize("case, message", [
