@@ -101,23 +101,36 @@ def _vocab_dir(model, vocab):
     return path
 
 
-def check_vocabulary(model, vocab_dir, backbone_vocabulary_size=None):
-    """Raises when the vocabulary does not fit the model's embedding table."""
-    from keras_bert_zoo.convert.checkpoint import Checkpoint
-    from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+def model_architecture(model):
+    """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
+    file only (no weights read), so checks before training stay cheap."""
+    from keras_bert_zoo.convert.checkpoint import Checkpoint, _backbone_kwargs, _read_json
+    from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
 
-    if backbone_vocabulary_size is None:
-        if model in BACKBONE_PRESETS:
-            backbone_vocabulary_size = BACKBONE_PRESETS[model]["vocabulary_size"]
-        else:
-            backbone_vocabulary_size = Checkpoint(model).backbone_kwargs["vocabulary_size"]
+    if model in BACKBONE_PRESETS:
+        return backbone_config(model)
+    for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
+        path = os.path.join(str(model), name)
+        if os.path.isfile(path):
+            return _backbone_kwargs(_read_json(path), fmt)
+    return Checkpoint(model).backbone_kwargs  # raises the checkpoint's own clear error
+
+
+def check_vocabulary(model, vocab_dir, sequence_length=None):
+    """Raises before training when the vocabulary or the length does not fit the model."""
+    arch = model_architecture(model)
     with open(os.path.join(vocab_dir, "vocab.txt"), encoding="utf-8") as f:
         size = sum(1 for _ in f)
-    if size != backbone_vocabulary_size:
+    if size != arch["vocabulary_size"]:
         raise ValueError(
-            f"--model {model!r} has vocabulary_size {backbone_vocabulary_size} but "
+            f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "
             f"{os.path.join(vocab_dir, 'vocab.txt')} has {size} entries: the token ids would not match the "
             "embedding table. Use the vocabulary the model was trained with (--vocab) or a matching --model."
+        )
+    if sequence_length is not None and sequence_length > arch["max_sequence_length"]:
+        raise ValueError(
+            f"--sequence-length {sequence_length} is longer than the model's {arch['max_sequence_length']} "
+            "learned positions; use at most that."
         )
 
 
@@ -175,7 +188,7 @@ def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=
     if fmt.problem_type == "single_label" and len(label_names) < 2:
         raise ValueError(f"{train} has a single label ({label_names}); classification needs at least two.")
     vocab_dir = _vocab_dir(model, vocab)
-    check_vocabulary(model, vocab_dir)
+    check_vocabulary(model, vocab_dir, sequence_length)
     if sequence_length < 8:
         raise ValueError(f"--sequence-length {sequence_length} is too short; use at least 8 (128 is usual).")
 

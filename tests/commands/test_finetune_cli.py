@@ -94,6 +94,7 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     ("empty", "has no examples"),
     ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries"),
     ("preset_without_vocab", "no vocab.txt for --model 'bert_tiny_uncased'"),
+    ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions"),
 ])
 def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
     train = _sentiment_file(tmp_path / "train.tsv", 20, seed=0)
@@ -115,7 +116,8 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
     elif case == "preset_without_vocab":
         model = "bert_tiny_uncased"
     out = str(tmp_path / "out")
-    assert _finetune(model, train, dev, out) == 1
+    extra = ["--sequence-length", "64"] if case == "too_long" else []
+    assert _finetune(model, train, dev, out, *extra) == 1
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
     import re
