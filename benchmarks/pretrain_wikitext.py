@@ -87,8 +87,8 @@ def run(name, out_dir, files, budget, steps, **kwargs):
     return out, metrics
 
 
-def read_curve(out):
-    """Held-out (step, mlm_loss, nsp_loss, mlm_acc) points from the TensorBoard scalars."""
+def read_curve(out, prefix="heldout/"):
+    """(step, {metric: value}) points of the `prefix` scalars in the run's TensorBoard logs."""
     import glob
 
     import tensorflow as tf
@@ -98,8 +98,8 @@ def read_curve(out):
         for raw in tf.data.TFRecordDataset(path):
             event = tf.compat.v1.Event.FromString(raw.numpy())
             for v in event.summary.value:
-                if v.tag.startswith("heldout/"):
-                    points[event.step][v.tag[len("heldout/"):]] = float(tf.make_ndarray(v.tensor))
+                if v.tag.startswith(prefix):
+                    points[event.step][v.tag[len(prefix):]] = float(tf.make_ndarray(v.tensor))
     return [(s, p) for s, p in sorted(points.items())]
 
 
@@ -111,7 +111,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-batches", type=int, default=30)
     parser.add_argument("--only", choices=("mini", "minilm", "speed"), default=None)
     parser.add_argument("--out", default=None)
@@ -162,10 +162,27 @@ def main(argv=None):
     for name, curve in curves.items():
         print(f"  {name}: " + "; ".join(f"{s}: {p.get('mlm_loss', float('nan')):.3f}/{p.get('mlm_accuracy', float('nan')):.3f}/"
                                        f"{p.get('nsp_accuracy', float('nan')):.3f}" for s, p in curve))
+    print_train_curves({name: out for name, (out, _) in results.items()})
     _plot(curves, os.path.join(out_dir, "curves.png"))
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({n: m for n, (_, m) in results.items()}, f, indent=2, default=str)
     print(f"\nwrote {out_dir}/results.json and curves.png")
+
+
+def print_train_curves(outs):
+    """Training MLM / NSP loss (Keras' running mean within each eval interval) side by side."""
+    curves = {name: dict(read_curve(out, "train/")) for name, out in outs.items()}
+    steps = sorted(set().union(*[set(c) for c in curves.values()]))
+    names = list(curves)
+    print("\nTraining curves side by side (step: MLM loss / NSP loss):")
+    print("| step | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for step in steps:
+        cells = []
+        for n in names:
+            p = curves[n].get(step)
+            cells.append(f"{p['mlm_loss']:.3f} / {p['nsp_loss']:.3f}" if p else "")
+        print(f"| {step} | " + " | ".join(cells) + " |")
 
 
 def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=3, steps=5):
