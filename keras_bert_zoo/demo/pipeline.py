@@ -135,7 +135,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
               f"train {counts['train']} / dev {counts['dev']} / test {counts['test']}; {words:,} training words")
 
     # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
-    steps.begin(f"WordPiece vocabulary ({cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
+    steps.begin(f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
                 f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
     pre_metrics = pretrain(
         corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
