@@ -64,10 +64,12 @@ def hf_ids(hf, texts):
 
 
 def test_hf_parity_on_all_shared_lines(tokenizer, hf):
+    """Ids, and character offsets, equal HF's on every real line in ../shared/data."""
     lines = [line for source in shared_lines(shared_data()).values() for line in source]
     assert len(lines) > 100_000
     ours = tokenizer(tf.constant(lines)).to_list()
-    ref = hf_ids(hf, lines)
+    encodings = hf.encode_batch(lines, add_special_tokens=False)
+    ref = [e.ids for e in encodings]
     bad = [(line, a, b) for line, a, b in zip(lines, ours, ref) if a != b]
     assert not bad, f"{len(bad)} of {len(lines)} lines differ from HF, e.g. {bad[:3]}"
     # `call` sends ASCII lines through tf-text's end-to-end WordPiece; the general
@@ -76,6 +78,10 @@ def test_hf_parity_on_all_shared_lines(tokenizer, hf):
     assert len(other) > 1000
     general = tokenizer._tokenize(tf.constant([lines[i] for i in other])).merge_dims(-2, -1).to_list()
     assert general == [ref[i] for i in other]
+    ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(lines))
+    assert ids.to_list() == ref
+    offsets = [list(zip(s, e)) for s, e in zip(starts.to_list(), ends.to_list())]
+    assert offsets == [[tuple(o) for o in e.offsets] for e in encodings]
 
 
 @pytest.mark.parametrize("text", HARD_CASES)
@@ -168,6 +174,8 @@ def test_sequence_length_and_shapes(vocab_dir, hf):
     assert out.shape == (2, 6) and out.dtype == tf.int32
     assert out.numpy().tolist() == [ref[0][:6], ref[1] + [0] * (6 - len(ref[1]))]
     assert tok("scalar input").shape == (6,)
+    ds = tf.data.Dataset.from_tensor_slices(["a b", "c"]).batch(2).map(tok)
+    assert ds.element_spec.shape.as_list() == [None, 6]  # static length for XLA/TPU
     ragged = BertTokenizer.from_preset(vocab_dir)(tf.constant([["a b"], ["c"]]))  # [batch, 1] column
     assert ragged.to_list() == hf_ids(hf, ["a b", "c"])
 

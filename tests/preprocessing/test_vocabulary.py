@@ -17,24 +17,24 @@ def test_matches_tensorflow_text_bert_vocab_on_lowercase_ascii():
     """SST-2 is lowercased ASCII: there tf-text's BasicTokenizer and ours see the same words."""
     from tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset import bert_vocab_from_dataset
 
-    lines = [s for s in _tsv_columns(shared_data("sst2", "dev.tsv"), {"sentence"}) if s.isascii()]
+    lines = [s for s in _tsv_columns(shared_data("sst2", "dev.tsv"), {"sentence"}) if s.isascii()][:500]
     ds = tf.data.Dataset.from_tensor_slices(lines).batch(256)
     params = {"lower_thresh": 2, "max_token_length": 50}
-    ref = bert_vocab_from_dataset(ds, 1000, SPECIALS, bert_tokenizer_params={"lower_case": True}, learn_params=params)
-    ours = learn_vocabulary(ds, 1000, min_count=2)
+    ref = bert_vocab_from_dataset(ds, 600, SPECIALS, bert_tokenizer_params={"lower_case": True}, learn_params=params)
+    ours = learn_vocabulary(ds, 600, min_count=2)
     assert ours == ref
-    assert len(ours) > 500
+    assert len(ours) > 300
 
 
 def test_layout_normalisation_and_hf_parity(tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     with open(shared_data("pretrain_text", "wikitext-2.valid.tokens.txt"), encoding="utf-8") as f:
-        lines = f.read().splitlines()[:1500]
+        lines = f.read().splitlines()[:800]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(lines) + "\n" + "Café CAFÉ café Zürich\u200b naïve 東京 Σ\n" * 5, encoding="utf-8")
-    vocab = learn_vocabulary([str(corpus)], 1500, num_unused_tokens=4, min_count=2)
+    vocab = learn_vocabulary([str(corpus)], 1000, num_unused_tokens=4, min_count=2)
     assert vocab[:9] == SPECIALS + [f"[unused{i}]" for i in range(4)]
-    assert 1000 < len(vocab) <= 1500 and len(set(vocab)) == len(vocab)
+    assert 700 < len(vocab) <= 1000 and len(set(vocab)) == len(vocab)
     # Every piece is already in the tokenizer's normal form (lowercase, no accents).
     pieces = [t[2:] if t.startswith("##") else t for t in vocab[9:]]
     assert normalize(tf.constant(pieces)).numpy().tolist() == [p.encode() for p in pieces]
