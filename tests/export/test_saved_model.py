@@ -186,3 +186,20 @@ def test_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot export a BertBackbone"):
         export_saved_model(_backbone(100), str(tmp_path / "c"), preprocessor=pre)
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
+
+
+def test_savedmodel_matches_hf_transformers(classifier, tmp_path):
+    """Same weights through HF's own tokenizer and BertForSequenceClassification."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    classifier.save_to_preset(str(tmp_path / "preset"))
+    hf = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "preset")).eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
+    enc = tokenizer(TEXTS, padding="max_length", truncation=True, max_length=16, return_tensors="pt")
+    with torch.no_grad():
+        expected = torch.softmax(hf(**enc).logits, -1).numpy()
+    served = tf.saved_model.load(export_saved_model(classifier, str(tmp_path / "served")))
+    got = served.signatures["serving_default"](text=tf.constant(TEXTS))
+    np.testing.assert_array_equal(served.signatures["tokenize"](text=tf.constant(TEXTS))["token_ids"].numpy(),
+                                  enc["input_ids"].numpy())
+    assert np.abs(got["probabilities"].numpy() - expected).max() <= 1e-5
