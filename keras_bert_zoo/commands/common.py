@@ -18,3 +18,14 @@ def write_metrics(metrics, path):
         json.dump(flat, f, indent=2, sort_keys=True)
     os.replace(tmp, path)
     return flat
+
+
+def add_distribution_arguments(parser):
+    """`--strategy`, `--tpu` and `--mixed-precision`, shared by the training verbs."""
+    from keras_bert_zoo.training.strategies import PRECISIONS, STRATEGIES
+
+    parser.add_argument("--strategy", choices=STRATEGIES, default="default",
+                        help="tf.distribute strategy; multi_worker reads TF_CONFIG")
+    parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
+    parser.add_argument("--mixed-precision", choices=tuple(PRECISIONS), default="none",
+                        help="bf16 (CPU/TPU/GPU) or fp16 (GPU, with loss scaling)")

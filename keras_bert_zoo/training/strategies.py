@@ -1,0 +1,87 @@
+"""Distribution strategies and precision policies, by the names the CLI uses.
+
+Models, layers and optimizers in this package create no variables at import time or
+outside `build`, so everything can be built and compiled inside `strategy.scope()`:
+
+    strategy = make_strategy("mirrored")
+    with strategy.scope():
+        model = BertClassifier.from_preset(...)
+        model.compile(...)
+    model.fit(dataset.batch(global_batch_size(32, strategy)))
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def make_strategy(name="default", tpu=None):
+    """Returns a `tf.distribute.Strategy`.
+
+    Args:
+        name: `"default"` (one device), `"mirrored"` (all local GPUs, or the CPU),
+            `"multi_worker"` (reads the cluster from the `TF_CONFIG` environment
+            variable), `"tpu"` (needs `tpu`, an address or name for
+            `TPUClusterResolver`; `"local"` for a TPU VM).
+        tpu: str, the TPU address for `name="tpu"`.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--strategy multi_worker needs the TF_CONFIG environment variable describing the "
+                'cluster, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                '"task": {"type": "worker", "index": 0}}.'
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if not tpu:
+        raise ValueError("--strategy tpu needs --tpu ADDRESS (or 'local' on a TPU VM).")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy=None):
+    """True on the worker that writes checkpoints, presets and metrics.
+
+    Under multi-worker training every worker runs the same script; only the chief
+    (task type `chief`, or worker 0 when the cluster has no chief) writes, so
+    outputs are never written twice or half-written by a racing worker.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def global_batch_size(per_replica, strategy=None):
+    """Global batch = per-replica batch x replicas in sync."""
+    strategy = strategy or tf.distribute.get_strategy()
+    return per_replica * strategy.num_replicas_in_sync
+
+
+def set_precision(name):
+    """Sets the global Keras dtype policy: `"none"` (float32), `"bf16"`, `"fp16"`.
+
+    Under both mixed policies, variables stay float32 and the BERT layers keep softmax,
+    LayerNorm and losses in float32; with `"fp16"` Keras wraps the optimizer in a
+    `LossScaleOptimizer` at `compile`, as float16 gradients underflow without it.
+    """
+    if name not in PRECISIONS:
+        raise ValueError(f"Unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}.")
+    keras.config.set_dtype_policy(PRECISIONS[name])
+    return PRECISIONS[name]
