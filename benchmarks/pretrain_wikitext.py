@@ -122,7 +122,9 @@ def main(argv=None):
     os.makedirs(out_dir, exist_ok=True)
     files, counts = split_corpus(WIKITEXT, out_dir)
     print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
-    seq, pred = args.sequence_length, max(1, round(0.15 * args.sequence_length))
+    from keras_bert_zoo.commands.pretrain import default_max_predictions
+
+    seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     common = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",
                   eval_every=args.eval_every, eval_batches=args.eval_batches, learning_rate=1e-4 * 5, seed=12345)
     results = {}

@@ -16,6 +16,7 @@ Examples:
     bert-zoo evaluate --model /tmp/mini --data held_out.txt
 """
 
+import math
 import os
 import time
 
@@ -37,7 +38,7 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True, help="output directory (becomes a preset directory)")
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--max-predictions", type=int, default=None,
-                        help="masked positions per sequence (default round(0.15 * length): 20 at 128)")
+                        help="masked positions per sequence (default ceil(0.15 * length): 20 at 128, as the original)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
@@ -66,6 +67,11 @@ def run(args):
     metrics = pretrain(**{k: v for k, v in vars(args).items() if k != "verb"})
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
     return 0
+
+
+def default_max_predictions(sequence_length):
+    """ceil(0.15 * length): 20 at 128, the original `max_predictions_per_seq` (round gives 19)."""
+    return max(1, math.ceil(0.15 * sequence_length))
 
 
 def _is_records(paths):
@@ -147,7 +153,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         raise ValueError("--steps and --batch-size must be positive.")
     if sequence_length < 16 or sequence_length > 512:
         raise ValueError(f"--sequence-length {sequence_length} must be within [16, 512].")
-    max_predictions = max_predictions or max(1, int(round(0.15 * sequence_length)))
+    max_predictions = max_predictions or default_max_predictions(sequence_length)
     lowercase = not no_lowercase
     os.makedirs(out, exist_ok=True)
     records = _is_records(corpus)
@@ -390,7 +396,7 @@ def evaluate_pretrainer(model_dir, data_paths, out_path=None, batch_size=32, max
     model.compile(jit_compile=False)
     cfg = {"sequence_length": 128, "nsp": "nsp", "corpus_format": "bert", "lowercase": True,
            "whole_word_masking": False, "max_ngram": 1, **model.data_config}
-    cfg.setdefault("max_predictions", max(1, int(round(0.15 * cfg["sequence_length"]))))
+    cfg.setdefault("max_predictions", default_max_predictions(cfg["sequence_length"]))
     if _is_records(data_paths):
         ds = read_pretraining_records(data_paths, batch_size, use_nsp=cfg["nsp"] != "none")
     else:
