@@ -20,7 +20,7 @@ import math
 import os
 import time
 
-from keras_bert_zoo.commands.common import setup_logging, write_metrics
+from keras_bert_zoo.commands.common import add_distribution_arguments, setup_logging, write_metrics
 
 
 def add_arguments(parser):
@@ -56,8 +56,7 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
                         help="XLA compilation of the train step (about 2x faster on CPU)")
-    parser.add_argument("--strategy", choices=("default", "mirrored"), default="default")
-    parser.add_argument("--mixed-precision", choices=("none", "bf16"), default="none")
+    add_distribution_arguments(parser)
     parser.add_argument("--time-budget", type=float, default=None,
                         help="stop after this many seconds of training (benchmarks)")
 
@@ -85,32 +84,17 @@ def _check_paths(paths):
 
 
 def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercase=True):
-    """Learns a WordPiece vocabulary of about `size` tokens from a corpus into `out_path`.
-
-    TEMPORARY ADAPTER: tensorflow-text's `bert_vocab_from_dataset` until the package's
-    `learn_vocabulary` (preprocessing/vocabulary.py, another issue) is committed.
-    """
+    """Learns a WordPiece vocabulary of at most `size` tokens from a corpus into `out_path`."""
     import tensorflow as tf
-    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab
 
     from keras_bert_zoo.preprocessing.corpus import read_documents
+    from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
 
     if size < 100:
         raise ValueError(f"--vocab-size {size} is too small; use at least a few thousand (e.g. 8000).")
     sentences = [s for doc in read_documents(corpus, corpus_format) for s in doc]
-    reserved = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab = bert_vocab.bert_vocab_from_dataset(
-        tf.data.Dataset.from_tensor_slices(sentences).batch(1000),
-        vocab_size=size,
-        reserved_tokens=reserved,
-        bert_tokenizer_params={"lower_case": lowercase},
-        learn_params={},
-    )
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    tmp = f"{out_path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(t + "\n" for t in vocab))
-    os.replace(tmp, out_path)
+    vocab = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences), size, lowercase=lowercase)
+    save_vocabulary(vocab, out_path)
     return vocab
 
 
@@ -137,15 +121,13 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, nsp="nsp", whole_word_masking=False, max_ngram=1, no_lowercase=False,
              holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345, jit_compile="true",
-             strategy="default", mixed_precision="none", time_budget=None, verbose=None):
+             strategy="default", tpu=None, mixed_precision="none", time_budget=None, verbose=None):
     """The `bert-zoo pretrain` job as a function; returns the metrics it writes."""
-    import keras
-    import tensorflow as tf
 
     from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary, pretraining_dataset, split_documents
     from keras_bert_zoo.preprocessing.records import read_pretraining_records
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
-    from keras_bert_zoo.training import create_optimizer
+    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
 
     corpus = list(corpus) if not isinstance(corpus, str) else [corpus]
     _check_paths(corpus)
@@ -157,6 +139,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     lowercase = not no_lowercase
     os.makedirs(out, exist_ok=True)
     records = _is_records(corpus)
+    # The strategy comes first: --batch-size is per replica, the data is batched globally.
+    distribution = make_strategy(strategy, tpu=tpu)
+    batch_size = global_batch_size(batch_size, distribution)
 
     # --- vocabulary ---
     if vocab_size:
@@ -204,10 +189,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                                           **common).take(eval_batches).cache()
 
     # --- model ---
-    if mixed_precision == "bf16":
-        keras.config.set_dtype_policy("mixed_bfloat16")
-    scope = tf.distribute.MirroredStrategy() if strategy == "mirrored" else tf.distribute.get_strategy()
-    with scope.scope():
+    set_precision(mixed_precision)
+    with distribution.scope():
         pretrainer = _build_model(preset, model, vocabulary, data_config=data_config)
         if pretrainer.backbone.max_sequence_length < sequence_length:
             raise ValueError(f"--sequence-length {sequence_length} exceeds the model's "
@@ -227,6 +210,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     train_seconds = log.train_seconds
 
     # --- results ---
+    if not is_chief(distribution):
+        return {}  # only the chief writes the preset and metrics (multi-worker)
     pretrainer.save_to_preset(out)
     BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(out)
     last = {k: float(v[-1]) for k, v in history.history.items()}

@@ -1,7 +1,6 @@
 """Parity of BertBackbone with the references, on the real all-MiniLM-L6-v2 weights."""
 
 import csv
-import os
 
 import numpy as np
 import pytest
