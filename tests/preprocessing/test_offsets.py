@@ -4,7 +4,6 @@ Offsets equal to HF's on every shared line: tests/preprocessing/test_tokenizer.p
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
