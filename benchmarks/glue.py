@@ -73,8 +73,10 @@ def run_task(task, root, **overrides):
         **recipe,
     )
     metrics["wall_seconds"] = time.perf_counter() - start
-    with open(os.path.join(out, "recipe.json"), "w") as f:
+    path = os.path.join(out, "recipe.json")
+    with open(path + ".tmp", "w") as f:
         json.dump({"task": task, "model": model, **recipe, "wall_seconds": metrics["wall_seconds"]}, f, indent=2)
+    os.replace(path + ".tmp", path)
     print_table(root, [task])
     return metrics
 
