@@ -9,7 +9,7 @@ pretraining" baseline: `bert_tiny_uncased` with random weights, same data.
 Run (each is one command; results go to --root, default /tmp/bert_zoo_glue/TASK):
     python benchmarks/glue.py sst2            # 20,000 train examples, 1 epoch
     python benchmarks/glue.py mrpc            # full train, 3 epochs
-    python benchmarks/glue.py rte             # full train, 3 epochs
+    python benchmarks/glue.py rte             # full train, 6 epochs
     python benchmarks/glue.py sst2_scratch    # bert_tiny_uncased from random init
     python benchmarks/glue.py table           # the table of every finished run
     python benchmarks/glue.py sst2 --max-train-examples 320 --max-dev-examples 64   # smoke test
@@ -29,7 +29,8 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 RECIPES = {
     "sst2": ("sst2", "sst2", "minilm", dict(epochs=1, max_train_examples=20_000, eval_every=200)),
     "mrpc": ("mrpc", "mrpc", "minilm", dict(epochs=3, eval_every=58)),
-    "rte": ("rte", "rte", "minilm", dict(epochs=3, eval_every=39)),
+    # RTE is small (2,490 pairs): 3 epochs underfit here (dev 0.567, train acc 0.66); 6 reach 0.581.
+    "rte": ("rte", "rte", "minilm", dict(epochs=6, eval_every=39)),
     "sst2_scratch": ("sst2", "sst2", "bert_tiny_uncased",
                      dict(epochs=1, max_train_examples=20_000, eval_every=200, learning_rate=1e-4)),
 }
