@@ -7,7 +7,8 @@ published BERT-Mini/Small GLUE figures (Turc et al.). `sst2_scratch` is the "no
 pretraining" baseline: `bert_tiny_uncased` with random weights, same data.
 
 Run (each is one command; results go to --root, default /tmp/bert_zoo_glue/TASK):
-    python benchmarks/glue.py sst2            # 20,000 train examples, 1 epoch
+    python benchmarks/glue.py sst2            # 20,000 train examples, 1 epoch (HF's reference recipe)
+    python benchmarks/glue.py sst2_full       # all 67,349 train examples, 1 epoch
     python benchmarks/glue.py mrpc            # full train, 3 epochs
     python benchmarks/glue.py rte             # full train, 6 epochs
     python benchmarks/glue.py sst2_scratch    # bert_tiny_uncased from random init
@@ -28,6 +29,8 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # in REFERENCE_RESULTS.md (lr 5e-5, batch 32, length 128, 10% warm-up).
 RECIPES = {
     "sst2": ("sst2", "sst2", "minilm", dict(epochs=1, max_train_examples=20_000, eval_every=200)),
+    # The whole train set (67,349), 1 epoch: the run that meets the >= 0.88 target.
+    "sst2_full": ("sst2", "sst2", "minilm", dict(epochs=1, max_train_examples=None, eval_every=500)),
     "mrpc": ("mrpc", "mrpc", "minilm", dict(epochs=3, eval_every=58)),
     # RTE is small (2,490 pairs): 3 epochs underfit here (dev 0.567, train acc 0.66); 6 reach 0.581.
     "rte": ("rte", "rte", "minilm", dict(epochs=6, eval_every=39)),
@@ -39,6 +42,8 @@ RECIPES = {
 PEERS = {
     "sst2": ("accuracy", 0.88, {"HF transformers, same checkpoint (20k, 1 ep)": 0.872,
                                 "BERT-Mini (published, test)": 0.859, "BERT-Small (published, test)": 0.897}),
+    "sst2_full": ("accuracy", 0.88, {"HF transformers, same checkpoint (20k, 1 ep)": 0.872,
+                                     "BERT-Mini (published, test)": 0.859, "BERT-Small (published, test)": 0.897}),
     "mrpc": ("f1", 0.82, {"HF transformers, same checkpoint (3 ep)": 0.856,
                           "BERT-Mini (published, test)": 0.811, "BERT-Small (published, test)": 0.834}),
     "rte": ("accuracy", 0.58, {"HF transformers, same checkpoint (3 ep)": 0.563,
@@ -46,7 +51,7 @@ PEERS = {
     "sst2_scratch": ("accuracy", None, {"all-MiniLM-L6-v2 fine-tuned (ours, sst2 run)": None}),
 }
 # HF transformers training examples/s on this machine, same recipe (REFERENCE_RESULTS.md).
-HF_EXAMPLES_PER_SECOND = {"sst2": 44.7, "mrpc": 22.4, "rte": 14.4}
+HF_EXAMPLES_PER_SECOND = {"sst2": 44.7, "sst2_full": 44.7, "mrpc": 22.4, "rte": 14.4}
 
 
 def _minilm():
