@@ -15,7 +15,7 @@ Examples:
 import os
 import time
 
-from keras_bert_zoo.commands.common import setup_logging, write_metrics
+from keras_bert_zoo.commands.common import add_distribution_arguments, setup_logging, write_metrics
 
 TASKS = ("classify", "tag", "qa")
 
@@ -47,6 +47,7 @@ def add_arguments(parser):
                         help="also score the dev file every N steps (0: once per epoch)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
+    add_distribution_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",
                         help="XLA compilation of the train step")
 
@@ -66,6 +67,7 @@ def run(args):
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, seed=args.seed, bucketing=not args.no_bucketing,
         jit_compile={"auto": "auto", "true": True, "false": False}[args.jit_compile],
+        strategy=args.strategy, tpu=args.tpu, mixed_precision=args.mixed_precision,
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0
@@ -166,11 +168,13 @@ def score(model, dataset, labels):
 def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=3, batch_size=32,
                         learning_rate=5e-5, warmup_ratio=0.1, sequence_length=128,
                         max_train_examples=None, max_dev_examples=None, eval_every=0, seed=0,
-                        bucketing=True, jit_compile=False, verbose="auto"):
+                        bucketing=True, jit_compile=False, verbose="auto", strategy="default", tpu=None,
+                        mixed_precision="none"):
     """Fine-tunes a `BertClassifier`; returns the flat metrics dict written to `out/metrics.json`.
 
     Args: as the `bert-zoo finetune classify` flags; `data_format` is a
-    `keras_bert_zoo.preprocessing.task_data.DataFormat`.
+    `keras_bert_zoo.preprocessing.task_data.DataFormat`. `batch_size` is per replica
+    under a `strategy`; only the chief writes `out` (multi-worker).
     """
     import keras
     import numpy as np
@@ -178,7 +182,7 @@ def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=
     from keras_bert_zoo.models.classifier import BertClassifier
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.preprocessing.task_data import make_dataset, read_examples
-    from keras_bert_zoo.training import create_optimizer
+    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
 
     # --- validate everything before the first step --------------------------------
     fmt = data_format
@@ -194,6 +198,13 @@ def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=
 
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
+    distribution = make_strategy(strategy, tpu=tpu)
+    batch_size = global_batch_size(batch_size, distribution)
+    if not is_chief(distribution):
+        import tempfile
+
+        out = tempfile.mkdtemp()  # other workers write where nobody reads
+    set_precision(mixed_precision)
     keras.utils.set_random_seed(seed)
     preprocessor = BertPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length)
     num_classes = 1 if fmt.problem_type == "regression" else len(label_names)
@@ -201,20 +212,22 @@ def finetune_classifier(model, train, dev, out, data_format, vocab=None, epochs=
     # The model speaks the display names (SST-2: negative/positive) when the file's labels are codes.
     shown = fmt.display_names if fmt.display_names and len(fmt.display_names) == len(label_names or ()) \
         and list(fmt.label_names or ()) == list(label_names) else label_names
-    classifier = BertClassifier.from_preset(
-        model, num_classes=num_classes, problem_type=fmt.problem_type,
-        label_names=list(shown) if fmt.problem_type != "regression" else None,
-        data_format=layout, preprocessor=preprocessor,
-    )
+    with distribution.scope():
+        classifier = BertClassifier.from_preset(
+            model, num_classes=num_classes, problem_type=fmt.problem_type,
+            label_names=list(shown) if fmt.problem_type != "regression" else None,
+            data_format=layout, preprocessor=preprocessor,
+        )
 
     # --- data -----------------------------------------------------------------------
     train_ds = make_dataset(train_ex, preprocessor, batch_size, shuffle=True, seed=seed, bucket=bucketing)
     dev_ds = make_dataset(dev_ex, preprocessor, batch_size * 2, bucket=bucketing, with_labels=False)
     # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
-    optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
-                                 warmup_ratio=warmup_ratio)
-    classifier.compile(optimizer=optimizer, jit_compile=jit_compile)
+    with distribution.scope():
+        optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
+                                     warmup_ratio=warmup_ratio)
+        classifier.compile(optimizer=optimizer, jit_compile=jit_compile)
 
     # --- train, scoring the dev set and keeping the best ---------------------------------
     primary = _primary_metric(fmt, fmt.problem_type, num_classes)

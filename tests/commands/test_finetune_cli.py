@@ -170,3 +170,14 @@ def test_csv_pairs_regression(tiny_model, tmp_path):
     truth = [float(r[2]) for r in rows]
     assert metrics["pearson"] == pytest.approx(scipy.stats.pearsonr(truth, scores)[0], abs=1e-4)
     assert metrics["spearman"] == pytest.approx(scipy.stats.spearmanr(truth, scores)[0], abs=1e-4)
+
+
+@pytest.mark.parametrize("extra", [("--mixed-precision", "bf16"), ("--strategy", "mirrored")])
+def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra):
+    """The distribution flags build and compile the classifier in the strategy scope and it still learns."""
+    train = _sentiment_file(tmp_path / "train.tsv", 400, seed=0)
+    dev = _sentiment_file(tmp_path / "dev.tsv", 120, seed=1)
+    out = str(tmp_path / "out")
+    assert _finetune(tiny_model, train, dev, out, "--epochs", "5", *extra) == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        assert json.load(f)["accuracy"] > 0.9
