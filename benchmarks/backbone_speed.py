@@ -8,7 +8,7 @@ The machine is shared and noisy, so systems are measured in interleaved rounds a
 each one's median is reported, with ratios to ours.
 
 Usage:
-    python benchmarks/backbone_speed.py [--rounds 3] [--steps 6] [--systems ours,keras_hub,hf]
+    python benchmarks/backbone_speed.py [--rounds 3] [--steps 6] [--systems ours_nojit,ours,keras_hub,...]
 """
 
 import argparse
@@ -157,7 +157,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6, help="batches per measurement")
-    parser.add_argument("--systems", default="ours,keras_hub,hf")
+    parser.add_argument("--systems", default="ours_nojit,ours,keras_hub,keras_hub_nojit,hf",
+                        help="first is the reference of the ratios; both jit settings of each Keras model")
     args = parser.parse_args()
     systems = build_systems(args.systems.split(","))
     train = {s.name: [] for s in systems}
