@@ -29,3 +29,21 @@ def add_distribution_arguments(parser):
     parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
     parser.add_argument("--mixed-precision", choices=tuple(PRECISIONS), default="none",
                         help="bf16 (CPU/TPU/GPU) or fp16 (GPU, with loss scaling)")
+
+
+def saved_task(model_dir, handled, verb):
+    """The task class name a `finetune`/`pretrain` directory was saved with.
+
+    Raises a ValueError naming the fix when the directory is not one, or holds a task
+    that `verb` does not handle (`handled`: the task names it does).
+    """
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
+                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
+    with open(path, encoding="utf-8") as f:
+        task = json.load(f).get("keras_bert_zoo", {}).get("task")
+    if task not in handled:
+        raise ValueError(f"--model {model_dir!r} holds task {task!r}; {verb} handles "
+                         f"{sorted(handled)} directories (fine-tune or pretrain one first).")
+    return task

@@ -6,9 +6,8 @@ data file must have that layout. Each task registers its scorer in `EVALUATORS`.
 """
 
 import json
-import os
 
-from keras_bert_zoo.commands.common import setup_logging, write_metrics
+from keras_bert_zoo.commands.common import saved_task, setup_logging, write_metrics
 
 # task class name -> "module:function" taking (model_dir, data_paths, out_path) and
 # returning the metrics dict. New tasks (BertTagger, BertSpanQA) add one line here.
@@ -27,16 +26,7 @@ def add_arguments(parser):
 
 def model_task(model_dir):
     """The task class name saved in a model directory, with a clear error otherwise."""
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
-                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
-    with open(path, encoding="utf-8") as f:
-        task = json.load(f).get("keras_bert_zoo", {}).get("task")
-    if task not in EVALUATORS:
-        raise ValueError(f"--model {model_dir!r} holds task {task!r}, which evaluate cannot score; "
-                         f"it scores {sorted(EVALUATORS)} models (fine-tune or pretrain one first).")
-    return task
+    return saved_task(model_dir, EVALUATORS, "evaluate")
 
 
 def _resolve(target):

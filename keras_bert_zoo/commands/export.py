@@ -9,10 +9,9 @@ Examples:
     saved_model_cli show --dir /tmp/sst2_served --tag_set serve --signature_def serving_default
 """
 
-import json
 import os
 
-from keras_bert_zoo.commands.common import setup_logging
+from keras_bert_zoo.commands.common import saved_task, setup_logging
 
 # config.json's "keras_bert_zoo.task" -> "module:class" of the task model.
 TASK_CLASSES = {
@@ -32,15 +31,7 @@ def load_task_model(model_dir):
     """The task model saved in `model_dir`, with its preprocessor; clear errors otherwise."""
     import importlib
 
-    config_path = os.path.join(model_dir, "config.json")
-    if not os.path.isfile(config_path):
-        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
-                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
-    with open(config_path, encoding="utf-8") as f:
-        task = json.load(f).get("keras_bert_zoo", {}).get("task")
-    if task not in TASK_CLASSES:
-        raise ValueError(f"--model {model_dir!r} holds task {task!r}; export handles "
-                         f"{sorted(TASK_CLASSES)} directories (fine-tune or pretrain one first).")
+    task = saved_task(model_dir, TASK_CLASSES, "export")
     if not os.path.isfile(os.path.join(model_dir, "vocab.txt")):
         raise ValueError(f"--model {model_dir!r} has no vocab.txt, so the SavedModel could not take raw "
                          "text; copy the vocabulary the model was trained with into it.")

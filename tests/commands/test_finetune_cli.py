@@ -135,7 +135,7 @@ def test_tag_and_qa_not_available_yet(tmp_path, capsys):
 
 def test_evaluate_rejects_directories_without_a_task(tiny_model, capsys):
     assert main(["evaluate", "--model", tiny_model, "--data", "x.tsv"]) == 1
-    assert "evaluate cannot score" in capsys.readouterr().err
+    assert "evaluate handles" in capsys.readouterr().err
 
 
 def test_csv_pairs_regression(tiny_model, tmp_path):
