@@ -3,6 +3,8 @@
 import json
 import os
 
+from keras_bert_zoo.files import write_json
+
 
 def setup_logging():
     """Quiets TensorFlow's C++ start-up chatter so progress lines stay readable."""
@@ -12,11 +14,7 @@ def setup_logging():
 def write_metrics(metrics, path):
     """Writes a flat JSON object of floats and ints, atomically."""
     flat = {k: (int(v) if isinstance(v, (bool, int)) else float(v)) for k, v in metrics.items()}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(flat, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    write_json(path, flat, sort_keys=True)
     return flat
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
 from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
+from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
 
 CONFIG_SECTION = "keras_bert_zoo"
@@ -268,7 +269,4 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
     config["architectures"] = [architecture]
     config[CONFIG_SECTION] = dict(extra or {})
     write_safetensors(tensors, os.path.join(path, "model.safetensors"))
-    tmp = os.path.join(path, "config.json.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    os.replace(tmp, os.path.join(path, "config.json"))
+    write_json(os.path.join(path, "config.json"), config)

@@ -11,10 +11,10 @@ train / dev / test split, so no paragraph is in two splits.
 """
 
 import json
-import os
 import random
 import re
 
+from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing.corpus import split_sentences
 
 # Topic -> chapter (Python Language Reference chapters 2-8; "library" is the Library
@@ -87,24 +87,17 @@ def split(rows, dev_fraction=0.15, test_fraction=0.15, seed=0):
     return parts
 
 
-def _write(path, text):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def write_pretraining_corpus(rows, path):
     """BERT format: one sentence per line, a blank line between documents (one per topic)."""
     documents = {}
     for topic, _, paragraph in rows:
         documents.setdefault(topic, []).extend(split_sentences(paragraph))
-    _write(path, "\n\n".join("\n".join(sentences) for sentences in documents.values()) + "\n")
+    write_text(path, "\n\n".join("\n".join(sentences) for sentences in documents.values()) + "\n")
     return path
 
 
 def write_task_file(rows, path):
     """JSON Lines `{"text": ..., "label": ...}` (quotes and tabs in the text stay intact)."""
-    _write(path, "".join(json.dumps({"text": p, "label": label}, ensure_ascii=False) + "\n"
+    write_text(path, "".join(json.dumps({"text": p, "label": label}, ensure_ascii=False) + "\n"
                          for _, label, p in rows))
     return path

@@ -5,6 +5,7 @@ import dataclasses
 import keras
 
 from keras_bert_zoo.convert.weight_table import head_dense_specs
+from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task
 
@@ -159,10 +160,7 @@ class BertClassifier(Task):
             "regression": "regression",
         }[self.problem_type]
         config["classifier_dropout"] = self.dropout
-        tmp = config_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-        os.replace(tmp, config_path)
+        write_json(config_path, config)
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):

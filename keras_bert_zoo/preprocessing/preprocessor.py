@@ -6,6 +6,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
 from keras_bert_zoo.preprocessing.packer import SegmentPacker
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
@@ -108,11 +109,8 @@ class BertPreprocessor(PreprocessingLayer):
     def save_to_preset(self, path):
         """Writes the tokenizer files and `preprocessor.json` (sequence_length, truncate)."""
         self.tokenizer.save_to_preset(path)
-        target = os.path.join(path, PREPROCESSOR_FILE)
-        tmp = f"{target}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"sequence_length": self.sequence_length, "truncate": self.truncate}, f, indent=2)
-        os.replace(tmp, target)
+        write_json(os.path.join(path, PREPROCESSOR_FILE),
+                   {"sequence_length": self.sequence_length, "truncate": self.truncate})
 
     def get_config(self):
         config = super().get_config()

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
 
@@ -389,7 +390,7 @@ class BertTokenizer(PreprocessingLayer):
     def save_to_preset(self, path):
         """Writes `vocab.txt` and `tokenizer_config.json` (HF keys), atomically."""
         os.makedirs(path, exist_ok=True)
-        _write_atomic(os.path.join(path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
+        write_text(os.path.join(path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.lowercase,
@@ -402,7 +403,7 @@ class BertTokenizer(PreprocessingLayer):
             "cls_token": "[CLS]",
             "mask_token": "[MASK]",
         }
-        _write_atomic(os.path.join(path, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
+        write_text(os.path.join(path, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
 
     def get_config(self):
         config = super().get_config()
@@ -417,10 +418,3 @@ class BertTokenizer(PreprocessingLayer):
             }
         )
         return config
-
-
-def _write_atomic(path, text):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.tokenizer import SPECIAL_TOKENS
 
@@ -84,7 +85,9 @@ def learn_vocabulary(
     tokenizer = BertTokenizer(vocab)
     ```
     """
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+    from tensorflow_text.tools.wordpiece_vocab import (
+        wordpiece_tokenizer_learner_lib as learner,
+    )
 
     reserved = list(SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused_tokens)]
     if not isinstance(vocabulary_size, int) or vocabulary_size <= len(reserved):
@@ -114,8 +117,4 @@ def learn_vocabulary(
 
 def save_vocabulary(vocabulary, path):
     """Writes one token a line, atomically."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(token + "\n" for token in vocabulary)
-    os.replace(tmp, path)
+    write_text(path, "".join(token + "\n" for token in vocabulary))

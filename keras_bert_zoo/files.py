@@ -1,0 +1,18 @@
+"""Atomic file writes: a reader never sees a half-written vocabulary, config or metrics file."""
+
+import json
+import os
+
+
+def write_text(path, text):
+    """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(path, obj, **dump_kwargs):
+    """Writes `obj` as indented JSON to `path`, atomically."""
+    write_text(path, json.dumps(obj, indent=2, **dump_kwargs) + "\n")
