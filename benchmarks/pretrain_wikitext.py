@@ -76,12 +76,12 @@ def baselines(train_file, heldout_file, vocab, sequence_length, max_predictions,
 def run(name, out_dir, files, budget, steps, **kwargs):
     import keras
 
-    from keras_bert_zoo.commands.pretrain import pretrain
+    from keras_bert_zoo import pretrain
 
     keras.utils.clear_session()
     out = os.path.join(out_dir, name)
     start = time.time()
-    metrics = pretrain(corpus=[files["train"]], eval_corpus=[files["heldout"]], out=out, steps=steps,
+    _, metrics = pretrain(corpus=[files["train"]], eval_corpus=[files["heldout"]], out=out, steps=steps,
                        time_budget=budget, verbose=2, **kwargs)
     metrics["wall_seconds"] = time.time() - start
     return out, metrics
@@ -122,7 +122,7 @@ def main(argv=None):
     os.makedirs(out_dir, exist_ok=True)
     files, counts = split_corpus(WIKITEXT, out_dir)
     print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
-    from keras_bert_zoo.commands.pretrain import default_max_predictions
+    from keras_bert_zoo.tasks.pretraining import default_max_predictions
 
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     common = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",

@@ -9,11 +9,13 @@ import argparse
 import importlib
 import sys
 
+from keras_bert_zoo.quiet import quiet_command_line
+
 VERBS = {
     "demo": "the main job on an embedded corpus, end to end",
     "vocab": "learn a WordPiece vocabulary from text files",
     "pretrain": "MLM + NSP pretraining",
-    "finetune": "fine-tune for classify, tag or qa",
+    "finetune": "fine-tune a checkpoint for a task (classify, ...)",
     "evaluate": "score a saved model on a data file",
     "predict": "predictions on raw text",
     "export": "SavedModel with raw-string signatures",
@@ -42,6 +44,8 @@ def build_parser(argv):
 
 
 def main(argv=None):
+    if argv is None:  # run as a command (not called from Python): filter TensorFlow's chatter
+        quiet_command_line()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

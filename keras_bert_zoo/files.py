@@ -16,3 +16,10 @@ def write_text(path, text):
 def write_json(path, obj, **dump_kwargs):
     """Writes `obj` as indented JSON to `path`, atomically."""
     write_text(path, json.dumps(obj, indent=2, **dump_kwargs) + "\n")
+
+
+def write_metrics(metrics, path):
+    """Writes a flat JSON object of floats and ints (`metrics.json`), atomically; returns it."""
+    flat = {k: (int(v) if isinstance(v, (bool, int)) else float(v)) for k, v in metrics.items()}
+    write_json(path, flat, sort_keys=True)
+    return flat

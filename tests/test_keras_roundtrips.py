@@ -93,7 +93,7 @@ def test_classifier_with_preprocessor(tmp_path):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
     model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=3, preprocessor=pre,
-                           label_names=["a", "b", "c"], data_format={"sequence_length": 16})
+                           label_names=["a", "b", "c"], data_layout={"sequence_length": 16})
     expected = model.predict(TEXTS, verbose=0)
     restored = _save_load(model, tmp_path, "classifier")
     # Raw strings in: the tokenizer, packer and vocabulary came back too.

@@ -1,21 +1,4 @@
-"""Small things every verb needs."""
-
-import json
-import os
-
-from keras_bert_zoo.files import write_json
-
-
-def setup_logging():
-    """Quiets TensorFlow's C++ start-up chatter so progress lines stay readable."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def write_metrics(metrics, path):
-    """Writes a flat JSON object of floats and ints, atomically."""
-    flat = {k: (int(v) if isinstance(v, (bool, int)) else float(v)) for k, v in metrics.items()}
-    write_json(path, flat, sort_keys=True)
-    return flat
+"""Flags several verbs share."""
 
 
 def add_distribution_arguments(parser):
@@ -29,19 +12,6 @@ def add_distribution_arguments(parser):
                         help="bf16 (CPU/TPU/GPU) or fp16 (GPU, with loss scaling)")
 
 
-def saved_task(model_dir, handled, verb):
-    """The task class name a `finetune`/`pretrain` directory was saved with.
-
-    Raises a ValueError naming the fix when the directory is not one, or holds a task
-    that `verb` does not handle (`handled`: the task names it does).
-    """
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
-                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
-    with open(path, encoding="utf-8") as f:
-        task = json.load(f).get("keras_bert_zoo", {}).get("task")
-    if task not in handled:
-        raise ValueError(f"--model {model_dir!r} holds task {task!r}; {verb} handles "
-                         f"{sorted(handled)} directories (fine-tune or pretrain one first).")
-    return task
+def jit_flag(value):
+    """`--jit-compile auto|true|false` as `compile(jit_compile=...)` takes it."""
+    return {"auto": "auto", "true": True, "false": False}[value]

@@ -10,9 +10,6 @@ Examples:
     bert-zoo demo --budget small --out /tmp/demo   # CI: about 2 minutes
 """
 
-from keras_bert_zoo.commands.common import setup_logging
-
-
 def add_arguments(parser):
     parser.add_argument("--out", default="bert_zoo_demo", help="output directory (default ./bert_zoo_demo)")
     parser.add_argument("--budget", choices=("small", "full"), default="full",
@@ -21,7 +18,6 @@ def add_arguments(parser):
 
 
 def run(args):
-    setup_logging()
     from keras_bert_zoo.demo.pipeline import run_demo
 
     run_demo(out=args.out, budget=args.budget, seed=args.seed)

@@ -1,7 +1,5 @@
 """`bert-zoo vocab --corpus F... --size N --out vocab.txt`: learn a WordPiece vocabulary."""
 
-from keras_bert_zoo.commands.common import setup_logging
-
 
 def add_arguments(parser):
     parser.add_argument("--corpus", nargs="+", required=True, help="text files, one sentence or paragraph a line")
@@ -17,7 +15,6 @@ def add_arguments(parser):
 
 
 def run(args):
-    setup_logging()
     import time
 
     from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary

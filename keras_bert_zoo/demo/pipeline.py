@@ -3,10 +3,10 @@
 1. corpus: `pydoc_data.topics` paragraphs, labelled with their documentation chapter,
    split train / dev / test (see `keras_bert_zoo.demo.corpus`);
 2. vocabulary: WordPiece learned from the training paragraphs;
-3. pretraining: a small BERT from scratch with MLM + NSP (`bert-zoo pretrain`'s code);
+3. pretraining: a small BERT from scratch with MLM + NSP (`keras_bert_zoo.pretrain`);
    the held-out MLM loss of the random initialisation and of the trained model are
    measured on the same fixed-seed masks of the dev paragraphs;
-4. fine-tuning: chapter classification (`bert-zoo finetune classify`'s code), best
+4. fine-tuning: chapter classification (`keras_bert_zoo.finetune("classify", ...)`), best
    dev checkpoint kept;
 5. export: a SavedModel taking raw strings, then reloaded with
    `tf.saved_model.load` and scored on the *test* paragraphs beside the majority-class
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from keras_bert_zoo.commands.common import write_metrics
+from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.demo import corpus
 
 # "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes).
@@ -104,13 +104,13 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     import keras
     import tensorflow as tf
 
-    from keras_bert_zoo.commands.finetune import finetune_classifier
-    from keras_bert_zoo.commands.pretrain import evaluate_pretrainer, pretrain
+    from keras_bert_zoo.tasks import finetune, pretrain
+    from keras_bert_zoo.tasks.pretraining import evaluate_pretrainer
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.classifier import BertClassifier
     from keras_bert_zoo.models.pretrainer import BertPretrainer
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-    from keras_bert_zoo.preprocessing.task_data import DataFormat
+    from keras_bert_zoo.preprocessing.task_data import DataLayout
 
     os.makedirs(out, exist_ok=True)
     data_dir, pre_dir, init_dir, cls_dir = (os.path.join(out, d) for d in ("data", "pretrained", "init", "classifier"))
@@ -137,11 +137,11 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
     steps.begin(f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
                 f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
-    pre_metrics = pretrain(
+    _, pre_metrics = pretrain(
         corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
         sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
         learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
-        eval_batches=20, seed=seed + 1, jit_compile="true", verbose=verbose,
+        eval_batches=20, seed=seed + 1, jit_compile=True, verbose=verbose,
     )
     with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
@@ -172,9 +172,10 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
 
     # --- 5. fine-tuning --------------------------------------------------------------------
     steps.begin(f"fine-tune chapter classification for {cfg['finetune_epochs']} epochs (best dev kept)")
-    fmt = DataFormat(("text",), "label", label_names=corpus.LABELS)
-    ft = finetune_classifier(
-        model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, data_format=fmt,
+    layout = DataLayout(("text",), "label", label_names=corpus.LABELS)
+    classifier, ft = finetune(
+        "classify", model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, layout=layout,
+        select="best",
         epochs=cfg["finetune_epochs"], batch_size=cfg["batch_size"], learning_rate=cfg["finetune_lr"],
         sequence_length=cfg["sequence_length"], max_train_examples=cfg["max_train_examples"], seed=seed,
         verbose=verbose,
@@ -185,7 +186,6 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
 
     # --- 6. export, reload, answer ----------------------------------------------------------
     steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
-    classifier = BertClassifier.from_preset(cls_dir)
     saved = export_saved_model(classifier, os.path.join(out, "saved_model"))
     served = tf.saved_model.load(saved)
     signature = served.signatures["serving_default"]

@@ -19,8 +19,8 @@ The vocabulary is an asset (`assets/vocab.txt`); the fill-mask signature reads t
 strings from it, and `assets/export_info.json` records the task, labels and
 sequence length.
 
-A new task plugs in with one `TaskServing` subclass registered for its class name
-(`@register_serving("BertTagger")`), giving its outputs from the model's outputs.
+Each task module (`keras_bert_zoo/tasks/`) plugs in its own `TaskServing` subclass,
+registered for its model's class name with `@register_serving("BertTagger")`.
 """
 
 import json
@@ -59,6 +59,7 @@ class TaskServing:
     """
 
     default_signature = "predict"
+    options = ()  # names of the keyword options its constructor takes
 
     def __init__(self, model, preprocessor, text_pair=False):
         self.model = model
@@ -79,82 +80,9 @@ class TaskServing:
     def extra_signatures(self, module):
         return {}
 
-
-@register_serving("BertClassifier")
-class ClassifierServing(TaskServing):
-    """`label_ids`, `probabilities`, `labels` (names) for single-label,
-    multi-label (multi-hot ids, `|`-joined names) and regression (`scores`)."""
-
-    def __init__(self, model, preprocessor, text_pair=False):
-        super().__init__(model, preprocessor, text_pair)
-        names = model.label_names or [str(i) for i in range(model.num_classes)]
-        self.label_names = tf.constant(names, dtype=tf.string)
-
-    def outputs(self, logits, features):
-        logits = tf.cast(logits, tf.float32)
-        kind = self.model.problem_type
-        if kind == "regression":
-            return {"scores": logits[:, 0]}
-        if kind == "multi_label":
-            probs = tf.sigmoid(logits)
-            hot = probs > 0.5
-            names = tf.where(hot, self.label_names[None, :], "")
-            joined = tf.strings.reduce_join(names, axis=-1, separator="|")
-            # reduce_join keeps the separators of empty names: squeeze them out.
-            joined = tf.strings.regex_replace(joined, r"\|+", "|")
-            joined = tf.strings.regex_replace(joined, r"^\||\|$", "")
-            return {"label_ids": tf.cast(hot, tf.int32), "probabilities": probs, "labels": joined}
-        probs = tf.nn.softmax(logits, axis=-1)
-        ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
-        return {"label_ids": ids, "probabilities": probs, "labels": tf.gather(self.label_names, ids)}
-
-    def info(self):
-        return {"problem_type": self.model.problem_type, "num_classes": self.model.num_classes,
-                "label_names": [n.decode() for n in self.label_names.numpy().tolist()]}
-
-
-@register_serving("BertPretrainer")
-class PretrainerServing(TaskServing):
-    """Fill-mask: the top-k tokens at each `[MASK]` of the text (at most `max_masks`).
-
-    Outputs `[batch, max_masks, top_k]` `tokens`, `token_ids`, `scores` (softmax
-    probabilities), and `[batch, max_masks]` `mask_positions` and `is_mask` (False on
-    padding slots, where the other outputs are meaningless).
-    """
-
-    default_signature = "fill_mask"
-
-    def __init__(self, model, preprocessor, text_pair=False, top_k=5, max_masks=8, vocab_table=None):
-        super().__init__(model, preprocessor, text_pair)
-        self.top_k = int(top_k)
-        self.max_masks = int(max_masks)
-        self.mask_id = preprocessor.tokenizer.mask_token_id
-        self.vocab_table = vocab_table
-
-    def model_inputs(self, features):
-        is_mask = tf.equal(features["token_ids"], self.mask_id)
-        positions = tf.ragged.boolean_mask(
-            tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask
-        )
-        positions = positions[:, : self.max_masks]
-        features = dict(features)
-        features["mask_positions"] = positions.to_tensor(0, shape=[None, self.max_masks])
-        features["is_mask"] = tf.sequence_mask(positions.row_lengths(), self.max_masks)
-        return features
-
-    def outputs(self, model_outputs, features):
-        probs = tf.nn.softmax(tf.cast(model_outputs["mlm_logits"], tf.float32), axis=-1)
-        scores, ids = tf.math.top_k(probs, k=self.top_k)
-        return {
-            "token_ids": ids,
-            "tokens": self.vocab_table.lookup(tf.cast(ids, tf.int64)),
-            "scores": scores,
-            "mask_positions": features["mask_positions"],
-            "is_mask": features["is_mask"],
-        }
-
-    def info(self):
-        return {"top_k": self.top_k, "max_masks": self.max_masks}
+    def bind(self, module):
+        """Called once with the `tf.Module` being exported (e.g. to reach its
+        `vocab_table`, built from the vocabulary asset)."""
 
 
 class _ServingModule(tf.Module):
@@ -175,8 +103,7 @@ class _ServingModule(tf.Module):
             ),
             default_value="[UNK]",
         )
-        if isinstance(serving, PretrainerServing):
-            serving.vocab_table = self.vocab_table
+        serving.bind(self)
 
     def run(self, features):
         features = self._serving.model_inputs(features)
@@ -221,11 +148,26 @@ def _signatures(module, serving):
 def _text_pair(model, text_pair):
     if text_pair is not None:
         return bool(text_pair)
-    layout = getattr(model, "data_format", None) or {}
+    layout = getattr(model, "data_layout", None) or {}
     return len(layout.get("text_columns") or ()) == 2
 
 
-def export_saved_model(model, path, preprocessor=None, text_pair=None, top_k=5, max_masks=8):
+def _serving_class(model):
+    if not _SERVINGS:
+        # Task modules register their servings when the task registry loads them.
+        import importlib
+
+        importlib.import_module("keras_bert_zoo.tasks.registry").task_names()
+    for klass in type(model).__mro__:
+        if klass.__name__ in _SERVINGS:
+            return _SERVINGS[klass.__name__]
+    raise ValueError(
+        f"cannot export a {type(model).__name__}: known task models are {', '.join(sorted(_SERVINGS))}. "
+        "Register a TaskServing for it with @register_serving(...) in its task module."
+    )
+
+
+def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving_options):
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
@@ -235,9 +177,9 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, top_k=5, 
             place, so a failed export never leaves a half-written model.
         preprocessor: a `BertPreprocessor`; defaults to `model.preprocessor`.
         text_pair: bool, whether `serving_default` takes `text_pair`; None
-            decides from the model's `data_format` (two text columns = pairs).
-        top_k: int, pretrainer only: tokens returned per `[MASK]`.
-        max_masks: int, pretrainer only: `[MASK]`s answered per text.
+            decides from the model's `data_layout` (two text columns = pairs).
+        **serving_options: options of the task's serving, e.g. for the pretrainer's
+            fill-mask `top_k` (tokens returned per `[MASK]`, 5) and `max_masks` (8).
 
     Returns:
         `path`.
@@ -254,14 +196,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, top_k=5, 
     ```
     """
     name = type(model).__name__
-    serving_cls = _SERVINGS.get(name) or next(
-        (c for n, c in _SERVINGS.items() if any(b.__name__ == n for b in type(model).__mro__)), None
-    )
-    if serving_cls is None:
-        raise ValueError(
-            f"cannot export a {name}: known task models are {', '.join(sorted(_SERVINGS))}. "
-            "Register a TaskServing for it with @register_serving(...)."
-        )
+    serving_cls = _serving_class(model)
     preprocessor = preprocessor if preprocessor is not None else getattr(model, "preprocessor", None)
     if preprocessor is None or not hasattr(preprocessor, "tokenizer"):
         raise ValueError(
@@ -276,10 +211,11 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, top_k=5, 
             f"{model.backbone.vocabulary_size}; use the vocabulary the model was trained with."
         )
     pair = _text_pair(model, text_pair)
-    if serving_cls is PretrainerServing:
-        serving = serving_cls(model, preprocessor, pair, top_k=top_k, max_masks=max_masks)
-    else:
-        serving = serving_cls(model, preprocessor, pair)
+    unknown = set(serving_options) - set(serving_cls.options)
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
+                         f"{list(serving_cls.options) or 'none'}.")
+    serving = serving_cls(model, preprocessor, pair, **serving_options)
 
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))

@@ -1,6 +1,6 @@
 """Sentence(-pair) classification data: GLUE TSV, CSV and JSON Lines -> `tf.data`.
 
-A `DataFormat` says where the text and the label are in a file (a GLUE task name
+A `DataLayout` says where the text and the label are in a file (a GLUE task name
 fills it in). `read_examples` parses and validates a whole file up front, so a
 missing column, an empty file or a label the model does not know fails with a clear
 message before any training starts. `make_dataset` turns the examples into a
@@ -9,10 +9,10 @@ bucketed by length (see `bucketing.py`).
 
 Examples:
 >>> import os, tempfile
->>> from keras_bert_zoo.preprocessing.task_data import DataFormat, read_examples
+>>> from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples
 >>> path = os.path.join(tempfile.mkdtemp(), "train.tsv")
 >>> _ = open(path, "w").write("sentence\\tlabel\\ngood film\\t1\\nbad film\\t0\\n")
->>> examples = read_examples(path, DataFormat.for_task("sst2"))
+>>> examples = read_examples(path, DataLayout.for_task("sst2"))
 >>> examples.texts, examples.labels.tolist(), examples.label_names
 ((['good film', 'bad film'],), [1, 0], ['0', '1'])
 """
@@ -52,7 +52,7 @@ GLUE_TASKS["sts-b"] = GLUE_TASKS["stsb"]
 
 
 @dataclasses.dataclass
-class DataFormat:
+class DataLayout:
     """Where text and labels are in a data file.
 
     Args:
@@ -131,7 +131,7 @@ def _file_kind(path):
     return "tsv"  # GLUE's .tsv and anything else tab-separated
 
 
-def _read_rows(path, fmt):
+def _read_rows(path, layout):
     """Rows as dicts (header / JSON keys) or lists (no header), with line numbers."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {path!r} does not exist.")
@@ -154,7 +154,7 @@ def _read_rows(path, fmt):
         lines = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
     if not lines:
         return [], None
-    if fmt.header:
+    if layout.header:
         header = [h.strip() for h in lines[0][1]]
         return lines[1:], header
     return lines, None
@@ -171,14 +171,14 @@ def _column_index(column, header, path):
     return header.index(column)
 
 
-def _parse_labels(raw, fmt, label_names, path, line_numbers):
-    if fmt.problem_type == "regression":
+def _parse_labels(raw, layout, label_names, path, line_numbers):
+    if layout.problem_type == "regression":
         try:
             return np.asarray([float(v) for v in raw], dtype=np.float32), None
         except ValueError:
             bad = next(i for i, v in enumerate(raw) if not _is_float(v))
             raise ValueError(f"{path}:{line_numbers[bad]}: label {raw[bad]!r} is not a number (regression).") from None
-    if fmt.problem_type == "multi_label":
+    if layout.problem_type == "multi_label":
         raw = [_split_multi(v) for v in raw]
         seen = sorted({n for names in raw for n in names})
     else:
@@ -186,7 +186,7 @@ def _parse_labels(raw, fmt, label_names, path, line_numbers):
         seen = sorted(set(raw), key=_label_sort_key)
     names = list(label_names) if label_names else seen
     index = {n: i for i, n in enumerate(names)}
-    if fmt.problem_type == "multi_label":
+    if layout.problem_type == "multi_label":
         labels = np.zeros((len(raw), len(names)), dtype=np.float32)
         for row, values in enumerate(raw):
             for v in values:
@@ -227,14 +227,14 @@ def _is_float(v):
         return False
 
 
-def read_examples(path, fmt, label_names=None, max_examples=None):
+def read_examples(path, layout, label_names=None, max_examples=None):
     """Reads and validates a data file.
 
     Args:
         path: `.tsv` (GLUE), `.csv` or `.jsonl` file.
-        fmt: `DataFormat`.
+        layout: `DataLayout`.
         label_names: the classes the model knows (e.g. from the training file);
-            defaults to `fmt.label_names` or the labels seen in this file.
+            defaults to `layout.label_names` or the labels seen in this file.
         max_examples: int, keep the first N examples.
 
     Returns:
@@ -243,13 +243,13 @@ def read_examples(path, fmt, label_names=None, max_examples=None):
     Raises:
         ValueError: empty file, missing column, short row, unknown label.
     """
-    rows, header = _read_rows(path, fmt)
+    rows, header = _read_rows(path, layout)
     if not rows:
         raise ValueError(f"{path} has no examples (empty file or header only).")
     if max_examples:
         rows = rows[: int(max_examples)]
     line_numbers = [n for n, _ in rows]
-    columns = list(fmt.text_columns) + [fmt.label_column]
+    columns = list(layout.text_columns) + [layout.label_column]
     if _file_kind(path) == "jsonl":
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
@@ -268,10 +268,10 @@ def read_examples(path, fmt, label_names=None, max_examples=None):
         for n, row in rows:
             if len(row) < need:
                 raise ValueError(f"{path}:{n}: {len(row)} columns, the layout needs at least {need} "
-                                 f"(text {list(fmt.text_columns)}, label {fmt.label_column!r}).")
+                                 f"(text {list(layout.text_columns)}, label {layout.label_column!r}).")
             values.append([row[i] for i in idx])
-    texts = tuple([str(v[i]) for v in values] for i in range(len(fmt.text_columns)))
-    labels, names = _parse_labels([v[-1] for v in values], fmt, label_names or fmt.label_names, path, line_numbers)
+    texts = tuple([str(v[i]) for v in values] for i in range(len(layout.text_columns)))
+    labels, names = _parse_labels([v[-1] for v in values], layout, label_names or layout.label_names, path, line_numbers)
     return Examples(texts=texts, labels=labels, label_names=names, path=path)
 
 

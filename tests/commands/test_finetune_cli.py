@@ -45,7 +45,7 @@ def _sentiment_file(path, n, seed, extra_label=None):
 
 
 def _finetune(tiny_model, train, dev, out, *extra):
-    return main(["finetune", "classify", "--model", tiny_model, "--task", "sst2", "--train", train,
+    return main(["finetune", "classify", "--model", tiny_model, "--glue", "sst2", "--train", train,
                  "--dev", dev, "--out", out, "--sequence-length", "32", "--batch-size", "16",
                  "--learning-rate", "5e-3", *extra])
 
@@ -66,7 +66,7 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     # (Task, padded to the full length) agrees with sklearn on its own predictions
     # and with the bucketed scores `finetune` saved.
     model = BertClassifier.from_preset(out)
-    assert model.label_names == ["negative", "positive"] and model.data_format["task"] == "sst2"
+    assert model.label_names == ["negative", "positive"] and model.data_layout["task"] == "sst2"
     rows = [line.split("\t") for line in open(dev).read().splitlines()[1:]]
     labels, probs = model.predict_labels([r[0] for r in rows], verbose=0)
     labels = [{"negative": "0", "positive": "1"}[name] for name in labels]
@@ -126,11 +126,11 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
     assert not os.path.exists(out)  # nothing trained, nothing written
 
 
-def test_tag_and_qa_not_available_yet(tmp_path, capsys):
-    for task in ("tag", "qa"):
-        code = main(["finetune", task, "--model", "x", "--train", "t", "--dev", "d", "--out", str(tmp_path)])
-        assert code == 1
-        assert "not available yet" in capsys.readouterr().err
+def test_unregistered_task_is_rejected_by_the_parser(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["finetune", "no_such_task", "--model", "x", "--train", "t", "--dev", "d", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'no_such_task'" in capsys.readouterr().err
 
 
 def test_evaluate_rejects_directories_without_a_task(tiny_model, capsys):

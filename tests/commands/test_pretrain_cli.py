@@ -44,7 +44,7 @@ def test_output_loads_in_ours_and_hf(pretrained):
     from keras_bert_zoo import BertPretrainer
 
     model = BertPretrainer.from_preset(out)
-    assert model.data_config["sequence_length"] == 32 and model.data_config["nsp"] == "nsp"
+    assert model.data_layout["sequence_length"] == 32 and model.data_layout["nsp"] == "nsp"
     transformers = pytest.importorskip("transformers")
     hf, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -67,7 +67,7 @@ def test_evaluate_verb_scores_a_pretrained_dir(pretrained, tmp_path, capsys):
     with open(path) as f:
         first = json.load(f)
     assert 0 <= first["mlm_accuracy"] <= 1 and 0 <= first["nsp_accuracy"] <= 1 and first["sequences"] > 0
-    from keras_bert_zoo.commands.pretrain import evaluate_pretrainer
+    from keras_bert_zoo.tasks.pretraining import evaluate_pretrainer
 
     again = evaluate_pretrainer(out, [corpus])  # fixed-seed masks: the same numbers
     assert again["mlm_accuracy"] == pytest.approx(first["mlm_accuracy"], abs=1e-6)

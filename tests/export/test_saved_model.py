@@ -134,7 +134,7 @@ def test_pair_task_takes_text_pair(tmp_path):
     keras.utils.set_random_seed(2)
     pre = _preprocessor()
     model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=2, preprocessor=pre,
-                           data_format={"text_columns": ["premise", "hypothesis"]})
+                           data_layout={"text_columns": ["premise", "hypothesis"]})
     model.classifier.kernel.assign(model.classifier.kernel * 200.0)  # spreads the probabilities
     pairs = [("a good film", "great"), ("a good film", "awful"), ("", "é"), (LONG, "short"), ("bad", LONG)]
     expected = model.logits_to_probabilities(model.predict(pairs, verbose=0))

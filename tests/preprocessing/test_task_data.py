@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.preprocessing.task_data import DataFormat, make_dataset, read_examples
+from keras_bert_zoo.preprocessing.task_data import DataLayout, make_dataset, read_examples
 from tests.helpers import shared_data
 
 
@@ -19,12 +19,12 @@ def _write(path, text):
 def test_real_glue_dev_files_match_csv_module_reference(task, count, pair):
     """Our reader agrees with a plain pandas-free read of the same GLUE file."""
     path = shared_data(task, "dev.tsv")
-    ex = read_examples(path, DataFormat.for_task(task))
+    ex = read_examples(path, DataLayout.for_task(task))
     assert len(ex) == count and len(ex.texts) == (2 if pair else 1)
     with open(path, encoding="utf-8-sig") as f:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     header, rows = rows[0], rows[1:]
-    fmt = DataFormat.for_task(task)
+    fmt = DataLayout.for_task(task)
     text_idx = [header.index(c) for c in fmt.text_columns]
     label_idx = header.index(fmt.label_column)
     assert ex.texts[0] == [r[text_idx[0]] for r in rows]
@@ -41,26 +41,26 @@ def test_csv_and_jsonl(tmp_path):
         w = csv.writer(f)
         w.writerow(["id", "text", "topic"])
         w.writerows([[1, "a, quoted \"thing\"", "sports"], [2, "b", "news"], [3, "c", "sports"]])
-    ex = read_examples(str(csv_path), DataFormat(("text",), "topic"))
+    ex = read_examples(str(csv_path), DataLayout(("text",), "topic"))
     assert ex.texts == (['a, quoted "thing"', "b", "c"],)
     assert ex.label_names == ["news", "sports"] and ex.labels.tolist() == [1, 0, 1]
     jl = _write(tmp_path / "d.jsonl", "\n".join(json.dumps(o) for o in [
         {"q": "x", "p": "y", "score": 2.5, "tags": ["a", "b"]},
         {"q": "z", "p": "w", "score": 1.0, "tags": ["b"]}]))
-    reg = read_examples(jl, DataFormat(("q", "p"), "score", problem_type="regression"))
+    reg = read_examples(jl, DataLayout(("q", "p"), "score", problem_type="regression"))
     assert reg.texts == (["x", "z"], ["y", "w"]) and reg.labels.tolist() == [2.5, 1.0]
-    ml = read_examples(jl, DataFormat(("q",), "tags", problem_type="multi_label"))
+    ml = read_examples(jl, DataLayout(("q",), "tags", problem_type="multi_label"))
     assert ml.label_names == ["a", "b"] and ml.labels.tolist() == [[1, 1], [0, 1]]
 
 
 def test_numeric_labels_sort_numerically(tmp_path):
     path = _write(tmp_path / "d.tsv", "sentence\tlabel\na\t10\nb\t2\nc\t1\n")
-    ex = read_examples(path, DataFormat(("sentence",), "label"))
+    ex = read_examples(path, DataLayout(("sentence",), "label"))
     assert ex.label_names == ["1", "2", "10"] and ex.labels.tolist() == [2, 1, 0]
 
 
 def test_bad_input_messages(tmp_path):
-    fmt = DataFormat.for_task("sst2")
+    fmt = DataLayout.for_task("sst2")
     with pytest.raises(ValueError, match="no examples"):
         read_examples(_write(tmp_path / "empty.tsv", ""), fmt)
     with pytest.raises(ValueError, match="no examples"):
@@ -70,7 +70,7 @@ def test_bad_input_messages(tmp_path):
     with pytest.raises(ValueError, match=r"bad.tsv:3: unknown label '2'"):
         read_examples(_write(tmp_path / "bad.tsv", "sentence\tlabel\nok\t1\nhm\t2\n"), fmt)
     with pytest.raises(ValueError, match="unknown task 'sst3'"):
-        DataFormat.for_task("sst3")
+        DataLayout.for_task("sst3")
     with pytest.raises(FileNotFoundError):
         read_examples(str(tmp_path / "absent.tsv"), fmt)
     with pytest.raises(ValueError, match="short.tsv:2: 1 columns"):

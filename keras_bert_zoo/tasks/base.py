@@ -1,0 +1,102 @@
+"""`TaskSpec`: everything the library needs to know about one task, in one place.
+
+A task (classify today; tag, qa, choice next; pretraining too) is one subclass of
+`TaskSpec` in its own module under `keras_bert_zoo/tasks/`, with one module-level
+instance named `TASK`. The registry (`keras_bert_zoo.tasks`) finds it there; the
+fine-tuning job, `bert-zoo evaluate`, `predict`, `export` and `finetune` dispatch
+through it and hold no task names of their own. See docs/architecture.md,
+"How to add a task".
+
+The model class itself lives in `models/` (a user builds it without any of this),
+data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
+"""
+
+
+class TaskSpec:
+    """One task, declared once.
+
+    Class attributes:
+        name: the CLI name (`bert-zoo finetune NAME`), e.g. `"classify"`.
+        model_class_name: the task model's class name, as saved in a preset's
+            `config.json` (`"BertClassifier"`).
+        description: one line for `--help`.
+        finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
+        default_learning_rate / default_sequence_length: the recipe's defaults.
+    """
+
+    name = None
+    model_class_name = None
+    description = ""
+    finetunable = True
+    default_learning_rate = 5e-5
+    default_sequence_length = 128
+
+    # --- the model ------------------------------------------------------------------
+    def model_class(self):
+        """The task model class (imported when first needed)."""
+        raise NotImplementedError
+
+    def load_model(self, model_dir):
+        """The model saved in `model_dir`, with the preprocessor it was trained with."""
+        return self.model_class().from_preset(model_dir)
+
+    # --- the command line ---------------------------------------------------------------
+    def add_arguments(self, parser):
+        """Adds this task's data-layout flags to `bert-zoo finetune NAME`."""
+
+    def layout_from_args(self, args):
+        """The data layout (`DataLayout`-like object) the flags describe."""
+        return None
+
+    # --- fine-tuning ----------------------------------------------------------------------
+    def read_data(self, path, layout, reference=None, max_examples=None):
+        """Parses and validates a data file before any training.
+
+        Args:
+            path: the file.
+            layout: the task's data layout.
+            reference: the training examples when reading dev data (label names
+                must match); None for the training file.
+            max_examples: keep the first N.
+        """
+        raise NotImplementedError
+
+    def make_preprocessor(self, vocab_dir, sequence_length, layout):
+        """The preprocessing layer raw examples go through."""
+        from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+
+        return BertPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length)
+
+    def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
+        """The task model from a preset name or checkpoint directory, head sized by the data."""
+        raise NotImplementedError
+
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+        """A batched `tf.data.Dataset`: `(features, labels)` when training, features otherwise."""
+        raise NotImplementedError
+
+    def primary_metric(self, layout):
+        """The dev metric that selects checkpoints and is reported first."""
+        return "accuracy"
+
+    def score(self, model, examples, dataset):
+        """Every metric of `model` on `examples` (whose features `dataset` yields, in order)."""
+        raise NotImplementedError
+
+    # --- evaluate / predict ------------------------------------------------------------
+    def evaluate(self, model_dir, data_paths, batch_size=64):
+        """Metrics of a saved model on data files in its training layout."""
+        raise NotImplementedError
+
+    def predict(self, model, texts):
+        """One JSON-able dict per raw input (`bert-zoo predict`)."""
+        raise NotImplementedError(f"`bert-zoo predict` does not handle {self.model_class_name} models yet.")
+
+    def format_prediction(self, row):
+        """One line of `bert-zoo predict`'s plain-text output."""
+        return str(row)
+
+    # --- export -------------------------------------------------------------------------
+    def serving(self):
+        """The `keras_bert_zoo.export.TaskServing` subclass of this task's SavedModel."""
+        return None

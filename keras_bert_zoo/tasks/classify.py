@@ -1,0 +1,194 @@
+"""Sentence and sentence-pair classification (and regression, multi-label): `classify`.
+
+Model `BertClassifier`; data GLUE TSV / CSV / JSON Lines (`preprocessing.task_data`);
+metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); serving
+`text` (+ `text_pair`) -> `label_ids`, `probabilities`, `labels`.
+"""
+
+from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.tasks.base import TaskSpec
+
+PAIR_SEPARATORS = ("\t", " ||| ")
+
+
+class ClassifyTask(TaskSpec):
+    name = "classify"
+    model_class_name = "BertClassifier"
+    description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
+
+    def model_class(self):
+        from keras_bert_zoo.models.classifier import BertClassifier
+
+        return BertClassifier
+
+    # --- command line ---------------------------------------------------------------
+    def add_arguments(self, parser):
+        parser.add_argument("--glue", default=None,
+                            help="GLUE layout: sst2, mrpc, rte, cola, qqp, stsb, mnli, qnli, wnli")
+        parser.add_argument("--text-column", action="append", default=None,
+                            help="text column name or index; give it twice for sentence pairs")
+        parser.add_argument("--label-column", default=None, help="label column name or index")
+        parser.add_argument("--problem-type", choices=("single_label", "multi_label", "regression"),
+                            default=None, help="default: from --glue, else single_label")
+        parser.add_argument("--no-header", action="store_true", help="CSV/TSV files have no header row")
+
+    def layout_from_args(self, args):
+        from keras_bert_zoo.preprocessing.task_data import DataLayout
+
+        if args.glue:
+            layout = DataLayout.for_task(args.glue)
+            if args.problem_type:
+                layout.problem_type = args.problem_type
+            return layout
+        if not args.text_column or args.label_column is None:
+            raise ValueError("give --glue (a GLUE layout) or both --text-column and --label-column.")
+
+        def column(c):
+            return int(c) if c.isdigit() and args.no_header else c
+
+        return DataLayout(tuple(column(c) for c in args.text_column), column(args.label_column),
+                          problem_type=args.problem_type or "single_label", header=not args.no_header)
+
+    # --- fine-tuning ------------------------------------------------------------------
+    def read_data(self, path, layout, reference=None, max_examples=None):
+        from keras_bert_zoo.preprocessing.task_data import read_examples
+
+        examples = read_examples(path, layout, label_names=reference.label_names if reference else None,
+                                 max_examples=max_examples)
+        if reference is None and layout.problem_type == "single_label" and len(examples.label_names) < 2:
+            raise ValueError(f"{path} has a single label ({examples.label_names}); classification needs "
+                             "at least two.")
+        return examples
+
+    def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
+        problem_type = layout.problem_type
+        names = train_examples.label_names
+        num_classes = 1 if problem_type == "regression" else len(names)
+        # The model speaks the display names (SST-2: negative/positive) when the file's labels are codes.
+        codes = list(layout.label_names or ()) == list(names or ())
+        shown = layout.display_names if layout.display_names and codes else names
+        saved_layout = layout.to_dict() | {"label_names": names, "sequence_length": sequence_length}
+        return self.model_class().from_preset(
+            model, num_classes=num_classes, problem_type=problem_type,
+            label_names=list(shown) if problem_type != "regression" else None,
+            data_layout=saved_layout, preprocessor=preprocessor,
+        )
+
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+        from keras_bert_zoo.preprocessing.task_data import make_dataset
+
+        return make_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed, bucket=bucketing,
+                            with_labels=training)
+
+    def primary_metric(self, layout):
+        from keras_bert_zoo.metrics.classification import TASK_METRICS
+
+        if layout.task in TASK_METRICS:
+            return TASK_METRICS[layout.task][0]
+        return {"regression": "pearson", "multi_label": "f1"}.get(layout.problem_type, "accuracy")
+
+    def score(self, model, examples, dataset):
+        import numpy as np
+
+        from keras_bert_zoo.metrics.classification import classification_metrics
+
+        probs = model.logits_to_probabilities(model.predict(dataset, verbose=0))
+        labels = examples.labels
+        if model.problem_type == "single_label":
+            pred = np.argmax(probs, axis=-1)
+        elif model.problem_type == "multi_label":
+            pred = (probs > 0.5).astype(labels.dtype)
+        else:
+            pred = probs[:, 0]
+        return classification_metrics(labels, pred, model.problem_type, model.num_classes)
+
+    # --- evaluate / predict ---------------------------------------------------------------
+    def load_model(self, model_dir):
+        model = self.model_class().from_preset(model_dir)
+        if model.preprocessor is None:
+            raise ValueError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; use a directory "
+                             "written by `bert-zoo finetune classify`.")
+        return model
+
+    def evaluate(self, model_dir, data_paths, batch_size=64):
+        import numpy as np
+
+        from keras_bert_zoo.preprocessing.task_data import DataLayout, Examples, read_examples
+
+        model = self.load_model(model_dir)
+        if not model.data_layout:
+            raise ValueError(f"{model_dir} does not record the data layout it was trained on; "
+                             "evaluate a directory written by `bert-zoo finetune classify`.")
+        layout = DataLayout.from_dict(model.data_layout)
+        # The layout holds the file's label values (e.g. "0"/"1"); the model may show other names.
+        parts = [read_examples(p, layout, label_names=layout.label_names or model.label_names) for p in data_paths]
+        examples = Examples(
+            texts=tuple(sum((list(e.texts[i]) for e in parts), []) for i in range(len(layout.text_columns))),
+            labels=np.concatenate([e.labels for e in parts]), label_names=model.label_names)
+        dataset = self.dataset(examples, model.preprocessor, batch_size, training=False)
+        metrics = self.score(model, examples, dataset)
+        metrics["examples"] = len(examples)
+        return metrics
+
+    def predict(self, model, texts):
+        pairs = len((model.data_layout or {}).get("text_columns", [None])) == 2
+        inputs = [_split_pair(t) for t in texts] if pairs else list(texts)
+        labels, probs = model.predict_labels(inputs, verbose=0)
+        names = model.label_names or [str(i) for i in range(model.num_classes)]
+        return [{"text": text, "label": label, "probabilities": {n: round(float(p), 4) for n, p in zip(names, row)}}
+                for text, label, row in zip(texts, labels, probs)]
+
+    def format_prediction(self, row):
+        shown = "  ".join(f"{n}={p:.3f}" for n, p in row["probabilities"].items())
+        return f"{row['label']}\t{shown}\t{row['text']}"
+
+    def serving(self):
+        return ClassifierServing
+
+
+def _split_pair(text):
+    for sep in PAIR_SEPARATORS:
+        if sep in text:
+            a, b = text.split(sep, 1)
+            return a.strip(), b.strip()
+    raise ValueError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
+
+
+@register_serving("BertClassifier")
+class ClassifierServing(TaskServing):
+    """`label_ids`, `probabilities`, `labels` (names) for single-label,
+    multi-label (multi-hot ids, `|`-joined names) and regression (`scores`)."""
+
+    def __init__(self, model, preprocessor, text_pair=False):
+        import tensorflow as tf
+
+        super().__init__(model, preprocessor, text_pair)
+        names = model.label_names or [str(i) for i in range(model.num_classes)]
+        self.label_names = tf.constant(names, dtype=tf.string)
+
+    def outputs(self, logits, features):
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        kind = self.model.problem_type
+        if kind == "regression":
+            return {"scores": logits[:, 0]}
+        if kind == "multi_label":
+            probs = tf.sigmoid(logits)
+            hot = probs > 0.5
+            names = tf.where(hot, self.label_names[None, :], "")
+            joined = tf.strings.reduce_join(names, axis=-1, separator="|")
+            # reduce_join keeps the separators of empty names: squeeze them out.
+            joined = tf.strings.regex_replace(joined, r"\|+", "|")
+            joined = tf.strings.regex_replace(joined, r"^\||\|$", "")
+            return {"label_ids": tf.cast(hot, tf.int32), "probabilities": probs, "labels": joined}
+        probs = tf.nn.softmax(logits, axis=-1)
+        ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
+        return {"label_ids": ids, "probabilities": probs, "labels": tf.gather(self.label_names, ids)}
+
+    def info(self):
+        return {"problem_type": self.model.problem_type, "num_classes": self.model.num_classes,
+                "label_names": [n.decode() for n in self.label_names.numpy().tolist()]}
+
+
+TASK = ClassifyTask()

@@ -1,0 +1,224 @@
+"""`finetune(task, ...)`: the fine-tuning job for any registered task, as a Python function.
+
+It validates both data files and the model before the first step, builds the model
+and optimizer inside the distribution strategy's scope, trains with `model.fit` on
+the task's `tf.data` pipeline, scores the dev file every `eval_every` steps and at
+each epoch end, and writes `out/` as a preset directory with `metrics.json` and
+`training_curve.png`. `bert-zoo finetune` is a thin adapter over it.
+"""
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.tasks.registry import get_task
+
+SELECTIONS = ("final", "best")
+
+
+def vocab_dir_for(model, vocab=None):
+    """The directory holding the `vocab.txt` to use, checked to exist."""
+    if vocab:
+        path = vocab if os.path.isdir(vocab) else os.path.dirname(os.path.abspath(vocab))
+    else:
+        path = model if os.path.isdir(str(model)) else None
+    if path is None or not os.path.isfile(os.path.join(path, "vocab.txt")):
+        raise ValueError(
+            f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
+            "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."
+        )
+    return path
+
+
+def model_architecture(model):
+    """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
+    file only (no weights read), so checks before training stay cheap."""
+    from keras_bert_zoo.convert.checkpoint import Checkpoint, _backbone_kwargs, _read_json
+    from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
+
+    if model in BACKBONE_PRESETS:
+        return backbone_config(model)
+    for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
+        path = os.path.join(str(model), name)
+        if os.path.isfile(path):
+            return _backbone_kwargs(_read_json(path), fmt)
+    return Checkpoint(model).backbone_kwargs  # raises the checkpoint's own clear error
+
+
+def check_vocabulary(model, vocab_dir, sequence_length=None):
+    """Raises before training when the vocabulary or the length does not fit the model."""
+    arch = model_architecture(model)
+    with open(os.path.join(vocab_dir, "vocab.txt"), encoding="utf-8") as f:
+        size = sum(1 for _ in f)
+    if size != arch["vocabulary_size"]:
+        raise ValueError(
+            f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "
+            f"{os.path.join(vocab_dir, 'vocab.txt')} has {size} entries: the token ids would not match the "
+            "embedding table. Use the vocabulary the model was trained with (--vocab) or a matching --model."
+        )
+    if sequence_length is not None and sequence_length > arch["max_sequence_length"]:
+        raise ValueError(
+            f"--sequence-length {sequence_length} is longer than the model's {arch['max_sequence_length']} "
+            "learned positions; use at most that."
+        )
+
+
+def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, batch_size=32,
+             learning_rate=None, warmup_ratio=0.1, schedule="linear", sequence_length=None,
+             max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
+             bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
+             verbose="auto"):
+    """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
+
+    Args:
+        task: a registered task name (`"classify"`) or its `TaskSpec`.
+        model: preset name or checkpoint directory (HF, Google or ours).
+        train, dev: data files in the task's formats.
+        out: output directory; receives the preset (weights, config, vocabulary),
+            `metrics.json` and `training_curve.png`.
+        layout: the task's data layout (classification:
+            `keras_bert_zoo.preprocessing.task_data.DataLayout`, e.g.
+            `DataLayout.for_task("sst2")`).
+        vocab: `vocab.txt` or its directory when `model` has none (preset names).
+        epochs, batch_size, learning_rate, warmup_ratio: the recipe; `batch_size`
+            is per replica; `learning_rate` defaults to the task's (5e-5).
+        schedule: `"linear"` (HF's, the default) or `"bert_original"`; see
+            `keras_bert_zoo.training.create_optimizer`.
+        sequence_length: default the task's (128).
+        max_train_examples, max_dev_examples: keep the first N of each file.
+        eval_every: also score dev every N steps (0: at epoch ends only).
+        select: `"final"` keeps and reports the model at the end of training (what
+            a fixed recipe gives, and what peers report); `"best"` keeps the
+            checkpoint with the best dev score among the evaluations (best-of-dev
+            selection: name it as such when comparing).
+        seed: initialisation, dropout and shuffling seed.
+        bucketing: batch examples of similar length (much faster on real data).
+        jit_compile: XLA for the train step (bucketed shapes recompile; off by default).
+        strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
+            and `set_precision`; only the chief writes `out`.
+        verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
+
+    Returns:
+        `(model, metrics)`: the trained task model and the flat dict written to
+        `out/metrics.json`: the dev scores of the kept model (`accuracy`, `f1`, ...),
+        `best_dev_<metric>` / `best_step` of the evaluations, `selection_best` (1 when
+        `select="best"`), timing and sizes.
+
+    Examples:
+    ```python
+    from keras_bert_zoo import finetune
+    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    model, metrics = finetune("classify", "path/to/all-MiniLM-L6-v2", "sst2/train.tsv", "sst2/dev.tsv",
+                              out="/tmp/sst2", layout=DataLayout.for_task("sst2"), epochs=1)
+    metrics["accuracy"]
+    ```
+    """
+    import keras
+
+    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
+    from keras_bert_zoo.training.curves import plot_finetuning
+
+    spec = get_task(task) if isinstance(task, str) else task
+    if select not in SELECTIONS:
+        raise ValueError(f"select={select!r}; use one of {SELECTIONS}.")
+    learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
+    sequence_length = sequence_length or spec.default_sequence_length
+    _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                  sequence_length=sequence_length, warmup_ratio=warmup_ratio)
+
+    # --- validate everything before the first step ------------------------------------
+    train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
+    dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
+    vocab_dir = vocab_dir_for(model, vocab)
+    check_vocabulary(model, vocab_dir, sequence_length)
+
+    distribution = make_strategy(strategy, tpu=tpu)
+    chief = is_chief(distribution)
+    global_batch = global_batch_size(batch_size, distribution)
+    set_precision(mixed_precision)
+    keras.utils.set_random_seed(seed)
+    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
+    with distribution.scope():
+        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+
+    # --- data ---------------------------------------------------------------------------
+    from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+
+    train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
+                            bucketing=bucketing)
+    dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
+    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
+    train_ds, steps_per_epoch = with_known_cardinality(train_ds)
+    with distribution.scope():
+        optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
+                                     warmup_ratio=warmup_ratio, **({"schedule": schedule} if schedule != "linear" else {}))  # TEMP
+        task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
+
+    # --- train, scoring dev ---------------------------------------------------------------
+    primary = spec.primary_metric(layout)
+    # Non-chief workers (multi-worker) save where nobody reads; only the chief writes `out`.
+    save_dir = out if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
+    best = {"value": -np.inf, "step": -1, "metrics": {}}
+
+    def on_result(step, metrics):
+        if metrics[primary] > best["value"]:
+            best.update(value=metrics[primary], step=step, metrics=metrics)
+            if select == "best":
+                task_model.save_to_preset(save_dir)
+                return "best, saved"
+            return "best so far"
+        return None
+
+    steps = StepLog()
+    evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
+                                    prefix="dev_", on_result=on_result, label="dev")
+    if verbose == "auto":
+        verbose = 1 if os.isatty(1) else 2
+    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
+          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+          flush=True)
+    history = task_model.fit(train_ds, epochs=epochs, callbacks=[steps, evaluation], verbose=verbose,
+                             shuffle=False)  # the dataset shuffles itself, seeded
+    if select == "final":
+        task_model.save_to_preset(save_dir)
+    else:  # the returned model is the one saved
+        task_model = spec.model_class().from_preset(save_dir, preprocessor=preprocessor)
+
+    final = evaluation.last
+    kept = best["metrics"] if select == "best" else final
+    losses = history.history.get("loss", [float("nan")])
+    metrics = dict(kept)
+    metrics.update({
+        f"best_dev_{primary}": best["value"],
+        "best_step": best["step"],
+        "selection_best": int(select == "best"),
+        "steps": steps.steps,
+        "epochs": epochs,
+        "train_examples": len(train_examples),
+        "dev_examples": len(dev_examples),
+        "train_seconds": steps.train_seconds,
+        "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
+        / max(steps.train_seconds, 1e-9),
+        "final_train_loss": float(losses[-1]),
+    })
+    if chief:
+        write_metrics(metrics, os.path.join(out, "metrics.json"))
+        plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(out, "training_curve.png"))
+    if not np.isfinite(losses[-1]):
+        print("warning: the training loss is not finite; lower the learning rate.")
+    return task_model, metrics
+
+
+def _check_recipe(**values):
+    """Positive, finite numbers, with a message naming the flag."""
+    for name, value in values.items():
+        bad = value is None or not np.isfinite(value) or value < 0 or (value == 0 and name != "warmup_ratio")
+        if bad or (name == "warmup_ratio" and value > 1):
+            allowed = "within [0, 1]" if name == "warmup_ratio" else "positive"
+            raise ValueError(f"--{name.replace('_', '-')} {value} must be {allowed}.")
+    if values["sequence_length"] < 8:
+        raise ValueError(f"--sequence-length {values['sequence_length']} is too short; use at least 8 (128 is usual).")

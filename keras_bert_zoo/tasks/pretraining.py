@@ -1,0 +1,372 @@
+"""Masked-LM + next-sentence pretraining: the `pretrain(...)` job, its evaluation and fill-mask serving.
+
+`pretrain` reads documents (original BERT format, one document per line, or
+WikiText), optionally learns a WordPiece vocabulary on the *training* documents,
+makes NSP/SOP pairs, masks them anew every pass (dynamic masking) and trains a
+`BertPretrainer` with BERT's optimizer for exactly `steps` steps. Every `eval_every`
+steps it scores held-out documents (`holdout_every=N` keeps every N-th document out
+of training and out of the vocabulary). `out` receives TensorBoard logs (`logs/`),
+`metrics.json`, `loss_curves.png` and a preset directory (`config.json`,
+`model.safetensors`, `vocab.txt`). Under multi-worker training only the chief writes.
+"""
+
+import math
+import os
+import tempfile
+
+from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.tasks.base import TaskSpec
+
+
+def default_max_predictions(sequence_length):
+    """ceil(0.15 * length): 20 at 128, the original `max_predictions_per_seq` (round gives 19)."""
+    return max(1, math.ceil(0.15 * sequence_length))
+
+
+def _is_records(paths):
+    return all(str(p).endswith((".tfrecord", ".tfrecords")) or "tfrecord" in os.path.basename(str(p)) for p in paths)
+
+
+def _check_paths(paths, flag="--corpus"):
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for p in paths:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"{flag} file {p!r} does not exist.")
+    return paths
+
+
+def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercase=True, document_filter=None):
+    """Learns a WordPiece vocabulary of at most `size` tokens from a corpus into `out_path`.
+
+    `document_filter(index) -> bool` keeps only some documents (the training ones).
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+    from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
+
+    if size < 100:
+        raise ValueError(f"--vocab-size {size} is too small; use at least a few thousand (e.g. 8000).")
+    sentences = [s for i, doc in enumerate(read_documents(corpus, corpus_format))
+                 if document_filter is None or document_filter(i) for s in doc]
+    if not sentences:
+        raise ValueError(f"{corpus} has no training sentences to learn a vocabulary from.")
+    vocab = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences), size, lowercase=lowercase)
+    if out_path is not None:
+        save_vocabulary(vocab, out_path)
+    return vocab
+
+
+def _build_model(preset, model_dir, vocabulary, data_layout):
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+
+    if preset is not None:
+        if preset not in BACKBONE_PRESETS:
+            raise ValueError(f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} "
+                             "or pass --model DIR.")
+        return BertPretrainer.from_preset(preset, backbone_kwargs={"vocabulary_size": len(vocabulary)},
+                                          data_layout=data_layout)
+    model = BertPretrainer.from_preset(model_dir, preprocessor=None, data_layout=data_layout)
+    if model.backbone.vocabulary_size != len(vocabulary):
+        raise ValueError(
+            f"the vocabulary has {len(vocabulary)} tokens but {model_dir} was trained with "
+            f"{model.backbone.vocabulary_size}; use that checkpoint's own vocab.txt (omit --vocab)."
+        )
+    return model
+
+
+def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
+             sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
+             warmup_steps=None, schedule="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
+             lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
+             jit_compile=True, strategy="default", tpu=None, mixed_precision="none", time_budget=None,
+             verbose=None):
+    """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
+
+    Args:
+        corpus: text file(s) (or `.tfrecord` files in the original feature format).
+        out: output directory (becomes a preset directory).
+        preset: architecture name (random init), or `model`: a checkpoint directory
+            to continue pretraining.
+        vocab: `vocab.txt` (default: the `model` directory's), or `vocab_size`: learn
+            one of that many tokens from the training documents first.
+        corpus_format: `"bert"` (sentence per line, blank line between documents),
+            `"lines"` (one document per line) or `"wikitext"`.
+        sequence_length, max_predictions: default 128 and ceil(0.15 * length).
+        batch_size: per replica. steps: exactly this many optimizer steps.
+        learning_rate, warmup_steps (default 10% of steps), schedule (`"linear"` or
+            `"bert_original"`).
+        nsp: `"nsp"`, `"sop"` or `"none"`. whole_word_masking, max_ngram: masking units.
+        lowercase: uncased vocabulary and text.
+        holdout_every: hold every N-th document out of training (and of the
+            vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
+        eval_every, eval_batches: held-out evaluation interval and size.
+        jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
+        strategy, tpu, mixed_precision: see `keras_bert_zoo.training`.
+        time_budget: stop after this many seconds of training (benchmarks).
+
+    Returns:
+        `(model, metrics)`; on non-chief workers `metrics` is empty.
+
+    Examples:
+    ```python
+    from keras_bert_zoo import pretrain
+    model, metrics = pretrain("wiki.train.tokens", "/tmp/mini", preset="bert_mini_uncased",
+                              vocab_size=8000, corpus_format="wikitext", steps=2000, holdout_every=10)
+    ```
+    """
+    from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+    from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary, pretraining_dataset, split_documents
+    from keras_bert_zoo.preprocessing.records import read_pretraining_records
+    from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
+    from keras_bert_zoo.training.curves import plot_pretraining
+
+    corpus = _check_paths(corpus)
+    if (preset is None) == (model is None):
+        raise ValueError("give exactly one of --preset (architecture, random init) and --model (checkpoint).")
+    for name, value in (("steps", steps), ("batch-size", batch_size), ("eval-every", eval_every),
+                        ("eval-batches", eval_batches)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name} {value} must be a positive integer.")
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise ValueError(f"--learning-rate {learning_rate} must be a positive number.")
+    if sequence_length < 16 or sequence_length > 512:
+        raise ValueError(f"--sequence-length {sequence_length} must be within [16, 512].")
+    max_predictions = max_predictions or default_max_predictions(sequence_length)
+    records = _is_records(corpus)
+    # The strategy comes first: --batch-size is per replica, the data is batched globally.
+    distribution = make_strategy(strategy, tpu=tpu)
+    chief = is_chief(distribution)
+    batch_size = global_batch_size(batch_size, distribution)
+    # Held-out documents stay out of training and out of the vocabulary.
+    train_docs = (lambda i: not split_documents(i, holdout_every)) if holdout_every else None
+
+    # --- vocabulary (in memory; written with the preset, by the chief only) ---
+    if vocab_size:
+        if records:
+            raise ValueError("--vocab-size learns from text; TFRecords already hold ids: pass --vocab.")
+        vocabulary = learn_vocabulary_file(corpus, vocab_size, None, corpus_format, lowercase,
+                                           document_filter=train_docs)
+    else:
+        if vocab is None:
+            if model is None:
+                raise ValueError("--preset needs a vocabulary: pass --vocab vocab.txt or --vocab-size N.")
+            vocab = os.path.join(model, "vocab.txt")
+            if not os.path.isfile(vocab):
+                raise ValueError(f"{model} has no vocab.txt; pass --vocab.")
+        elif os.path.isdir(vocab):
+            vocab = os.path.join(vocab, "vocab.txt")
+        vocabulary = load_vocabulary(vocab)
+
+    data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
+                   "corpus_format": corpus_format, "lowercase": lowercase,
+                   "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
+                   "holdout_every": holdout_every}
+
+    # --- data ---
+    heldout = None
+    if records:
+        train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
+                                         use_nsp=nsp != "none", shuffle=True, repeat=True,
+                                         drop_remainder=True, seed=seed)
+    else:
+        common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
+                      whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
+                      lowercase=lowercase)
+        train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
+                                    seed=seed, document_filter=train_docs, **common)
+        if eval_corpus:
+            eval_corpus = _check_paths(eval_corpus, "--eval-corpus")
+            heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                          **common).take(eval_batches).cache()
+        elif holdout_every:
+            heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                          document_filter=lambda i: split_documents(i, holdout_every),
+                                          **common).take(eval_batches).cache()
+
+    if heldout is not None:
+        # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
+        heldout, _ = with_known_cardinality(heldout)
+
+    # --- model ---
+    set_precision(mixed_precision)
+    with distribution.scope():
+        pretrainer = _build_model(preset, model, vocabulary, data_layout)
+        if pretrainer.backbone.max_sequence_length < sequence_length:
+            raise ValueError(f"--sequence-length {sequence_length} exceeds the model's "
+                             f"{pretrainer.backbone.max_sequence_length} positions.")
+        warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
+        pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
+                                                      **({"schedule": schedule} if schedule != "linear" else {})),  # TEMP
+                           jit_compile=jit_compile)
+
+    # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
+    interval = min(eval_every, steps)
+    log = StepLog(max_steps=steps, time_budget=time_budget)
+    callbacks = [log]
+    evaluation = None
+    if heldout is not None:
+        evaluation = PeriodicEvaluation(lambda: pretrainer.evaluate(heldout, return_dict=True, verbose=0),
+                                        prefix="heldout_", label="held-out")
+        callbacks.append(evaluation)
+    if chief:
+        callbacks.append(ScalarLogger(os.path.join(out, "logs"), every=max(1, interval // 10)))
+    if verbose is None:
+        verbose = 1 if os.isatty(1) else 2
+    history = pretrainer.fit(train, steps_per_epoch=interval, epochs=-(-steps // interval), callbacks=callbacks,
+                             verbose=verbose, shuffle=False)  # the stream shuffles itself, seeded
+
+    if not chief:
+        return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
+    pretrainer.save_to_preset(out)
+    BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(out)
+    last = {k: float(v[-1]) for k, v in history.history.items()}
+    metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
+    metrics.update({
+        "steps": log.steps,
+        "train_seconds": log.train_seconds,
+        # Sequence positions per second (batch x length), after the compiling first
+        # steps: the unit of the reference throughput table.
+        "tokens_per_second": log.steady_rate(batch_size * sequence_length),
+        "sequence_length": sequence_length,
+        "batch_size": batch_size,
+    })
+    if evaluation is not None:
+        metrics.update(evaluation.last)
+    else:
+        metrics.update({k: v for k, v in last.items() if k in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss")})
+    write_metrics(metrics, os.path.join(out, "metrics.json"))
+    plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(out, "loss_curves.png"))
+    return pretrainer, metrics
+
+
+def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
+    """Held-out MLM / NSP scores of a pretrained model directory on a corpus.
+
+    The corpus is prepared as at training time (the `data_layout` saved in the
+    directory: sequence length, NSP mode, corpus format) with fixed-seed masks, so
+    two evaluations of one model give the same numbers.
+
+    Returns:
+        dict with `mlm_accuracy`, `nsp_accuracy`, `mlm_loss`, `nsp_loss`, `loss`, `sequences`.
+    """
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+    from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
+    from keras_bert_zoo.preprocessing.records import read_pretraining_records
+
+    data_paths = _check_paths(data_paths, "--data")
+    vocab = os.path.join(model_dir, "vocab.txt")
+    if not os.path.isfile(vocab):
+        raise ValueError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
+                         "evaluate a directory written by `bert-zoo pretrain`.")
+    model = BertPretrainer.from_preset(model_dir, preprocessor=None)
+    model.compile(jit_compile=False)
+    cfg = {"sequence_length": 128, "nsp": "nsp", "corpus_format": "bert", "lowercase": True,
+           "whole_word_masking": False, "max_ngram": 1, **model.data_layout}
+    cfg.setdefault("max_predictions", default_max_predictions(cfg["sequence_length"]))
+    if _is_records(data_paths):
+        ds = read_pretraining_records(data_paths, batch_size, use_nsp=cfg["nsp"] != "none")
+    else:
+        ds = pretraining_dataset(
+            data_paths, vocab, sequence_length=cfg["sequence_length"], max_predictions=cfg["max_predictions"],
+            batch_size=batch_size, nsp=cfg["nsp"], whole_word_masking=cfg["whole_word_masking"],
+            max_ngram=cfg["max_ngram"], corpus_format=cfg["corpus_format"], lowercase=cfg["lowercase"], seed=2024,
+        )
+    if max_batches:
+        ds = ds.take(max_batches)
+    ds = ds.cache()
+    sequences = sum(int(x["token_ids"].shape[0]) for x, _ in ds)
+    ds, _ = with_known_cardinality(ds)  # Keras warns "ran out of data" on streams of unknown length
+    if sequences == 0:
+        raise ValueError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
+                         f"({cfg['corpus_format']!r}).")
+    metrics = {k: float(v) for k, v in model.evaluate(ds, return_dict=True, verbose=0).items()}
+    metrics["sequences"] = sequences
+    return metrics
+
+
+class PretrainTask(TaskSpec):
+    name = "pretrain"
+    model_class_name = "BertPretrainer"
+    description = "masked-LM + next-sentence pretraining"
+    finetunable = False
+    default_learning_rate = 1e-4
+
+    def model_class(self):
+        from keras_bert_zoo.models.pretrainer import BertPretrainer
+
+        return BertPretrainer
+
+    def load_model(self, model_dir):
+        from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+
+        if not os.path.isfile(os.path.join(model_dir, "vocab.txt")):
+            raise ValueError(f"--model {model_dir!r} has no vocab.txt, so raw text cannot be tokenized; "
+                             "copy the vocabulary the model was trained with into it.")
+        return self.model_class().from_preset(model_dir, preprocessor=BertPreprocessor.from_preset(model_dir))
+
+    def evaluate(self, model_dir, data_paths, batch_size=32):
+        return evaluate_pretrainer(model_dir, data_paths, batch_size=batch_size)
+
+    def serving(self):
+        return PretrainerServing
+
+
+@register_serving("BertPretrainer")
+class PretrainerServing(TaskServing):
+    """Fill-mask: the top-k tokens at each `[MASK]` of the text (at most `max_masks`).
+
+    Outputs `[batch, max_masks, top_k]` `tokens`, `token_ids`, `scores` (softmax
+    probabilities), and `[batch, max_masks]` `mask_positions` and `is_mask` (False on
+    padding slots, where the other outputs are meaningless).
+    """
+
+    default_signature = "fill_mask"
+    options = ("top_k", "max_masks")
+
+    def __init__(self, model, preprocessor, text_pair=False, top_k=5, max_masks=8):
+        super().__init__(model, preprocessor, text_pair)
+        self.top_k = int(top_k)
+        self.max_masks = int(max_masks)
+        self.mask_id = preprocessor.tokenizer.mask_token_id
+        self.vocab_table = None
+
+    def bind(self, module):
+        self.vocab_table = module.vocab_table
+
+    def model_inputs(self, features):
+        import tensorflow as tf
+
+        is_mask = tf.equal(features["token_ids"], self.mask_id)
+        positions = tf.ragged.boolean_mask(
+            tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask
+        )
+        positions = positions[:, : self.max_masks]
+        features = dict(features)
+        features["mask_positions"] = positions.to_tensor(0, shape=[None, self.max_masks])
+        features["is_mask"] = tf.sequence_mask(positions.row_lengths(), self.max_masks)
+        return features
+
+    def outputs(self, model_outputs, features):
+        import tensorflow as tf
+
+        probs = tf.nn.softmax(tf.cast(model_outputs["mlm_logits"], tf.float32), axis=-1)
+        scores, ids = tf.math.top_k(probs, k=self.top_k)
+        return {
+            "token_ids": ids,
+            "tokens": self.vocab_table.lookup(tf.cast(ids, tf.int64)),
+            "scores": scores,
+            "mask_positions": features["mask_positions"],
+            "is_mask": features["is_mask"],
+        }
+
+    def info(self):
+        return {"top_k": self.top_k, "max_masks": self.max_masks}
+
+
+TASK = PretrainTask()

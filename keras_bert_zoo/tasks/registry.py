@@ -1,0 +1,71 @@
+"""The task registry: every `TASK` defined by a module of `keras_bert_zoo.tasks`.
+
+Modules are discovered, not listed, so adding a task is adding a module. Discovery
+imports only the task declarations (cheap: models and TensorFlow load when a task is
+used, not when it is found).
+"""
+
+import importlib
+import json
+import os
+import pkgutil
+
+# Modules of the package that hold machinery, not a task.
+_NOT_TASKS = {"base", "registry", "finetuning"}
+_TASKS = None
+
+
+def _discover():
+    global _TASKS
+    if _TASKS is None:
+        import keras_bert_zoo.tasks as package
+
+        tasks = {}
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            if info.name in _NOT_TASKS or info.name.startswith("_"):
+                continue
+            spec = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "TASK", None)
+            if spec is None:
+                continue
+            for key in (spec.name, spec.model_class_name):
+                if key in tasks:
+                    raise RuntimeError(f"two task modules declare {key!r}.")
+                tasks[key] = spec
+        _TASKS = tasks
+    return _TASKS
+
+
+def task_names(finetunable=None):
+    """CLI names of the registered tasks, sorted; `finetunable=True` keeps `finetune`'s."""
+    specs = {s.name: s for s in _discover().values()}
+    return sorted(n for n, s in specs.items() if finetunable is None or s.finetunable == finetunable)
+
+
+def get_task(name):
+    """The `TaskSpec` registered under a CLI name or a model class name."""
+    tasks = _discover()
+    if name not in tasks:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}.")
+    return tasks[name]
+
+
+def task_of_model_dir(model_dir, verb="this command"):
+    """The `TaskSpec` of a directory written by `finetune`/`pretrain` (its `config.json`).
+
+    Raises a ValueError naming the fix when the directory is not one.
+    """
+    path = os.path.join(str(model_dir), "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
+                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            task = json.load(f).get("keras_bert_zoo", {}).get("task")
+    except ValueError as e:
+        raise ValueError(f"{path} is not valid JSON ({e}).") from None
+    tasks = _discover()
+    if task not in tasks:
+        known = sorted({s.model_class_name for s in tasks.values()})
+        raise ValueError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
+                         "(fine-tune or pretrain one first).")
+    return tasks[task]
