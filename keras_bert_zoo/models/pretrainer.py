@@ -14,16 +14,19 @@ MASK_WEIGHTS = "mask_weights"
 NSP_LABELS = "next_sentence_labels"
 
 
-def masked_lm_loss(mask_ids, mask_weights, mlm_logits):
+def masked_lm_loss(mask_ids, mask_weights, mlm_logits, denominator=None):
     """Cross-entropy averaged over the *real* mask positions of the whole batch.
 
     Padding slots (weight 0) neither add loss nor count in the mean: a row with 3
     predictions weighs 3/20 of a row with 20, exactly as the original
-    `sum(weight * loss) / sum(weight)`.
+    `sum(weight * loss) / sum(weight)`. `denominator` replaces `sum(weight)`
+    (a replica divides by the count of the global batch, see `compute_loss`).
     """
     weights = ops.cast(mask_weights, "float32")
     per_token = keras.losses.sparse_categorical_crossentropy(mask_ids, mlm_logits, from_logits=True)
-    return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1e-5)
+    if denominator is None:
+        denominator = ops.sum(weights)
+    return ops.sum(per_token * weights) / ops.maximum(denominator, 1e-5)
 
 
 def masked_lm_accuracy(mask_ids, mask_weights, mlm_logits):
@@ -34,6 +37,28 @@ def masked_lm_accuracy(mask_ids, mask_weights, mlm_logits):
 
 def next_sentence_loss(labels, nsp_logits):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, nsp_logits, from_logits=True))
+
+
+def _distributed_replica_context():
+    """The `tf.distribute` replica context when this runs on one of several replicas
+    (Keras' `fit`/`evaluate` on TensorFlow under `MirroredStrategy`, TPU, multi-worker),
+    else None (one device, another backend, or cross-replica code such as a direct call).
+
+    Keras' TF trainer sums the replicas' gradients and logs `unscale(loss) = N * loss`,
+    so each replica must return its *share* of the global-batch loss, not its own mean:
+    what `keras.losses.Loss` does with `scale_loss_for_distribution` (not public API,
+    hence this check on public `tf.distribute` calls).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    if tf.distribute.in_cross_replica_context():
+        return None
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return None
+    return context
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -139,13 +164,32 @@ class BertPretrainer(Task):
             )
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """MLM + NSP cross-entropy (+ `self.losses`) of the batch.
+
+        On one of N replicas it returns the replica's share of the global-batch loss,
+        so the summed gradients and the logged `loss` are one device's on the same
+        global batch: the MLM numerator is divided by the real predictions of the
+        *global* batch and the NSP one by the global batch size (one all-reduce of
+        two numbers), and regularisers by N, as Keras' own losses are scaled.
+        """
         self._check_labels(y)
-        loss = masked_lm_loss(y[MASK_IDS], y[MASK_WEIGHTS], y_pred["mlm_logits"])
+        weights = ops.cast(y[MASK_WEIGHTS], "float32")
+        count = ops.sum(weights)
+        batch = ops.cast(ops.shape(weights)[0], "float32")
+        local_batch, replicas = batch, 1
+        context = _distributed_replica_context()
+        if context is not None:
+            import tensorflow as tf
+
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.stop_gradient(ops.stack([count, batch])))
+            count, batch, replicas = totals[0], totals[1], context.num_replicas_in_sync
+        loss = masked_lm_loss(y[MASK_IDS], weights, y_pred["mlm_logits"], denominator=count)
         if NSP_LABELS in y:
-            loss = loss + next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"])
+            nsp_sum = next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]) * local_batch
+            loss = loss + nsp_sum / batch
         losses = self.losses  # regularisers, if a user adds any
         if losses:
-            loss = loss + ops.sum(ops.stack(losses))
+            loss = loss + ops.sum(ops.stack(losses)) / replicas
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
@@ -161,7 +205,10 @@ class BertPretrainer(Task):
             masked_lm_accuracy(y[MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
         )
         if NSP_LABELS in y:
-            self.nsp_loss_tracker.update_state(next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]))
+            # Weighted by the batch size, as Keras' `loss`: replicas' shares pool exactly.
+            self.nsp_loss_tracker.update_state(
+                next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]), sample_weight=ops.shape(weights)[0]
+            )
             self.nsp_accuracy_tracker.update_state(y[NSP_LABELS], y_pred["nsp_logits"])
         return self.get_metrics_result()
 

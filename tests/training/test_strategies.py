@@ -6,46 +6,132 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from keras_bert_zoo.training import global_batch_size, is_chief, make_strategy, set_precision
 from tests.helpers import REPO_ROOT
 
+# --- N replicas train like one device, for every task model ----------------------------------
+# Each case takes a numpy Generator and returns `(build, x, y)`: `build()` makes and compiles
+# a model with dropout 0 (it is called once inside `MirroredStrategy.scope()` and once
+# outside), and `x, y` are STEPS global batches of data. A new task model is one more
+# function and one more REPLICA_CASES entry; `test_every_task_model_has_a_replica_case`
+# fails until it has one.
+STEPS = 3
+PER_REPLICA_BATCH = 4
+LENGTH = 8
+VOCAB = 30
+
+
+def _tiny_backbone():
+    from keras_bert_zoo import BertBackbone
+
+    return BertBackbone(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                        max_sequence_length=LENGTH, dropout=0.0)
+
+
+def _optimizer():
+    from keras_bert_zoo.training import create_optimizer
+
+    return create_optimizer(1e-2, total_steps=STEPS, warmup_steps=0)
+
+
+def _token_inputs(rng, n):
+    lengths = rng.integers(4, LENGTH + 1, n)
+    padding_mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype("int32")
+    return {"token_ids": (rng.integers(1, VOCAB, (n, LENGTH)) * padding_mask).astype("int32"),
+            "segment_ids": ((np.arange(LENGTH)[None, :] >= lengths[:, None] // 2) * padding_mask).astype("int32"),
+            "padding_mask": padding_mask}
+
+
+def keras_model_case(rng, n):
+    """A plain Functional model with a Keras loss object (Keras scales that one itself)."""
+    import keras
+
+    def build():
+        backbone = _tiny_backbone()
+        inputs = {k: keras.Input((LENGTH,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
+        model = keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)["pooled_output"]))
+        model.compile(optimizer=_optimizer(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    return build, _token_inputs(rng, n), rng.integers(0, 2, n).astype("int32")
+
+
+def pretrainer_case(rng, n):
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+
+    def build():
+        model = BertPretrainer(backbone=_tiny_backbone())
+        model.compile(optimizer=_optimizer())
+        return model
+
+    predictions = 3
+    x = _token_inputs(rng, n)
+    # Rows have 1 to 3 real predictions, so the replicas' shares of the MLM mean differ.
+    weights = (np.arange(predictions)[None, :] < rng.integers(1, predictions + 1, n)[:, None]).astype("float32")
+    x["mask_positions"] = (rng.integers(1, 4, (n, predictions)) * weights).astype("int32")
+    y = {"mask_ids": (rng.integers(1, VOCAB, (n, predictions)) * weights).astype("int32"),
+         "mask_weights": weights,
+         "next_sentence_labels": rng.integers(0, 2, n).astype("int32")}
+    return build, x, y
+
+
+def classifier_case(rng, n):
+    from keras_bert_zoo.models.classifier import BertClassifier
+
+    def build():
+        model = BertClassifier(_tiny_backbone(), num_classes=3, dropout=0.0)
+        model.compile(optimizer=_optimizer())  # default loss and metrics
+        return model
+
+    return build, _token_inputs(rng, n), rng.integers(0, 3, n).astype("int32")
+
+
+REPLICA_CASES = {
+    "keras.Model": keras_model_case,
+    "BertPretrainer": pretrainer_case,
+    "BertClassifier": classifier_case,
+}
+
+
+def train_one_and_two_replicas(case, mirrored):
+    """Runs in the subprocess: the same STEPS global batches on one device and on
+    `mirrored` (2 replicas), from the same weights. Returns the largest weight
+    difference, how far training moved the weights, and both runs' logs."""
+    import tensorflow as tf
+
+    from keras_bert_zoo.training import global_batch_size
+
+    batch = global_batch_size(PER_REPLICA_BATCH, mirrored)
+    build, x, y = REPLICA_CASES[case](np.random.default_rng(0), STEPS * batch)
+    with mirrored.scope():
+        distributed = build()
+    single = build()
+    single.set_weights(distributed.get_weights())
+    initial = single.get_weights()
+    logs = {}
+    for name, model in (("single", single), ("mirrored", distributed)):
+        history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=1, verbose=0).history
+        logs[name] = {k: float(v[-1]) for k, v in history.items()}
+    return {"replicas": mirrored.num_replicas_in_sync, "batch": batch,
+            "diff": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), distributed.get_weights())),
+            "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial)),
+            "logs": logs}
+
+
 # Run in a fresh process: logical devices must be configured before TF starts.
 MIRRORED_SCRIPT = r"""
-import json, os, sys
+import json
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-import keras, numpy as np
-from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.training import create_optimizer, global_batch_size
-
-def build_and_compile():
-    backbone = BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                            max_sequence_length=8, dropout=0.0)
-    inputs = {k: keras.Input((8,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
-    model = keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)["pooled_output"]))
-    model.compile(optimizer=create_optimizer(1e-2, total_steps=10, warmup_steps=0),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
-
-rng = np.random.default_rng(0)
-x = {"token_ids": rng.integers(0, 30, (8, 8)).astype("int32"), "segment_ids": np.zeros((8, 8), "int32"),
-     "padding_mask": np.ones((8, 8), "int32")}
-y = rng.integers(0, 2, 8).astype("int32")
+from tests.training.test_strategies import REPLICA_CASES, train_one_and_two_replicas
+# One strategy for all cases: two MirroredStrategy objects in one process reuse collective
+# instance keys, and their all-reduces then fail with a shape mismatch.
 mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-with mirrored.scope():
-    distributed = build_and_compile()
-single = build_and_compile()
-single.set_weights(distributed.get_weights())
-initial = single.get_weights()
-batch = global_batch_size(4, mirrored)
-for model in (single, distributed):
-    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=2, verbose=0)
-diff = max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), distributed.get_weights()))
-moved = max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial))
-print(json.dumps({"replicas": mirrored.num_replicas_in_sync, "batch": batch, "diff": diff, "moved": moved}))
+print(json.dumps({case: train_one_and_two_replicas(case, mirrored) for case in REPLICA_CASES}))
 """
 
 MULTI_WORKER_SCRIPT = r"""
@@ -72,11 +158,40 @@ def run_script(script, env_extra=None):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _registered_task_classes():
+    import importlib
+    import pkgutil
+
+    import keras
+
+    import keras_bert_zoo.models
+    from keras_bert_zoo.models.task import Task
+
+    for module in pkgutil.walk_packages(keras_bert_zoo.models.__path__, "keras_bert_zoo.models."):
+        importlib.import_module(module.name)
+    return sorted(obj.__name__ for key, obj in keras.saving.get_custom_objects().items()
+                  if key.startswith("keras_bert_zoo>") and isinstance(obj, type) and issubclass(obj, Task))
+
+
+def test_every_task_model_has_a_replica_case():
+    registered = _registered_task_classes()
+    assert {"BertPretrainer", "BertClassifier"} <= set(registered)
+    missing = sorted(set(registered) - set(REPLICA_CASES))
+    assert not missing, f"add a REPLICA_CASES entry (tests/training/test_strategies.py) for {missing}"
+
+
 def test_mirrored_two_replicas_train_like_one_device():
-    result = run_script(MIRRORED_SCRIPT)
-    assert result["replicas"] == 2 and result["batch"] == 8
-    assert result["moved"] > 1e-3, "training must change the weights for the comparison to mean anything"
-    assert result["diff"] < 1e-5
+    results = run_script(MIRRORED_SCRIPT)
+    assert set(results) == set(REPLICA_CASES)
+    for case, result in results.items():
+        assert result["replicas"] == 2 and result["batch"] == 2 * PER_REPLICA_BATCH
+        assert result["moved"] > 1e-3, f"{case}: training must change the weights for the comparison to mean anything"
+        single, mirrored = result["logs"]["single"], result["logs"]["mirrored"]
+        assert set(single) == set(mirrored) and "loss" in single, (case, single, mirrored)
+        # Loss and every metric (mlm_loss, nsp_loss, accuracies, ...) as logged by fit.
+        for name in single:
+            assert abs(single[name] - mirrored[name]) < 1e-5, (case, name, single[name], mirrored[name])
+        assert result["diff"] < 1e-5, (case, result["diff"])
 
 
 def test_multi_worker_reads_tf_config_and_chief_writes():
