@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import warnings
 
 import keras
 import tensorflow as tf
@@ -45,6 +47,58 @@ def read_vocabulary(vocabulary):
             raise ValueError(f"the vocabulary has {t!r} twice (lines {seen[t] + 1} and {i + 1}); tokens must be unique.")
         seen[t] = i
     return tokens
+
+
+# Google's run_*.py (`validate_case_matches_checkpoint`): released models whose names
+# do not say "cased"/"uncased" but are lowercased.
+GOOGLE_LOWERCASE_MODELS = ("multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+_CASE_IN_NAME = re.compile(r"(?:^|[^a-z])(un)?cased(?:[^a-z]|$)")
+
+
+def vocabulary_casing(tokens):
+    """True if a vocabulary is lowercased, False if cased, None if it does not tell.
+
+    Counted over pieces holding a cased letter (bracketed specials like `[CLS]`
+    left out): a cased vocabulary has many that lowercasing would change ("The",
+    "##A"): at least 3 and 2% means cased. An uncased one, learned from lowercased
+    text, has essentially none: at most 0.1% of at least 20 means uncased (the real
+    bert-base-uncased vocabulary has 0 of 27,048). Anything else does not tell.
+    """
+    with_case, changed = 0, 0
+    for token in tokens:
+        if token.startswith("[") and token.endswith("]"):
+            continue
+        if any(c.islower() or c.isupper() for c in token):
+            with_case += 1
+            changed += token != token.lower()
+    if changed >= 3 and changed >= 0.02 * with_case:
+        return False
+    if with_case >= 20 and changed <= 0.001 * with_case:
+        return True
+    return None
+
+
+def name_casing(path):
+    """True/False from a checkpoint directory's name as Google's run_*.py do ("uncased"
+    in it: lowercase; "cased": keep case; their lowercased multilingual and chinese
+    models), else None."""
+    name = os.path.basename(os.path.normpath(os.path.abspath(path)))
+    if name in GOOGLE_LOWERCASE_MODELS:
+        return True
+    match = _CASE_IN_NAME.search(name.lower())
+    return None if match is None else bool(match.group(1))
+
+
+def infer_lowercase(path, tokens):
+    """`(lowercase, reason)` for a preset directory without `tokenizer_config.json`."""
+    from_vocabulary = vocabulary_casing(tokens)
+    if from_vocabulary is not None:
+        kind = "uncased" if from_vocabulary else "cased"
+        return from_vocabulary, f"its vocab.txt looks {kind}"
+    from_name = name_casing(path)
+    if from_name is not None:
+        return from_name, f"the directory name says {'uncased' if from_name else 'cased'} (vocab.txt does not tell)"
+    return True, "neither vocab.txt nor the directory name tells (default, as HF)"
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -369,7 +423,11 @@ class BertTokenizer(PreprocessingLayer):
         """Reads `vocab.txt` and (optionally) `tokenizer_config.json` from a directory.
 
         HF keys used: `do_lower_case`, `strip_accents`, `tokenize_chinese_chars`.
-        `**kwargs` override them.
+        `**kwargs` override them. Without `tokenizer_config.json` (Google's checkpoint
+        directories: `bert_config.json` + `vocab.txt`) and without a `lowercase`
+        argument, casing is inferred with a warning: from the vocabulary (a cased one
+        has many pieces like "The", "##A"), else from the directory name as Google's
+        run_*.py do ("uncased" -> lowercase, "cased" -> keep case), else lowercase.
         """
         path = os.fspath(path)
         if not os.path.isdir(path):
@@ -384,6 +442,17 @@ class BertTokenizer(PreprocessingLayer):
                 "strip_accents": hf.get("strip_accents"),
                 "tokenize_chinese_chars": hf.get("tokenize_chinese_chars", True),
             }
+        elif "lowercase" not in kwargs:
+            vocabulary = read_vocabulary(os.path.join(path, "vocab.txt"))
+            lowercase, reason = infer_lowercase(path, vocabulary)
+            warnings.warn(
+                f"{path} has no tokenizer_config.json: using lowercase={lowercase} because {reason}; "
+                f"pass lowercase=... or write tokenizer_config.json (do_lower_case) to set it.",
+                stacklevel=2,
+            )
+            config["lowercase"] = lowercase
+            config.update(kwargs)
+            return cls(vocabulary=vocabulary, **config)
         config.update(kwargs)
         return cls(vocabulary=os.path.join(path, "vocab.txt"), **config)
 
