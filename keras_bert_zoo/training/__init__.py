@@ -1,7 +1,12 @@
 """Optimizer, schedules and distribution strategies."""
 
-from keras_bert_zoo.training.optimizer import NO_DECAY_NAMES, BertAdamW, create_optimizer  # noqa: F401
-from keras_bert_zoo.training.schedules import LinearWarmupLinearDecay  # noqa: F401
+from keras_bert_zoo.training.optimizer import NO_DECAY_NAMES, RECIPES, BertAdamW, create_optimizer  # noqa: F401
+from keras_bert_zoo.training.schedules import (  # noqa: F401
+    SCHEDULES,
+    BertOriginalWarmupDecay,
+    LinearWarmupLinearDecay,
+    make_schedule,
+)
 from keras_bert_zoo.training.strategies import (  # noqa: F401
     global_batch_size,
     is_chief,

@@ -1,12 +1,36 @@
 """BERT's optimizer: AdamW with the original exclusions and clipping."""
 
 import keras
+from keras import ops
 
-from keras_bert_zoo.training.schedules import LinearWarmupLinearDecay
+from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
+
+# Weight decay regularises weight matrices only: the original code excludes LayerNorm
+# scales/offsets and every bias (optimization.py, `exclude_from_weight_decay`).
+NO_DECAY_NAMES = ["LayerNorm", "layer_norm", "bias", "gamma", "beta"]
+
+# `recipe` presets of `create_optimizer`; explicit `schedule=` / `bias_correction=` win.
+RECIPES = {
+    # HF's: torch AdamW (bias-corrected) + `get_linear_schedule_with_warmup`. Default.
+    "linear": {"schedule": "linear", "bias_correction": True},
+    # google-research/bert optimization.py: AdamWeightDecayOptimizer + its schedule.
+    "bert_original": {"schedule": "bert_original", "bias_correction": False},
+}
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertAdamW(keras.optimizers.AdamW):
-    """AdamW whose `global_clipnorm` clips the gradient of the *global* batch.
+    """AdamW whose `global_clipnorm` clips the gradient of the *global* batch, with
+    optional Adam bias correction and serialisable weight-decay exclusions.
+
+    With `bias_correction=False` the step is `lr * m / (sqrt(v) + epsilon)`, without
+    Adam's `sqrt(1 - beta_2^t) / (1 - beta_1^t)` factor: google-research/bert's
+    `AdamWeightDecayOptimizer` (its early steps are larger than Adam's). The decoupled
+    decay `lr * weight_decay * param` is the same in both.
+
+    `no_decay_names`: variables whose name contains one of these are not decayed
+    (Keras' `exclude_from_weight_decay(var_names=...)`, which by itself is not saved
+    in the config, so a `.keras` reload would decay LayerNorm and biases again).
 
     Keras' optimizers clip inside each replica, before gradients are summed across
     replicas, so under `MirroredStrategy`/TPU the clipping norm is that of each
@@ -17,9 +41,29 @@ class BertAdamW(keras.optimizers.AdamW):
     `CrossShardOptimizer` summed).
     """
 
-    def __init__(self, *args, clip_after_all_reduce=True, **kwargs):
+    def __init__(self, *args, clip_after_all_reduce=True, bias_correction=True, no_decay_names=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.clip_after_all_reduce = clip_after_all_reduce
+        self.bias_correction = bool(bias_correction)
+        self.no_decay_names = list(no_decay_names) if no_decay_names else None
+        if self.no_decay_names:
+            self.exclude_from_weight_decay(var_names=self.no_decay_names)
+
+    @property
+    def learning_rate_schedule(self):
+        """The `LearningRateSchedule` (or the constant rate), not its current value."""
+        return self._learning_rate
+
+    def update_step(self, gradient, variable, learning_rate):
+        if not self.bias_correction:
+            # Keras' Adam multiplies the rate by sqrt(1 - beta_2^t) / (1 - beta_1^t);
+            # hand it the rate with that factor divided out. (Weight decay is applied
+            # separately, with the plain rate.)
+            step = ops.cast(self.iterations + 1, variable.dtype)
+            beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
+            beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
+            learning_rate = ops.cast(learning_rate, variable.dtype) * (1 - beta_1_power) / ops.sqrt(1 - beta_2_power)
+        return super().update_step(gradient, variable, learning_rate)
 
     def _clip_gradients(self, grads):
         if self.global_clipnorm and self.clip_after_all_reduce and keras.backend.backend() == "tensorflow":
@@ -36,7 +80,8 @@ class BertAdamW(keras.optimizers.AdamW):
         return super()._clip_gradients(grads)
 
     def get_config(self):
-        return {**super().get_config(), "clip_after_all_reduce": self.clip_after_all_reduce}
+        return {**super().get_config(), "clip_after_all_reduce": self.clip_after_all_reduce,
+                "bias_correction": self.bias_correction, "no_decay_names": self.no_decay_names}
 
 
 def _scale(gradient, factor):
@@ -45,11 +90,6 @@ def _scale(gradient, factor):
     # Sparse (embedding) gradients are made dense: after an all-reduce an id seen on
     # two replicas has two rows, and a dense sum is the simple way to merge them.
     return tf.convert_to_tensor(gradient) * factor
-
-
-# Weight decay regularises weight matrices only: the original code excludes LayerNorm
-# scales/offsets and every bias (optimization.py, `exclude_from_weight_decay`).
-NO_DECAY_NAMES = ["LayerNorm", "layer_norm", "bias", "gamma", "beta"]
 
 
 def create_optimizer(
@@ -61,9 +101,21 @@ def create_optimizer(
     epsilon=1e-6,
     clipnorm=1.0,
     clip_after_all_reduce=True,
+    schedule=None,
+    bias_correction=None,
+    recipe="linear",
 ):
     """AdamW (epsilon 1e-6, weight decay 0.01 not on LayerNorm or biases), a linear
     warm-up then linear decay to zero, and global gradient clipping at norm 1.0.
+
+    Two recipes carry the name "BERT's optimizer"; `recipe` picks one:
+    - `"linear"` (default): HF's, the one fine-tuning results are usually compared
+      with: bias-corrected AdamW (torch's `AdamW`) and the `linear` schedule
+      (`get_linear_schedule_with_warmup`: decay from the end of warm-up).
+    - `"bert_original"`: google-research/bert `optimization.py`: Adam without bias
+      correction (`AdamWeightDecayOptimizer`) and its schedule (decay from step 0).
+    `schedule=` and `bias_correction=` override the recipe's part each: e.g.
+    `schedule="bert_original"` alone changes the schedule only.
 
     Args:
         learning_rate: float, peak learning rate.
@@ -76,24 +128,38 @@ def create_optimizer(
         clip_after_all_reduce: bool, under a multi-replica strategy, clip the summed
             gradient (True: same result as one device) or each replica's (False: Keras'
             default and the original TPU code). See `BertAdamW`.
+        schedule: `"linear"` or `"bert_original"` (see `keras_bert_zoo.training.schedules`);
+            None takes the recipe's.
+        bias_correction: bool, Adam's bias correction; None takes the recipe's.
+        recipe: `"linear"` or `"bert_original"`.
 
     Examples:
     >>> from keras_bert_zoo.training import create_optimizer
     >>> optimizer = create_optimizer(5e-5, total_steps=1000)
     >>> float(optimizer.learning_rate)  # step 0 of the warm-up
     0.0
+    >>> original = create_optimizer(1e-4, total_steps=1000, recipe="bert_original")
+    >>> type(original.learning_rate_schedule).__name__, original.bias_correction
+    ('BertOriginalWarmupDecay', False)
     """
+    if recipe not in RECIPES:
+        raise ValueError(f"Unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}.")
+    if schedule is None:
+        schedule = RECIPES[recipe]["schedule"]
+    if bias_correction is None:
+        bias_correction = RECIPES[recipe]["bias_correction"]
+    if schedule not in SCHEDULES:
+        raise ValueError(f"Unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}.")
     if warmup_steps is None:
         warmup_steps = int(round(warmup_ratio * total_steps))
-    schedule = LinearWarmupLinearDecay(learning_rate, total_steps, warmup_steps)
-    optimizer = BertAdamW(
-        learning_rate=schedule,
+    return BertAdamW(
+        learning_rate=make_schedule(schedule, learning_rate, total_steps, warmup_steps),
         weight_decay=weight_decay,
         beta_1=0.9,
         beta_2=0.999,
         epsilon=epsilon,
         global_clipnorm=clipnorm,
         clip_after_all_reduce=clip_after_all_reduce,
+        bias_correction=bias_correction,
+        no_decay_names=NO_DECAY_NAMES,
     )
-    optimizer.exclude_from_weight_decay(var_names=NO_DECAY_NAMES)
-    return optimizer

@@ -1,6 +1,9 @@
 """create_optimizer against references we did not write: torch.optim.AdamW driven by
-transformers' get_linear_schedule_with_warmup and clip_grad_norm_, and the schedule
-formula of google-research/bert optimization.py."""
+transformers' get_linear_schedule_with_warmup and clip_grad_norm_ (the `linear` recipe),
+and google-research/bert optimization.py's schedule and AdamWeightDecayOptimizer,
+written out here in numpy (the `bert_original` recipe)."""
+
+import re
 
 import keras
 import numpy as np
@@ -9,32 +12,51 @@ import pytest
 from keras_bert_zoo.training import LinearWarmupLinearDecay, create_optimizer
 
 
-def test_schedule_matches_original_formula():
-    peak, total, warm = 1e-4, 100, 10
-    schedule = LinearWarmupLinearDecay(peak, total_steps=total, warmup_steps=warm)
-    for step in [0, 1, 5, 9, 10, 11, 50, 99, 100, 120]:
-        # optimization.py: polynomial_decay(power=1) to 0 over num_train_steps, and
-        # during warm-up init_lr * step / num_warmup_steps.
-        if step < warm:
-            expected = peak * step / warm
-        else:
-            expected = peak * max(0.0, (total - step) / (total - warm))
-        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12)
+def optimization_py_learning_rate(global_step, init_lr, num_train_steps, num_warmup_steps):
+    """google-research/bert optimization.py `create_optimizer`, in plain Python."""
+    # tf.train.polynomial_decay(init_lr, global_step, num_train_steps,
+    #                           end_learning_rate=0.0, power=1.0, cycle=False)
+    end_learning_rate, power = 0.0, 1.0
+    step = min(global_step, num_train_steps)
+    learning_rate = (init_lr - end_learning_rate) * (1 - step / num_train_steps) ** power + end_learning_rate
+    if num_warmup_steps:
+        warmup_learning_rate = init_lr * (global_step / num_warmup_steps)
+        is_warmup = float(global_step < num_warmup_steps)
+        learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
+    return learning_rate
+
+
+@pytest.mark.parametrize("total,warm", [(100, 10), (40, 0), (37, 7), (10, 10)])
+def test_bert_original_schedule_matches_optimization_py(total, warm):
+    from keras_bert_zoo.training import BertOriginalWarmupDecay
+
+    peak = 1e-4
+    schedule = BertOriginalWarmupDecay(peak, total_steps=total, warmup_steps=warm)
+    for step in range(total + 5):
+        expected = optimization_py_learning_rate(step, peak, total, warm)
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-12), step
+    # The two formulas differ after warm-up: the original decays from step 0.
+    if warm:
+        assert float(schedule(warm)) == pytest.approx(peak * (1 - warm / total), rel=1e-6)
     config = schedule.get_config()
-    assert LinearWarmupLinearDecay(**config)(37) == schedule(37)
+    assert float(BertOriginalWarmupDecay(**config)(total // 2)) == float(schedule(total // 2))
+    via_optimizer = create_optimizer(peak, total_steps=total, warmup_steps=warm, schedule="bert_original")
+    assert isinstance(via_optimizer.learning_rate_schedule, BertOriginalWarmupDecay)
 
 
-def test_schedule_matches_transformers_linear_schedule():
+@pytest.mark.parametrize("total,warm", [(40, 7), (100, 10), (25, 0), (12, 12)])
+def test_linear_schedule_matches_transformers(total, warm):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     param = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([param], lr=3e-4)
-    sched = transformers.get_linear_schedule_with_warmup(opt, num_warmup_steps=7, num_training_steps=40)
-    ours = LinearWarmupLinearDecay(3e-4, total_steps=40, warmup_steps=7)
-    for step in range(45):
-        assert float(ours(step)) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-5, abs=1e-12)
+    sched = transformers.get_linear_schedule_with_warmup(opt, num_warmup_steps=warm, num_training_steps=total)
+    ours = LinearWarmupLinearDecay(3e-4, total_steps=total, warmup_steps=warm)
+    for step in range(total + 5):
+        assert float(ours(step)) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-5, abs=1e-12), step
         opt.step()
         sched.step()
+    assert float(LinearWarmupLinearDecay(**ours.get_config())(total // 2)) == float(ours(total // 2))
 
 
 def test_adamw_steps_match_torch_with_clipping_and_decay_exclusions():
@@ -83,10 +105,113 @@ def test_adamw_steps_match_torch_with_clipping_and_decay_exclusions():
     assert max_diff(torch_reference(exclude=False)) > 1e-4
 
 
+def adam_weight_decay_optimizer_reference(init, grads, init_lr, num_train_steps, num_warmup_steps):
+    """optimization.py, in numpy: the schedule above, `tf.clip_by_global_norm(grads, 1.0)`,
+    then AdamWeightDecayOptimizer (no bias correction; decoupled decay `wd * param`
+    added to the update; the learning rate multiplies both)."""
+    weight_decay_rate, beta_1, beta_2, epsilon = 0.01, 0.9, 0.999, 1e-6
+    exclude_from_weight_decay = ["LayerNorm", "layer_norm", "bias"]
+    params = {k: v.astype("float64") for k, v in init.items()}
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v = {k: np.zeros_like(p) for k, p in params.items()}
+    for global_step, grad in enumerate(grads):
+        learning_rate = optimization_py_learning_rate(global_step, init_lr, num_train_steps, num_warmup_steps)
+        global_norm = np.sqrt(sum(float(np.sum(np.square(g.astype("float64")))) for g in grad.values()))
+        clip = 1.0 / max(global_norm, 1.0)
+        for name, param in params.items():
+            g = grad[name].astype("float64") * clip
+            m[name] = beta_1 * m[name] + (1.0 - beta_1) * g
+            v[name] = beta_2 * v[name] + (1.0 - beta_2) * np.square(g)
+            update = m[name] / (np.sqrt(v[name]) + epsilon)
+            if not any(re.search(r, name) for r in exclude_from_weight_decay):
+                update += weight_decay_rate * param
+            params[name] = param - learning_rate * update
+    return params
+
+
+def test_bert_original_recipe_matches_adam_weight_decay_optimizer():
+    rng = np.random.default_rng(1)
+    shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "LayerNorm/gamma": (3,), "LayerNorm/beta": (3,),
+              "word_embeddings/embeddings": (5, 3)}
+    init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
+    steps, warm, lr = 10, 3, 1e-2
+    grads = [{k: (rng.normal(size=s) * (3.0 if t % 2 else 0.1)).astype("float32") for k, s in shapes.items()}
+             for t in range(steps)]  # odd steps have global norm > 1: clipping matters
+
+    def ours(**kwargs):
+        variables = {k: keras.Variable(v, name=k.split("/")[1]) for k, v in init.items()}
+        optimizer = create_optimizer(lr, total_steps=steps, warmup_steps=warm, **kwargs)
+        for g in grads:
+            optimizer.apply_gradients([(g[k], variables[k]) for k in shapes])
+        return {k: variables[k].numpy() for k in shapes}
+
+    reference = adam_weight_decay_optimizer_reference(init, grads, lr, steps, warm)
+
+    def max_diff(result):
+        return max(float(np.abs(result[k] - reference[k]).max()) for k in shapes)
+
+    assert max(float(np.abs(reference[k] - init[k]).max()) for k in shapes) > 1e-2
+    assert max_diff(ours(recipe="bert_original")) < 1e-6
+    assert max_diff(ours(schedule="bert_original", bias_correction=False)) < 1e-6
+    # Each ingredient is visible at this tolerance.
+    assert max_diff(ours(schedule="bert_original")) > 1e-3  # Keras' bias-corrected Adam
+    assert max_diff(ours(recipe="bert_original", schedule="linear")) > 1e-4  # HF's schedule
+    assert max_diff(ours(recipe="bert_original", clipnorm=None)) > 1e-4
+
+
+def test_optimizer_and_schedule_serialize(tmp_path):
+    from keras_bert_zoo.training import BertAdamW, BertOriginalWarmupDecay
+
+    optimizer = create_optimizer(1e-3, total_steps=20, warmup_steps=0, recipe="bert_original")
+    assert optimizer.bias_correction is False
+    assert isinstance(optimizer.learning_rate_schedule, BertOriginalWarmupDecay)
+    restored = BertAdamW.from_config(optimizer.get_config())
+    assert restored.get_config() == optimizer.get_config()
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.LayerNormalization()(keras.layers.Dense(2)(inputs)))
+    model.compile(optimizer=optimizer, loss="mse")
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path).optimizer
+    assert isinstance(loaded, BertAdamW) and loaded.get_config() == optimizer.get_config()
+    assert isinstance(loaded.learning_rate_schedule, BertOriginalWarmupDecay)
+    assert float(loaded.learning_rate_schedule(7)) == float(optimizer.learning_rate_schedule(7))
+
+
+def test_weight_decay_exclusions_survive_serialization(tmp_path):
+    """Keras' `exclude_from_weight_decay` is not part of an optimizer's config: a
+    restored optimizer must still spare LayerNorm weights and biases."""
+
+    def decayed(optimizer, variables):
+        # With a zero gradient only the weight decay moves a variable.
+        for v in variables:
+            v.assign(np.ones(v.shape, "float32"))
+        optimizer.apply_gradients([(np.zeros(v.shape, "float32"), v) for v in variables])
+        return {v.name: not np.all(v.numpy() == 1.0) for v in variables}
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.LayerNormalization()(keras.layers.Dense(2)(inputs)))
+    optimizer = create_optimizer(1e-3, total_steps=20, warmup_steps=0)
+    model.compile(optimizer=optimizer, loss="mse")
+    model.save(str(tmp_path / "model.keras"))
+    loaded = keras.saving.load_model(str(tmp_path / "model.keras"))
+    expected = {"kernel": True, "bias": False, "gamma": False, "beta": False}
+    assert decayed(loaded.optimizer, loaded.trainable_variables) == expected
+    fresh = [keras.Variable(np.ones(2, "float32"), name=name) for name in expected]
+    assert decayed(type(optimizer).from_config(optimizer.get_config()), fresh) == expected
+
+
 def test_optimizer_constants():
     opt = create_optimizer(5e-5, total_steps=100)
     assert opt.epsilon == 1e-6 and opt.weight_decay == 0.01 and opt.global_clipnorm == 1.0
     assert opt.beta_1 == 0.9 and opt.beta_2 == 0.999
+    assert opt.bias_correction is True  # `linear` recipe: Keras'/torch's Adam and HF's schedule
+    assert isinstance(opt.learning_rate_schedule, LinearWarmupLinearDecay)
     assert float(opt.learning_rate) == 0.0  # warm-up starts at zero
     with pytest.raises(ValueError, match="warmup_steps"):
         create_optimizer(5e-5, total_steps=10, warmup_steps=20)
+    with pytest.raises(ValueError, match="bert_original"):
+        create_optimizer(5e-5, total_steps=10, schedule="cosine")
+    with pytest.raises(ValueError, match="bert_original"):
+        create_optimizer(5e-5, total_steps=10, recipe="bert")
