@@ -1,5 +1,6 @@
 """keras-bert-zoo: BERT end to end in Keras 3."""
 
+from keras_bert_zoo import convert as _convert  # noqa: F401  registers the checkpoint formats with models.loading
 from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.models.backbone import BertBackbone
 from keras_bert_zoo.models.classifier import BertClassifier

@@ -10,15 +10,21 @@ Three layouts are read:
 
 import json
 import os
+import re
 
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
-from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
 from keras_bert_zoo.files import write_json
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
-
-CONFIG_SECTION = "keras_bert_zoo"
+from keras_bert_zoo.models import loading
+from keras_bert_zoo.models.loading import (  # noqa: F401  (re-exported: they used to live here)
+    CONFIG_SECTION,
+    CheckpointError,
+    assign_weights,
+    backbone_from_checkpoint,
+)
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
 # HF `hidden_act` -> ours. HF's "gelu" is the exact erf form; "gelu_new",
 # "gelu_pytorch_tanh" and "gelu_fast" are the tanh approximation.
@@ -30,10 +36,6 @@ _HF_ACTIVATIONS = {
     "relu": "relu",
     "tanh": "tanh",
 }
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be loaded as asked; the message says why."""
 
 
 def _backbone_kwargs(config, fmt):
@@ -100,6 +102,9 @@ class Checkpoint:
         config: the raw config dict (`config.json` / `bert_config.json`).
         backbone_kwargs: `BertBackbone` arguments derived from it.
         extra: our `keras_bert_zoo` config section (empty for foreign checkpoints).
+
+    `get(spec)` remembers which tensors were read, so `unused_tensors()` can name the
+    ones a model left behind (a dropped head, an extra layer the config does not have).
     """
 
     def __init__(self, path):
@@ -133,11 +138,46 @@ class Checkpoint:
             )
         self.backbone_kwargs = _backbone_kwargs(self.config, self.format)
         self.extra = self.config.get(CONFIG_SECTION, {})
+        self._used = set()
+
+    def tensor_names(self):
+        """Every tensor name stored in the checkpoint, sorted."""
+        if self.format == "hf":
+            return sorted(self._tensors)
+        return sorted(self._reader.get_variable_to_shape_map())
+
+    def tensor_shape(self, name):
+        """The stored shape of tensor `name` (as stored: HF kernels are `[out, in]`)."""
+        if self.format == "hf":
+            return tuple(self._tensors[name].shape)
+        return tuple(self._reader.get_variable_to_shape_map()[name])
+
+    def unused_tensors(self, backbone_only=False):
+        """Names of the stored tensors no `get` has read, except buffers and optimizer state.
+
+        Args:
+            backbone_only: keep only names of backbone weights (HF `embeddings.*`,
+                `encoder.*`, `pooler.*`, with or without `bert.`; Google `bert/*`), e.g.
+                the layers of a deeper model than the config says.
+        """
+        names = [n for n in self.tensor_names() if n not in self._used and not _IGNORED.search(n)]
+        if backbone_only:
+            names = [n for n in names if _BACKBONE_NAME[self.format].match(n)]
+        return names
+
+    def head_tensor_names(self):
+        """Stored weights outside the backbone (task heads: `cls.*`, `classifier.*`, ...)."""
+        return [n for n in self.tensor_names()
+                if not _IGNORED.search(n) and not _BACKBONE_NAME[self.format].match(n)]
 
     def file(self, name):
         """Path of a file in the directory, or None when it is absent."""
         path = os.path.join(self.path, name)
         return path if os.path.exists(path) else None
+
+    def name_of(self, spec):
+        """The name `spec` has in this checkpoint's layout, for messages (HF names without `bert.`)."""
+        return spec.name if self.format == "hf" else google_name(spec)
 
     def get(self, spec):
         """The tensor for a `WeightSpec` in Keras layout, or None when absent."""
@@ -149,6 +189,7 @@ class Checkpoint:
         name = google_name(spec)
         if not self._reader.has_tensor(name):
             return None
+        self._used.add(name)
         value = self._reader.get_tensor(name)
         return value.T if spec.kind == "kernel" and spec.google_transposed else value
 
@@ -160,10 +201,21 @@ class Checkpoint:
             candidates.append(spec.name[: -len("bias")] + "beta")
         if spec.in_backbone:
             candidates += ["bert." + c for c in candidates]
+        candidates += _HF_ALIASES.get(spec.name, [])
         for key in candidates:
             if key in self._tensors:
+                self._used.add(key)
                 return np.asarray(self._tensors[key], dtype=np.float32)
         return None
+
+
+# Stored tensors that are not weights of a model: HF buffers; TF1 optimizer slots,
+# step counters and loss-scale state (fine-tuned Google checkpoints carry them).
+_IGNORED = re.compile(r"(^|[./])position_ids$|/adam_[mv]$|/Adam(_\d+)?$|(^|/)global_step$|"
+                      r"^beta[12]_power$|loss_scale|good_steps")
+_BACKBONE_NAME = {"hf": re.compile(r"^(bert\.)?(embeddings|encoder|pooler)\."), "google": re.compile(r"^bert/")}
+# HF checkpoints that were saved with the tied MLM bias under the decoder's name only.
+_HF_ALIASES = {"cls.predictions.bias": ["cls.predictions.decoder.bias"]}
 
 
 def _read_json(path):
@@ -184,64 +236,11 @@ def _open_tf_checkpoint(path, files):
     return tf.train.load_checkpoint(os.path.join(path, prefix))
 
 
-def assign_weights(checkpoint, specs, required=True):
-    """Copies checkpoint tensors into the variables of `specs`, all or nothing.
-
-    Every tensor is read and shape-checked before any variable is written, so a
-    checkpoint that does not fit leaves the model untouched.
-
-    Returns:
-        True when every spec was found and assigned; False when `required=False`
-        and some are missing (then nothing is assigned).
-    """
-    values = []
-    missing = []
-    for spec in specs:
-        value = checkpoint.get(spec)
-        if value is None:
-            missing.append(spec.name)
-            continue
-        expected = tuple(spec.variable.shape)
-        if tuple(value.shape) != expected:
-            raise CheckpointError(
-                f"{checkpoint.path}: tensor {spec.name!r} has shape {tuple(value.shape)}, "
-                f"the model expects {expected}. Check that the config matches the weights."
-            )
-        values.append((spec.variable, value))
-    if missing:
-        if not required:
-            return False
-        raise CheckpointError(
-            f"{checkpoint.path}: {len(missing)} tensor(s) missing from the checkpoint, "
-            f"first {missing[:3]}."
-        )
-    for variable, value in values:
-        variable.assign(value)
-    return True
-
-
 def load_backbone(name_or_path, load_weights=True, **kwargs):
     """See `BertBackbone.from_preset`."""
     from keras_bert_zoo.models.backbone import BertBackbone
 
-    if isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS:
-        return BertBackbone(**{**backbone_config(name_or_path), **kwargs})
-    checkpoint = Checkpoint(name_or_path)
-    return backbone_from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
-
-
-def backbone_from_checkpoint(checkpoint, load_weights=True, **kwargs):
-    from keras_bert_zoo.models.backbone import BertBackbone
-
-    backbone = BertBackbone(**{**checkpoint.backbone_kwargs, **kwargs})
-    if load_weights:
-        specs = backbone_weight_specs(backbone)
-        pooler = {"pooler.dense.weight", "pooler.dense.bias"}
-        # Some checkpoints (e.g. sentence encoders saved without pooling layer) have no pooler: keep its init.
-        core = [s for s in specs if s.name not in pooler]
-        assign_weights(checkpoint, core)
-        assign_weights(checkpoint, [s for s in specs if s.name in pooler], required=False)
-    return backbone
+    return BertBackbone.from_preset(name_or_path, load_weights=load_weights, **kwargs)
 
 
 def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=()):
@@ -270,3 +269,8 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
     config[CONFIG_SECTION] = dict(extra or {})
     write_safetensors(tensors, os.path.join(path, "model.safetensors"))
     write_json(os.path.join(path, "config.json"), config)
+
+
+# Models load and save through keras_bert_zoo.models.loading; these are its file formats.
+loading.register_checkpoint_reader(Checkpoint)
+loading.register_preset_writer(save_preset)

@@ -1,99 +1,11 @@
-"""The one name table between our variables and checkpoint tensors.
+"""Moved to `keras_bert_zoo.models.weight_names` (the models own their name table).
 
-Every weight is named once, in HF's dotted form without the `bert.` prefix
-(`encoder.layer.3.attention.self.query.weight`). The Google TF1 name is derived from
-it by a fixed rule (`bert/encoder/layer_3/attention/self/query/kernel`), so the HF and
-Google loaders share this table and differ only in how they look a name up.
-
-`kind` says how the tensor is laid out:
-- `"kernel"`: a Dense kernel; HF stores `[out, in]` (transposed), Google `[in, out]`.
-- `"embedding"`: an embedding table `[rows, dim]`, identical everywhere.
-- `"vector"`: a bias or LayerNorm scale/offset.
+Kept as a re-export for code that imported it from here.
 """
 
-import dataclasses
-import re
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightSpec:
-    name: str  # HF name without the "bert." prefix
-    variable: object  # the keras.Variable it fills
-    kind: str  # "kernel" | "embedding" | "vector"
-    google_name: str = None  # overrides the derived TF1 name
-    google_transposed: bool = False  # Google stores this kernel as [out, in] too
-    in_backbone: bool = True  # HF prefixes backbone weights with "bert." in task models
-
-
-def _dense(prefix, layer):
-    return [
-        WeightSpec(f"{prefix}.weight", layer.kernel, "kernel"),
-        WeightSpec(f"{prefix}.bias", layer.bias, "vector"),
-    ]
-
-
-def _layer_norm(prefix, layer):
-    return [
-        WeightSpec(f"{prefix}.weight", layer.gamma, "vector"),
-        WeightSpec(f"{prefix}.bias", layer.beta, "vector"),
-    ]
-
-
-def backbone_weight_specs(backbone):
-    """Every variable of a `BertBackbone`, with its checkpoint name."""
-    emb = backbone.embeddings
-    specs = [
-        WeightSpec("embeddings.word_embeddings.weight", emb.word_embeddings.embeddings, "embedding"),
-        WeightSpec("embeddings.position_embeddings.weight", emb.position_embeddings.embeddings, "embedding"),
-        WeightSpec("embeddings.token_type_embeddings.weight", emb.token_type_embeddings.embeddings, "embedding"),
-        *_layer_norm("embeddings.LayerNorm", emb.layer_norm),
-    ]
-    for i, block in enumerate(backbone.encoder_layers):
-        p = f"encoder.layer.{i}"
-        specs += [
-            *_dense(f"{p}.attention.self.query", block.query),
-            *_dense(f"{p}.attention.self.key", block.key),
-            *_dense(f"{p}.attention.self.value", block.value),
-            *_dense(f"{p}.attention.output.dense", block.attention_output),
-            *_layer_norm(f"{p}.attention.output.LayerNorm", block.attention_layer_norm),
-            *_dense(f"{p}.intermediate.dense", block.intermediate),
-            *_dense(f"{p}.output.dense", block.output_dense),
-            *_layer_norm(f"{p}.output.LayerNorm", block.output_layer_norm),
-        ]
-    specs += _dense("pooler.dense", backbone.pooler)
-    return specs
-
-
-def head_dense_specs(prefix, layer, google_prefix=None, google_transposed=False):
-    """Specs for a task head's Dense layer (e.g. `classifier`, `qa_outputs`).
-
-    `google_prefix` names the TF1 variables when they do not follow the derived rule
-    (run_classifier.py stores `output_weights` `[num_labels, hidden]` and `output_bias`).
-    """
-    kernel_name = bias_name = None
-    if google_prefix:
-        kernel_name = f"{google_prefix}/output_weights"
-        bias_name = f"{google_prefix}/output_bias"
-    return [
-        WeightSpec(f"{prefix}.weight", layer.kernel, "kernel", kernel_name,
-                   google_transposed, in_backbone=False),
-        WeightSpec(f"{prefix}.bias", layer.bias, "vector", bias_name, in_backbone=False),
-    ]
-
-
-def google_name(spec):
-    """The TF1 variable name of a spec, by the rule the original checkpoints follow."""
-    if spec.google_name:
-        return spec.google_name
-    name = re.sub(r"\.layer\.(\d+)\.", r".layer_\1.", spec.name)
-    parts = name.split(".")
-    last = parts.pop()
-    if parts[-1] == "LayerNorm":
-        parts.append({"weight": "gamma", "bias": "beta"}[last])
-    elif spec.kind == "kernel":
-        parts.append({"weight": "kernel", "bias": "bias"}[last])
-    elif spec.kind == "vector":
-        parts.append(last)
-    # embeddings: the TF1 variable is the table itself, no suffix
-    path = "/".join(parts)
-    return path if not spec.in_backbone else f"bert/{path}"
+from keras_bert_zoo.models.weight_names import (  # noqa: F401
+    WeightSpec,
+    backbone_weight_specs,
+    google_name,
+    head_dense_specs,
+)

@@ -8,7 +8,9 @@ from keras_bert_zoo.models.layers.encoder_block import (
     BertEncoderBlock,
     padding_mask_to_attention_bias,
 )
+from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.presets import backbone_config
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -182,9 +184,14 @@ class BertBackbone(keras.Model):
     def from_preset(cls, name_or_path, load_weights=True, **kwargs):
         """Builds a backbone from a preset name or a local checkpoint directory.
 
+        A preset *name* gives the architecture only, with random weights: unlike
+        KerasHub's `from_preset("bert_base_en_uncased")`, nothing is downloaded and
+        the model is untrained (a line on stderr says so). Pretrained weights come from
+        a checkpoint *directory* you have on disk.
+
         Args:
             name_or_path: a name from `keras_bert_zoo.presets()` (architecture only,
-                random weights), or a directory in HF format (`config.json`,
+                random initialisation), or a directory in HF format (`config.json`,
                 `model.safetensors`), original Google format (`bert_config.json`,
                 `bert_model.ckpt.*`) or one written by `save_to_preset`.
             load_weights: bool, False builds the architecture of a checkpoint
@@ -192,15 +199,25 @@ class BertBackbone(keras.Model):
             **kwargs: overrides of constructor arguments (`dropout`,
                 `output_hidden_states`, `dtype`, ...).
 
+        A checkpoint without pooler weights loads with a random pooler (a warning
+        says so); backbone tensors the config does not account for (e.g. layers
+        beyond `num_hidden_layers`) are named on stderr. Task heads in the
+        checkpoint are ignored here: load them with the task's `from_preset`.
+
         Examples:
         >>> from keras_bert_zoo import BertBackbone
-        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased")
+        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased")  # random weights
         >>> backbone.count_params()
         4385920
         """
-        from keras_bert_zoo.convert.checkpoint import load_backbone
-
-        return load_backbone(name_or_path, load_weights=load_weights, **kwargs)
+        if loading.is_preset_name(name_or_path):
+            loading.note_random_init(name_or_path)
+            return cls(**{**backbone_config(name_or_path), **kwargs})
+        checkpoint = loading.open_checkpoint(name_or_path)
+        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
+        if load_weights:
+            loading.report_unused(checkpoint, cls.__name__, backbone_only=True)
+        return backbone
 
     def save_to_preset(self, path):
         """Writes `config.json` + `model.safetensors` (HF BERT layout) into `path`.
@@ -208,6 +225,4 @@ class BertBackbone(keras.Model):
         The directory loads back with `from_preset` exactly, and with HF
         `transformers.BertModel.from_pretrained` too.
         """
-        from keras_bert_zoo.convert.checkpoint import save_preset
-
-        save_preset(path, backbone=self)
+        loading.write_preset(path, backbone=self)

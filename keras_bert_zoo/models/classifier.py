@@ -4,10 +4,11 @@ import dataclasses
 
 import keras
 
-from keras_bert_zoo.convert.weight_table import head_dense_specs
 from keras_bert_zoo.files import write_json
+from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.weight_names import head_dense_specs
 
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 
@@ -167,11 +168,15 @@ class BertClassifier(Task):
         """Builds the classifier from a preset name or a checkpoint directory.
 
         For an HF `BertForSequenceClassification` directory, `num_classes` and the
-        label names default to its `id2label`; its `classifier.*` head is loaded
-        when the class count matches, otherwise a fresh head starts (with a note).
+        label names default to its `id2label`; for a Google `run_classifier.py`
+        checkpoint, `num_classes` defaults to the size of its `output_bias`. The head
+        is loaded when the class count matches, otherwise a fresh head starts (with a
+        note). A preset name gives the architecture only, randomly initialised
+        (nothing is downloaded, unlike KerasHub's named presets).
 
         Args:
-            name_or_path: preset name (random weights) or a checkpoint directory.
+            name_or_path: preset name (architecture only, random initialisation) or a
+                checkpoint directory.
             load_weights: False builds the architecture only.
             preprocessor: `"auto"` (from the directory's `vocab.txt`), None, or a layer.
             **kwargs: `BertClassifier` arguments, e.g. `num_classes=2`.
@@ -184,12 +189,10 @@ class BertClassifier(Task):
         """
         import os
 
-        from keras_bert_zoo.convert.checkpoint import CONFIG_SECTION, _read_json
-
-        config_path = os.path.join(str(name_or_path), "config.json")
-        if os.path.isfile(config_path):
-            config = _read_json(config_path)
-            ours = config.get(CONFIG_SECTION, {}).get("task") == cls.__name__
+        ours = False
+        config = None if loading.is_preset_name(name_or_path) else loading.read_config(name_or_path)
+        if config is not None:
+            ours = config.get(loading.CONFIG_SECTION, {}).get("task") == cls.__name__
             id2label = config.get("id2label")
             if not ours and id2label and "num_classes" not in kwargs:
                 names = [id2label[k] for k in sorted(id2label, key=int)]
@@ -198,6 +201,16 @@ class BertClassifier(Task):
                     kwargs.setdefault("label_names", names)
         if not kwargs.get("num_classes") and "label_names" in kwargs and kwargs["label_names"]:
             kwargs["num_classes"] = len(kwargs["label_names"])
+        if ("num_classes" not in kwargs and not ours and not loading.is_preset_name(name_or_path)
+                and os.path.isdir(os.fspath(name_or_path))):
+            # No label table: the head tensor says how many classes it has
+            # (HF `classifier.bias`, Google run_classifier.py `output_bias`).
+            checkpoint = loading.open_checkpoint(name_or_path)
+            stored = set(checkpoint.tensor_names())
+            for name in ("classifier.bias", "output_bias"):
+                if name in stored:
+                    kwargs["num_classes"] = int(checkpoint.tensor_shape(name)[0])
+                    break
         return super().from_preset(name_or_path, load_weights=load_weights,
                                    preprocessor=preprocessor, **kwargs)
 

@@ -3,9 +3,9 @@
 import keras
 from keras import ops
 
-from keras_bert_zoo.convert.weight_table import WeightSpec, head_dense_specs
 from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.weight_names import WeightSpec, head_dense_specs
 
 # Names of the label dict `fit` / `evaluate` expect (same as the original TFRecord
 # features, so a record maps onto it without renaming).

@@ -18,14 +18,8 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_bert_zoo.convert.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    assign_weights,
-    backbone_from_checkpoint,
-    save_preset,
-)
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.models import loading
+from keras_bert_zoo.models.loading import CheckpointError
 
 
 class Task(keras.Model):
@@ -71,35 +65,43 @@ class Task(keras.Model):
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
         """Builds the task from a preset name or a checkpoint directory.
 
-        The backbone weights come from the checkpoint; the head is loaded when the
-        checkpoint has it with matching shapes, and freshly initialised otherwise
-        (a warning says so). Arguments saved with the preset (e.g. `num_classes`,
-        label names) are reused unless given in `**kwargs`.
+        A preset *name* (`"bert_base_uncased"`, ...) gives the architecture only: the
+        backbone and the head are randomly initialised and nothing is downloaded,
+        unlike KerasHub's named presets (a line on stderr says so). Pretrained weights
+        come from a checkpoint *directory*: its backbone weights always load; the head
+        loads when the checkpoint has it with matching shapes, and is freshly
+        initialised otherwise (a note says so). Arguments saved with the preset (e.g.
+        `num_classes`, label names) are reused unless given in `**kwargs`. Checkpoint
+        tensors the model does not use are named in one line on stderr.
 
         Args:
-            name_or_path: preset name or directory (HF, Google or ours).
+            name_or_path: preset name (architecture only, random initialisation) or
+                directory (HF, Google or ours).
             load_weights: False builds the architecture only.
             preprocessor: `"auto"` attaches one built from the directory's
                 `vocab.txt` when present; `None` attaches none; or a layer.
             **kwargs: task constructor arguments, and backbone overrides under
                 `backbone_kwargs={...}`.
         """
-        backbone_kwargs = kwargs.pop("backbone_kwargs", {})
-        if isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS:
-            from keras_bert_zoo.models.backbone import BertBackbone
+        from keras_bert_zoo.models.backbone import BertBackbone
 
-            backbone = BertBackbone.from_preset(name_or_path, **backbone_kwargs)
+        backbone_kwargs = kwargs.pop("backbone_kwargs", {})
+        if loading.is_preset_name(name_or_path):
+            backbone = BertBackbone.from_preset(name_or_path, **backbone_kwargs)  # says "random"
             if preprocessor == "auto":
                 preprocessor = None
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
-        checkpoint = Checkpoint(name_or_path)
-        backbone = backbone_from_checkpoint(checkpoint, load_weights=load_weights, **backbone_kwargs)
+        checkpoint = loading.open_checkpoint(name_or_path)
+        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, **backbone_kwargs)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
         if preprocessor == "auto":
             preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
         model = cls(backbone=backbone, preprocessor=preprocessor, **{**saved, **kwargs})
         if load_weights:
             model._load_head(checkpoint)
+            # Tensors a task writes for HF (the tied MLM decoder) are accounted for.
+            tied = [name for name, _ in model._tied_tensors()]
+            loading.report_unused(checkpoint, cls.__name__, accounted=tied)
         return model
 
     @classmethod
@@ -112,19 +114,23 @@ class Task(keras.Model):
         if not specs:
             return
         try:
-            loaded = assign_weights(checkpoint, specs, required=False)
+            loaded = loading.assign_weights(checkpoint, specs, required=False)
         except CheckpointError as e:
             loaded = False
             reason = str(e)
         else:
-            reason = "the checkpoint has no weights for it"
+            missing = loading.missing_tensors(checkpoint, specs) if not loaded else []
+            if len(missing) < len(specs):  # part of a head: name what is missing
+                reason = f"the checkpoint lacks {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}"
+            else:
+                reason = "the checkpoint has no weights for it"
         if not loaded:
             print(f"{type(self).__name__}: head initialised randomly ({reason}).")
 
     def save_to_preset(self, path):
         """Writes weights, config, task arguments and the preprocessor's files to `path`."""
         os.makedirs(path, exist_ok=True)
-        save_preset(
+        loading.write_preset(
             path,
             self.backbone,
             head_specs=self.head_weight_specs(),

@@ -133,3 +133,58 @@ def test_load_weights_false_builds_architecture_only(tmp_path):
     path, model = hf_tiny(tmp_path)
     backbone = BertBackbone.from_preset(path, load_weights=False)
     assert backbone.count_params() == sum(p.numel() for p in model.parameters())
+
+
+def _minilm_copy(tmp_path, keep=lambda name: True):
+    """A copy of the real all-MiniLM-L6-v2 directory with only the tensors `keep` accepts."""
+    import shutil
+
+    from tests.helpers import minilm_path
+
+    src = minilm_path()
+    dst = tmp_path / "minilm"
+    dst.mkdir()
+    for name in ("config.json", "vocab.txt", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(src, name), dst / name)
+    tensors = {k: np.array(v) for k, v in read_safetensors(os.path.join(src, "model.safetensors")).items() if keep(k)}
+    write_safetensors(tensors, str(dst / "model.safetensors"))
+    return src, str(dst)
+
+
+def test_checkpoint_without_pooler_warns_once_and_names_the_fix(tmp_path, capsys):
+    src, path = _minilm_copy(tmp_path, keep=lambda name: not name.startswith("pooler."))
+    backbone = BertBackbone.from_preset(path)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "pooler" in line]
+    assert len(warnings) == 1, warnings
+    line = warnings[0]
+    assert path in line and "pooler.dense" in line and "randomly initialised" in line
+    assert "pooled_output" in line and "pooling='mean'" in line
+    # Everything else is the real checkpoint.
+    reference = BertBackbone.from_preset(src)
+    for a, b in zip(reference.weights, backbone.weights):
+        if not a.path.startswith("pooler"):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert "pooler" not in capsys.readouterr().err  # the real one has its pooler: no warning
+
+
+def test_backbone_tensors_beyond_the_config_are_named(tmp_path, capsys):
+    """A config saying 1 layer over 2 layers of weights loads layer 0 and says what it left."""
+    path, _ = hf_tiny(tmp_path)
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    config["num_hidden_layers"] = 1
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    BertBackbone.from_preset(path)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "not used" in line]
+    assert len(lines) == 1 and "16 checkpoint tensor(s) not used by BertBackbone" in lines[0]
+    assert "encoder.layer.1." in lines[0]
+
+
+def test_task_heads_are_not_reported_when_loading_a_backbone(tmp_path, capsys):
+    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=16, max_position_embeddings=16)
+    transformers.BertForPreTraining(config).save_pretrained(tmp_path / "hf", safe_serialization=True)
+    capsys.readouterr()
+    BertBackbone.from_preset(str(tmp_path / "hf"))
+    assert capsys.readouterr().err == ""

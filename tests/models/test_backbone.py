@@ -108,3 +108,27 @@ def test_mixed_bfloat16_trains():
     x = np.random.default_rng(0).integers(0, 10, (8, 5)).astype("int32")
     history = model.fit(x, np.arange(8) % 2, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
+
+
+RANDOM_INIT_LINE = ("bert_tiny_uncased: architecture only, random initialisation "
+                    "(pass a checkpoint directory for pretrained weights)")
+
+
+def test_preset_name_says_it_is_random_initialisation(capsys, tmp_path):
+    """KerasHub's named presets download weights; ours are architectures, and say so once."""
+    from keras_bert_zoo import BertClassifier, BertPretrainer
+    from keras_bert_zoo.models.task import Task
+
+    backbone = BertBackbone.from_preset("bert_tiny_uncased")
+    assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
+    BertClassifier.from_preset("bert_tiny_uncased", num_classes=2)
+    assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
+    BertPretrainer.from_preset("bert_tiny_uncased")
+    assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
+    # A directory holds weights: no such line.
+    backbone.save_to_preset(str(tmp_path / "tiny"))
+    BertBackbone.from_preset(str(tmp_path / "tiny"))
+    assert "random initialisation" not in capsys.readouterr().err
+    for method in (BertBackbone.from_preset, Task.from_preset, BertClassifier.from_preset):
+        assert "random initialisation" in " ".join(method.__doc__.split()), method.__qualname__
+    assert "KerasHub" in BertBackbone.from_preset.__doc__ and "KerasHub" in Task.from_preset.__doc__

@@ -1,0 +1,188 @@
+"""How models load and save checkpoints, without knowing any file format.
+
+The models own their name table (`weight_names`: which variable is which checkpoint
+tensor) and decide what goes where; reading and writing files (HF safetensors, original
+Google TF1 checkpoints, our presets) is `keras_bert_zoo.convert`'s job. The dependency
+points one way, convert -> models: `keras_bert_zoo.convert` registers its reader and its
+writer here when it is imported, and the package `keras_bert_zoo` imports it, so
+`BertBackbone.from_preset(directory)` works after importing any part of the package.
+
+A checkpoint, as the registered reader returns it, has:
+
+- `path`, `format` (`"hf"` or `"google"`), `config` (the raw config dict),
+  `backbone_kwargs` (`BertBackbone` arguments), `extra` (our `keras_bert_zoo` config
+  section, `{}` for foreign checkpoints);
+- `file(name)`: path of a file beside the weights, or None;
+- `get(spec)`: the tensor of a `WeightSpec` in Keras layout, or None (and remembers it
+  as read); `name_of(spec)`: its name in the checkpoint's layout, for messages;
+- `tensor_names()`, `tensor_shape(name)`: what is stored;
+- `unused_tensors(backbone_only=False)`: names of the tensors nothing has read
+  (optimizer state and buffers excepted); `backbone_only` keeps those that look like
+  backbone weights.
+
+Notes for the user (random initialisation, a missing pooler, tensors left unread) are
+one line each on stderr, so the `bert-zoo` command shows them as they happen.
+"""
+
+import sys
+
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.models.weight_names import backbone_weight_specs
+
+CONFIG_SECTION = "keras_bert_zoo"  # our section of config.json (task, labels, ...)
+POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be loaded as asked; the message says why."""
+
+
+# --- the hooks keras_bert_zoo.convert fills ---------------------------------------------
+_HOOKS = {"reader": None, "writer": None}
+
+
+def register_checkpoint_reader(reader):
+    """Sets `reader(path) -> checkpoint` (raising `CheckpointError` for what it cannot read)."""
+    _HOOKS["reader"] = reader
+    return reader
+
+
+def register_preset_writer(writer):
+    """Sets `writer(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=())`."""
+    _HOOKS["writer"] = writer
+    return writer
+
+
+def _hook(kind):
+    hook = _HOOKS[kind]
+    if hook is None:
+        raise RuntimeError(
+            f"no checkpoint {kind} is registered; `import keras_bert_zoo` (which imports "
+            "keras_bert_zoo.convert) before loading or saving presets."
+        )
+    return hook
+
+
+def open_checkpoint(path):
+    """The checkpoint in directory `path`, opened by the registered reader."""
+    return _hook("reader")(path)
+
+
+def write_preset(path, backbone, **kwargs):
+    """Writes `backbone` (and the task's head tensors in `kwargs`) as a preset directory."""
+    return _hook("writer")(path, backbone, **kwargs)
+
+
+# --- notes ---------------------------------------------------------------------------------
+def note(message):
+    """One line for the user, on stderr (looked up at call time, so redirections see it)."""
+    print(message, file=sys.stderr)
+
+
+def is_preset_name(name_or_path):
+    return isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS
+
+
+def note_random_init(name):
+    note(f"{name}: architecture only, random initialisation "
+         "(pass a checkpoint directory for pretrained weights)")
+
+
+def report_unused(checkpoint, owner, accounted=(), backbone_only=False):
+    """One line naming the checkpoint tensors `owner` did not read, if there are any."""
+    unused = [n for n in checkpoint.unused_tensors(backbone_only=backbone_only) if n not in set(accounted)]
+    if unused:
+        shown = ", ".join(unused[:6]) + (", ..." if len(unused) > 6 else "")
+        note(f"{checkpoint.path}: {len(unused)} checkpoint tensor(s) not used by {owner}: {shown}")
+    return unused
+
+
+# --- weights --------------------------------------------------------------------------------
+def assign_weights(checkpoint, specs, required=True):
+    """Copies checkpoint tensors into the variables of `specs`, all or nothing.
+
+    Every tensor is read and shape-checked before any variable is written, so a
+    checkpoint that does not fit leaves the model untouched.
+
+    Returns:
+        True when every spec was found and assigned; False when `required=False`
+        and some are missing (then nothing is assigned).
+
+    Raises:
+        CheckpointError: a tensor has the wrong shape (naming it and both shapes), or
+            tensors are missing and `required=True` (naming the first ones).
+    """
+    values, missing, wrong = [], [], []
+    for spec in specs:  # read them all, so every tensor asked for counts as used
+        value = checkpoint.get(spec)
+        if value is None:
+            missing.append(checkpoint.name_of(spec))
+            continue
+        expected = tuple(spec.variable.shape)
+        if tuple(value.shape) != expected:
+            wrong.append((checkpoint.name_of(spec), tuple(value.shape), expected))
+        values.append((spec.variable, value))
+    if wrong:
+        name, got, expected = wrong[0]
+        raise CheckpointError(
+            f"{checkpoint.path}: tensor {name!r} has shape {got}, the model expects {expected}"
+            f"{f' ({len(wrong) - 1} more mismatched)' if len(wrong) > 1 else ''}. "
+            "Check that the config matches the weights."
+        )
+    if missing:
+        if not required:
+            return False
+        raise CheckpointError(
+            f"{checkpoint.path}: {len(missing)} tensor(s) missing from the checkpoint, "
+            f"first {missing[:3]}."
+        )
+    for variable, value in values:
+        variable.assign(value)
+    return True
+
+
+def missing_tensors(checkpoint, specs):
+    """Names (in the checkpoint's layout) of the `specs` the checkpoint does not have."""
+    return [checkpoint.name_of(s) for s in specs if checkpoint.get(s) is None]
+
+
+def load_backbone_weights(backbone, checkpoint):
+    """Fills every backbone variable from `checkpoint`; the pooler only if it is there.
+
+    Some checkpoints have no pooler (sentence encoders, HF `BertForMaskedLM` and
+    `BertForQuestionAnswering`): the backbone still loads, its pooler keeps its random
+    initialisation, and one warning line says so and what to do about it.
+    """
+    specs = backbone_weight_specs(backbone)
+    assign_weights(checkpoint, [s for s in specs if s.name not in POOLER_TENSORS])
+    pooler = [s for s in specs if s.name in POOLER_TENSORS]
+    if not assign_weights(checkpoint, pooler, required=False):
+        note(f"warning: {checkpoint.path} has no pooler weights (pooler.dense.*): the pooler is "
+             "randomly initialised; pooled_output and BertClassifier heads will need fine-tuning; "
+             "use pooling='mean' features or a checkpoint with a pooler")
+    return backbone
+
+
+def backbone_from_checkpoint(checkpoint, load_weights=True, **kwargs):
+    """A `BertBackbone` of the checkpoint's architecture (`kwargs` override it), loaded."""
+    from keras_bert_zoo.models.backbone import BertBackbone
+
+    backbone = BertBackbone(**{**checkpoint.backbone_kwargs, **kwargs})
+    if load_weights:
+        load_backbone_weights(backbone, checkpoint)
+    return backbone
+
+
+def read_config(path):
+    """`path/config.json` as a dict, or None when `path` is not a directory with one."""
+    import json
+    import os
+
+    config_path = os.path.join(os.fspath(path), "config.json")
+    if not os.path.isfile(config_path):
+        return None
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as e:
+        raise CheckpointError(f"{config_path} is not valid JSON: {e}") from None
