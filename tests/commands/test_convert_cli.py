@@ -176,16 +176,18 @@ def test_convert_keeps_google_run_classifier_head(tmp_path, capsys):
 
 
 def test_convert_drops_an_unknown_head_in_one_line_and_keeps_the_backbone(tmp_path, capsys):
+    """`BertForMaskedLM` (MLM head, no NSP head, no pooler) has no task model here."""
     import torch
 
-    hf = _hf("BertForQuestionAnswering")
+    hf = _hf("BertForMaskedLM")
     source = _save_hf(hf, tmp_path / "hf")
     out = str(tmp_path / "out")
     captured, config = _convert(source, out, capsys)
-    dropped = [line for line in captured.err.splitlines() if "qa_outputs" in line]
+    dropped = [line for line in captured.err.splitlines() if "dropped" in line]
     assert len(dropped) == 1, captured.err
-    assert "BertForQuestionAnswering" in dropped[0] and "dropped" in dropped[0]
-    assert config["architectures"] == ["BertModel"]
+    assert "BertForMaskedLM" in dropped[0] and "cls.predictions.*" in dropped[0]
+    assert config["architectures"] == ["BertModel"] and "task" not in config["keras_bert_zoo"]
+    assert "BertBackbone from BertForMaskedLM" in captured.out
     x = _inputs()
     with torch.no_grad():
         reference = hf.bert(**_torch_inputs(x)).last_hidden_state.numpy()
