@@ -14,6 +14,13 @@ held-out MLM/NSP loss curves of both runs side by side. Nothing is written into
 the repository: outputs go to `--out` (default a temporary directory).
 
     nice -n 5 python benchmarks/pretrain_wikitext.py --budget 600
+
+`--only speed` instead times one train step of our `BertPretrainer` against HF's
+`BertForPreTraining` doing the same work (vocabulary logits at the 20 masked
+positions only, see `speed_vs_hf`), plus HF's default forward (logits at all 128
+positions) as a separately named row; it writes `OUT/speed.json`:
+
+    python benchmarks/pretrain_wikitext.py --only speed --out /tmp/pretrain_speed
 """
 
 import argparse
@@ -115,22 +122,26 @@ def main(argv=None):
     parser.add_argument("--eval-batches", type=int, default=30)
     parser.add_argument("--only", choices=("mini", "minilm", "speed"), default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--speed-rounds", type=int, default=5, help="--only speed: interleaved rounds")
+    parser.add_argument("--speed-steps", type=int, default=10, help="--only speed: train steps per system per round")
+    parser.add_argument("--speed-xla-only", action="store_true", help="--only speed: skip our no-XLA row")
     args = parser.parse_args(argv)
-    if not os.path.exists(WIKITEXT):
-        sys.exit(f"WikiText not found at {WIKITEXT} (expects ../shared/data beside the repo).")
     out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
     os.makedirs(out_dir, exist_ok=True)
-    files, counts = split_corpus(WIKITEXT, out_dir)
-    print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
     from keras_bert_zoo.tasks.pretraining import default_max_predictions
 
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
+    if args.only == "speed":  # random ids: no corpus needed
+        speed_vs_hf(args.batch_size, seq, pred, args.vocab_size, rounds=args.speed_rounds, steps=args.speed_steps,
+                    out_dir=out_dir, xla_only=args.speed_xla_only)
+        return
+    if not os.path.exists(WIKITEXT):
+        sys.exit(f"WikiText not found at {WIKITEXT} (expects ../shared/data beside the repo).")
+    files, counts = split_corpus(WIKITEXT, out_dir)
+    print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
     common = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",
                   eval_every=args.eval_every, eval_batches=args.eval_batches, learning_rate=1e-4 * 5, seed=12345)
     results = {}
-    if args.only == "speed":
-        speed_vs_hf(args.batch_size, seq, pred, args.vocab_size)
-        return
     if args.only in (None, "mini"):
         out, m = run("bert_mini_scratch", out_dir, files, args.budget, args.mini_steps, preset="bert_mini_uncased",
                      vocab_size=args.vocab_size, **common)
@@ -187,64 +198,159 @@ def print_train_curves(outs):
         print(f"| {step} | " + " | ".join(cells) + " |")
 
 
-def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=3, steps=5):
-    """Train-step throughput of our BertPretrainer (XLA) vs HF BertForPreTraining (PyTorch
-    eager), bert_mini shape, random ids, interleaved rounds so both see the same load."""
+def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=5, steps=10,
+                out_dir=None, xla_only=False):
+    """Train-step throughput of our BertPretrainer vs HF BertForPreTraining doing the same work.
+
+    bert_mini shape, random ids, `max_predictions` masked positions per sequence. Our
+    pretrainer gathers the masked positions and computes vocabulary logits only there;
+    HF's `BertForPreTraining.forward` computes them at every position. So HF is timed
+    twice: "HF, MLM head at the masked positions only" runs `hf.bert(...)`, gathers the
+    same positions of `sequence_output`, applies `hf.cls.predictions` to them and
+    `hf.cls.seq_relationship` to the pooled output, with the same loss (mean MLM
+    cross-entropy over the masked positions + NSP cross-entropy): the same work as ours.
+    "HF default, logits at all positions" is `BertForPreTraining(**inputs, labels=...)`
+    as users call it (labels -100 off the masked positions: the same loss value, more
+    work). Same batch, length, inputs, AdamW (eps 1e-6, weight decay 0.01 off
+    LayerNorm/bias), linear warm-up/decay schedule and clipping at 1.0 for all; PyTorch on
+    2 threads, TensorFlow on its default (all 2 cores). The systems run in interleaved
+    rounds of `steps` steps, so each sees the same load; we report the median and the
+    best round and the ratios within each round.
+    """
+    import statistics
+
     import keras
     import numpy as np
     import torch
+    import torch.nn.functional as F
     import transformers
 
     from keras_bert_zoo import BertBackbone, BertPretrainer
     from keras_bert_zoo.training import create_optimizer
 
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
     rng = np.random.default_rng(0)
     b, s, p = batch_size, sequence_length, max_predictions
+    total_steps, warmup = 1000, 100
     ids = rng.integers(5, vocab, size=(b, s)).astype("int32")
     pos = np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False) for _ in range(b)]), 1).astype("int32")
-    x = {"token_ids": ids, "segment_ids": np.zeros((b, s), "int32"), "padding_mask": np.ones((b, s), "int32"),
-         "mask_positions": pos}
+    segments = np.zeros((b, s), "int32")
+    segments[:, s // 2:] = 1
+    x = {"token_ids": ids, "segment_ids": segments, "padding_mask": np.ones((b, s), "int32"), "mask_positions": pos}
     y = {"mask_ids": np.take_along_axis(ids, pos, 1), "mask_weights": np.ones((b, p), "float32"),
          "next_sentence_labels": rng.integers(0, 2, b).astype("int32")}
-    ours = BertPretrainer(backbone=BertBackbone(vocabulary_size=vocab, num_layers=4, num_heads=4, hidden_dim=256,
-                                                intermediate_dim=1024))
-    ours.compile(optimizer=create_optimizer(1e-4, total_steps=1000), jit_compile=True)
-    ours.train_on_batch(x, y)  # compile
+    load_before = os.getloadavg()
+
+    systems = {}
+    for jit in ((True,) if xla_only else (True, False)):
+        keras.utils.set_random_seed(0)
+        ours = BertPretrainer(backbone=BertBackbone(vocabulary_size=vocab, num_layers=4, num_heads=4,
+                                                    hidden_dim=256, intermediate_dim=1024))
+        ours.compile(optimizer=create_optimizer(1e-4, total_steps=total_steps, warmup_steps=warmup),
+                     jit_compile=jit)
+        systems[f"ours, Keras 3 / TF, {'XLA' if jit else 'no XLA'} (MLM head at the {p} masked positions)"] = (
+            lambda model=ours: model.train_on_batch(x, y))
+
     config = transformers.BertConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                                      intermediate_size=1024)
-    hf = transformers.BertForPreTraining(config).train()
-    opt = torch.optim.AdamW(hf.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    t_ids = torch.tensor(ids, dtype=torch.long)
+    t_common = dict(input_ids=t_ids, token_type_ids=torch.tensor(segments, dtype=torch.long),
+                    attention_mask=torch.ones((b, s), dtype=torch.long))
+    t_pos = torch.tensor(pos, dtype=torch.long)
+    t_mask_ids = torch.tensor(y["mask_ids"], dtype=torch.long)
+    t_weights = torch.tensor(y["mask_weights"])
+    t_nsp = torch.tensor(y["next_sentence_labels"], dtype=torch.long)
     labels = np.full((b, s), -100)
     np.put_along_axis(labels, pos, y["mask_ids"], 1)
-    t_in = dict(input_ids=torch.tensor(ids, dtype=torch.long), labels=torch.tensor(labels),
-                next_sentence_label=torch.tensor(y["next_sentence_labels"], dtype=torch.long))
+    t_labels = torch.tensor(labels, dtype=torch.long)
 
-    def hf_step():
-        opt.zero_grad()
-        hf(**t_in).loss.backward()
-        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
-        opt.step()
+    def make_hf():
+        torch.manual_seed(0)
+        model = transformers.BertForPreTraining(config).train()
+        decay = [q for n, q in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
+        no_decay = [q for n, q in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=1e-4, eps=1e-6)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda i: min((i + 1) / warmup, max(0.0, (total_steps - i) / (total_steps - warmup))))
+        return model, opt, sched
 
-    hf_step()
-    torch.set_num_threads(2)
-    times = {"ours (Keras 3, TF, XLA)": [], "HF BertForPreTraining (PyTorch eager)": []}
+    def gathered_loss(model):
+        """Ours' work: logits only at the masked positions."""
+        out = model.bert(**t_common, return_dict=True)
+        hidden = out.last_hidden_state
+        masked = torch.gather(hidden, 1, t_pos[:, :, None].expand(-1, -1, hidden.shape[-1]))  # [b, p, hidden]
+        mlm_logits = model.cls.predictions(masked)  # [b, p, vocab]
+        nsp_logits = model.cls.seq_relationship(out.pooler_output)
+        per_token = F.cross_entropy(mlm_logits.reshape(-1, vocab), t_mask_ids.reshape(-1), reduction="none")
+        mlm = (per_token * t_weights.reshape(-1)).sum() / t_weights.sum()
+        return mlm + F.cross_entropy(nsp_logits, t_nsp)
+
+    def default_loss(model):
+        """HF as users call it: logits at all positions, labels -100 off the masked ones."""
+        return model(**t_common, labels=t_labels, next_sentence_label=t_nsp).loss
+
+    def make_step(model, opt, sched, loss_fn):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+        return step
+
+    hf_gathered, hf_default = make_hf(), make_hf()
+    # Same loss value: the gathered head computes the default loss (dropout off, same weights).
+    hf_gathered[0].eval()
+    with torch.no_grad():
+        a, c = float(gathered_loss(hf_gathered[0])), float(default_loss(hf_gathered[0]))
+    hf_gathered[0].train()
+    assert abs(a - c) < 1e-4 * max(1.0, abs(c)), (a, c)
+    hf_names = (f"HF BertForPreTraining, PyTorch eager, MLM head at the {p} masked positions (same work as ours)",
+                f"HF BertForPreTraining default forward, PyTorch eager, vocabulary logits at all {s} positions")
+    systems[hf_names[0]] = make_step(*hf_gathered, gathered_loss)
+    systems[hf_names[1]] = make_step(*hf_default, default_loss)
+
+    for step in systems.values():  # compile / warm up
+        for _ in range(2):
+            step()
+    times = {k: [] for k in systems}
     for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(steps):
-            ours.train_on_batch(x, y)
-        times["ours (Keras 3, TF, XLA)"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        for _ in range(steps):
-            hf_step()
-        times["HF BertForPreTraining (PyTorch eager)"].append(time.perf_counter() - t)
-    rates = {k: steps * b * s / min(v) for k, v in times.items()}
-    print(f"\nTrain throughput, bert_mini shape, vocab {vocab}, batch {b} x {s}, {p} predictions "
-          f"(best of {rounds} interleaved rounds of {steps} steps):")
-    base = rates["HF BertForPreTraining (PyTorch eager)"]
-    for k, v in rates.items():
-        print(f"  {k}: {v:,.0f} tokens/s ({v / base:.2f}x HF)")
+        for name, step in systems.items():
+            t = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[name].append(time.perf_counter() - t)
+    tokens = steps * b * s
+    base = hf_names[0]
+    result = {"systems": {}, "batch_size": b, "sequence_length": s, "max_predictions": p, "vocab": vocab,
+              "rounds": rounds, "steps_per_round": steps, "torch_threads": torch.get_num_threads(),
+              "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "loss_check": {"gathered": a, "default": c},
+              "versions": {"keras": keras.__version__, "torch": torch.__version__,
+                           "transformers": transformers.__version__}}
+    for name, ts in times.items():
+        per_round_ratio = [hf_t / t for t, hf_t in zip(ts, times[base])]  # >1: faster than HF (same work)
+        result["systems"][name] = {
+            "median_tokens_per_second": tokens / statistics.median(ts), "best_tokens_per_second": tokens / min(ts),
+            "median_ratio_vs_hf_same_work": statistics.median(per_round_ratio), "round_seconds": ts}
+    print(f"\nTrain-step throughput, bert_mini shape (4 layers, hidden 256), vocab {vocab}, batch {b} x {s}, "
+          f"{p} masked positions per sequence; {rounds} interleaved rounds of {steps} steps; torch threads "
+          f"{torch.get_num_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}; training loss of the two HF variants on the same weights: {a:.5f} / {c:.5f}\n")
+    print("| system | tokens/s (median round) | tokens/s (best round) | ratio to HF same work (median of per-round ratios) |")
+    print("|---|---|---|---|")
+    for name, r in result["systems"].items():
+        print(f"| {name} | {r['median_tokens_per_second']:,.0f} | {r['best_tokens_per_second']:,.0f} | "
+              f"{r['median_ratio_vs_hf_same_work']:.2f}x |")
+    if out_dir:
+        from keras_bert_zoo.files import write_json
+
+        write_json(os.path.join(out_dir, "speed.json"), result)
+        print(f"\nwrote {os.path.join(out_dir, 'speed.json')}")
     keras.utils.clear_session()
-    return rates
+    return result
 
 
 def _plot(curves, path):

@@ -1,13 +1,26 @@
 """keras-bert-zoo: BERT end to end in Keras 3."""
 
-from keras_bert_zoo import convert as _convert  # noqa: F401  registers the checkpoint formats with models.loading
-from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.models.backbone import BertBackbone
-from keras_bert_zoo.models.classifier import BertClassifier
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS
-from keras_bert_zoo.models.pretrainer import BertPretrainer
-from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary
-from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
+import os as _os
+import sys as _sys
+
+if _sys.argv and _os.path.basename(_sys.argv[0]) == "bert-zoo":
+    # The `bert-zoo` console script imports this package before its main() runs, and
+    # the imports below load TensorFlow, whose C++ start-up lines must be filtered
+    # before that. Library users keep TensorFlow's defaults.
+    from keras_bert_zoo.quiet import quiet_command_line
+
+    quiet_command_line()
+
+from keras_bert_zoo import convert as _convert  # noqa: E402,F401  registers the checkpoint formats with models.loading
+from keras_bert_zoo.export.saved_model import export_saved_model  # noqa: E402
+from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
+from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS  # noqa: E402
+from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
+from keras_bert_zoo.models.tagger import BertTagger  # noqa: E402
+from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary  # noqa: E402
+from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
+from keras_bert_zoo.tasks import finetune, pretrain  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -17,4 +30,5 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "presets", "BertTokenizer", "SegmentPacker", "BertPreprocessor", "learn_vocabulary", "BertPretrainer", "MaskedLMMasker", "export_saved_model"]
+__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "presets", "BertTokenizer", "SegmentPacker",
+           "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]

@@ -12,7 +12,14 @@ import pytest
 import tensorflow as tf
 
 import keras_bert_zoo
-from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor, BertPretrainer, MaskedLMMasker
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertPreprocessor,
+    BertPretrainer,
+    BertTagger,
+    MaskedLMMasker,
+)
 from tests.helpers import minilm_path
 
 TEXTS = ["a good film", "", "Zürich, café — 日本語", "and on " * 40]
@@ -30,6 +37,8 @@ COVERED = {
     "MaskedLMHead": "pretrainer",
     "NextSentenceHead": "pretrainer",
     "MaskedLMMasker": "masker",
+    "BertTagger": "tagger",
+    "TaggingPreprocessor": "tagger",
 }
 
 
@@ -45,7 +54,7 @@ def _all_layers(model):
     layers = list(model._flatten_layers(include_self=True, recursive=True))
     pre = getattr(model, "preprocessor", None)
     if pre is not None:
-        layers += [pre, pre.tokenizer, pre.packer]
+        layers += [pre, pre.tokenizer] + ([pre.packer] if hasattr(pre, "packer") else [])
     return {type(layer).__name__ for layer in layers}
 
 
@@ -122,6 +131,28 @@ def test_pretrainer(tmp_path):
     reloaded = BertPretrainer.from_preset(str(tmp_path / "preset"), preprocessor=None)
     tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), expected,
                           reloaded.predict(x, verbose=0))
+
+
+def test_tagger(tmp_path):
+    from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
+
+    keras.utils.set_random_seed(0)
+    pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
+    names = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    model = BertTagger(_backbone(pre.tokenizer.vocabulary_size()), num_labels=5, preprocessor=pre,
+                       label_names=names, data_layout={"scheme": None})
+    sentences = [["Angela", "Merkel", "visited", "Zürich"], ["and"] * 30, ["x"]]
+    x = _ids(pre.tokenizer.vocabulary_size())
+    expected, expected_tags = model.predict(x, verbose=0), model.predict_tags(sentences)
+    assert [len(t) for t in expected_tags] == [4, 30, 1]  # 30 words in windows of 10 pieces
+    restored = _save_load(model, tmp_path, "tagger")
+    np.testing.assert_array_equal(restored.predict(x, verbose=0), expected)
+    assert restored.predict_tags(sentences) == expected_tags and restored.label_names == names
+    assert {"BertTagger", "TaggingPreprocessor", "BertTokenizer"} <= _all_layers(restored)
+    model.save_to_preset(str(tmp_path / "preset"))
+    reloaded = BertTagger.from_preset(str(tmp_path / "preset"))
+    np.testing.assert_allclose(reloaded.predict(x, verbose=0), expected, atol=1e-5)
+    assert reloaded.predict_tags(sentences) == expected_tags and reloaded.preprocessor.sequence_length == 12
 
 
 def test_masker(tmp_path):

@@ -34,8 +34,9 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--batch-size", type=int, default=32, help="per replica")
     parser.add_argument("--learning-rate", type=float, default=spec.default_learning_rate)
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
-    parser.add_argument("--schedule", choices=("linear", "bert_original"), default="linear",
-                        help="linear: HF's warm-up then decay to 0; bert_original: google-research/bert's")
+    parser.add_argument("--recipe", choices=("linear", "bert_original"), default="linear",
+                        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
+                             "bert_original = google-research/bert's (no Adam bias correction)")
     parser.add_argument("--sequence-length", type=int, default=spec.default_sequence_length)
     parser.add_argument("--max-train-examples", type=int, default=None)
     parser.add_argument("--max-dev-examples", type=int, default=None)
@@ -58,7 +59,7 @@ def run(args):
         spec, model=args.model, train=args.train, dev=args.dev, out=args.out,
         layout=spec.layout_from_args(args), vocab=args.vocab, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
-        schedule=args.schedule, sequence_length=args.sequence_length,
+        recipe=args.recipe, sequence_length=args.sequence_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu,

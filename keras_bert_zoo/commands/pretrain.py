@@ -31,8 +31,9 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=int, default=1000, help="optimizer steps (exactly)")
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--warmup-steps", type=int, default=None, help="default: 10%% of --steps")
-    parser.add_argument("--schedule", choices=("linear", "bert_original"), default="linear",
-                        help="linear: HF's warm-up then decay to 0; bert_original: google-research/bert's")
+    parser.add_argument("--recipe", choices=("linear", "bert_original"), default="linear",
+                        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
+                             "bert_original = google-research/bert's (no Adam bias correction)")
     parser.add_argument("--nsp", choices=("nsp", "sop", "none"), default="nsp")
     parser.add_argument("--whole-word-masking", action="store_true")
     parser.add_argument("--max-ngram", type=int, default=1, help=">1: mask spans of 1..N words/tokens")

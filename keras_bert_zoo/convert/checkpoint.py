@@ -243,7 +243,7 @@ def load_backbone(name_or_path, load_weights=True, **kwargs):
     return BertBackbone.from_preset(name_or_path, load_weights=load_weights, **kwargs)
 
 
-def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=()):
+def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=(), include_pooler=True):
     """Writes an HF-layout preset: `config.json` + `model.safetensors`.
 
     Args:
@@ -253,11 +253,14 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
         architecture: HF class name recorded in `config.json` (`BertForSequenceClassification`, ...).
         extra: dict stored under `config.json["keras_bert_zoo"]` (task, labels, ...).
         tied: (name, array) pairs written as extra tensors HF expects, e.g. the MLM decoder.
+        include_pooler: False leaves the pooler out, as HF's task models without one
+            (`BertForTokenClassification`) expect.
     """
     os.makedirs(path, exist_ok=True)
     tensors = {}
     prefix = "" if architecture == "BertModel" else "bert."
-    for spec in list(backbone_weight_specs(backbone)) + list(head_specs):
+    specs = [s for s in backbone_weight_specs(backbone) if include_pooler or not s.name.startswith("pooler.")]
+    for spec in specs + list(head_specs):
         value = np.asarray(spec.variable.numpy(), dtype=np.float32)
         if spec.kind == "kernel":
             value = value.T

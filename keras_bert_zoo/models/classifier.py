@@ -37,8 +37,9 @@ class BertClassifier(Task):
             `"regression"` when `num_classes == 1`, else `"single_label"`.
         label_names: optional list of `num_classes` strings; `predict_labels`
             returns them and presets remember them.
-        data_format: optional JSON-able dict describing the data layout the model
+        data_layout: optional JSON-able dict describing the data layout the model
             was trained on (e.g. `{"task": "sst2"}`); saved with the preset.
+            (Presets of version 0.1 call it `data_format`; that key still loads.)
 
     Outputs: logits `float Tensor [batch, num_classes]` (the raw score for
     regression).
@@ -69,9 +70,12 @@ class BertClassifier(Task):
         dropout=0.1,
         problem_type=None,
         label_names=None,
-        data_format=None,
+        data_layout=None,
         **kwargs,
     ):
+        if data_layout is None:
+            data_layout = kwargs.pop("data_format", None)  # the 0.1 name
+        kwargs.pop("data_format", None)
         num_classes = int(num_classes)
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
@@ -119,7 +123,7 @@ class BertClassifier(Task):
         self.dropout = dropout
         self.problem_type = problem_type
         self.label_names = label_names
-        self.data_format = dict(data_format) if data_format else None
+        self.data_layout = dict(data_layout) if data_layout else None
 
     def get_config(self):
         config = super().get_config()
@@ -129,7 +133,7 @@ class BertClassifier(Task):
                 "dropout": self.dropout,
                 "problem_type": self.problem_type,
                 "label_names": self.label_names,
-                "data_format": self.data_format,
+                "data_layout": self.data_layout,
             }
         )
         return config
@@ -224,7 +228,7 @@ class BertClassifier(Task):
             return None
         extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
         kwargs = {}
-        length = (extra.get("data_format") or {}).get("sequence_length")
+        length = (extra.get("data_layout") or extra.get("data_format") or {}).get("sequence_length")
         if length:
             kwargs["sequence_length"] = int(length)
         return BertPreprocessor.from_preset(checkpoint.path, **kwargs)

@@ -48,7 +48,8 @@ def register_checkpoint_reader(reader):
 
 
 def register_preset_writer(writer):
-    """Sets `writer(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=())`."""
+    """Sets `writer(path, backbone, head_specs=(), architecture="BertModel", extra=None, tied=(),
+    include_pooler=True)`."""
     _HOOKS["writer"] = writer
     return writer
 
@@ -146,30 +147,31 @@ def missing_tensors(checkpoint, specs):
     return [checkpoint.name_of(s) for s in specs if checkpoint.get(s) is None]
 
 
-def load_backbone_weights(backbone, checkpoint):
+def load_backbone_weights(backbone, checkpoint, pooler_needed=True):
     """Fills every backbone variable from `checkpoint`; the pooler only if it is there.
 
-    Some checkpoints have no pooler (sentence encoders, HF `BertForMaskedLM` and
-    `BertForQuestionAnswering`): the backbone still loads, its pooler keeps its random
-    initialisation, and one warning line says so and what to do about it.
+    Some checkpoints have no pooler (sentence encoders, HF `BertForMaskedLM`,
+    `BertForTokenClassification` and `BertForQuestionAnswering`): the backbone still
+    loads, its pooler keeps its random initialisation, and, when the model uses the
+    pooler (`pooler_needed`), one warning line says so and what to do about it.
     """
     specs = backbone_weight_specs(backbone)
     assign_weights(checkpoint, [s for s in specs if s.name not in POOLER_TENSORS])
     pooler = [s for s in specs if s.name in POOLER_TENSORS]
-    if not assign_weights(checkpoint, pooler, required=False):
+    if not assign_weights(checkpoint, pooler, required=False) and pooler_needed:
         note(f"warning: {checkpoint.path} has no pooler weights (pooler.dense.*): the pooler is "
              "randomly initialised; pooled_output and BertClassifier heads will need fine-tuning; "
              "use pooling='mean' features or a checkpoint with a pooler")
     return backbone
 
 
-def backbone_from_checkpoint(checkpoint, load_weights=True, **kwargs):
+def backbone_from_checkpoint(checkpoint, load_weights=True, pooler_needed=True, **kwargs):
     """A `BertBackbone` of the checkpoint's architecture (`kwargs` override it), loaded."""
     from keras_bert_zoo.models.backbone import BertBackbone
 
     backbone = BertBackbone(**{**checkpoint.backbone_kwargs, **kwargs})
     if load_weights:
-        load_backbone_weights(backbone, checkpoint)
+        load_backbone_weights(backbone, checkpoint, pooler_needed=pooler_needed)
     return backbone
 
 

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.models.weight_names import WeightSpec, head_dense_specs
 
@@ -39,28 +40,6 @@ def next_sentence_loss(labels, nsp_logits):
     return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, nsp_logits, from_logits=True))
 
 
-def _distributed_replica_context():
-    """The `tf.distribute` replica context when this runs on one of several replicas
-    (Keras' `fit`/`evaluate` on TensorFlow under `MirroredStrategy`, TPU, multi-worker),
-    else None (one device, another backend, or cross-replica code such as a direct call).
-
-    Keras' TF trainer sums the replicas' gradients and logs `unscale(loss) = N * loss`,
-    so each replica must return its *share* of the global-batch loss, not its own mean:
-    what `keras.losses.Loss` does with `scale_loss_for_distribution` (not public API,
-    hence this check on public `tf.distribute` calls).
-    """
-    if keras.backend.backend() != "tensorflow":
-        return None
-    import tensorflow as tf
-
-    if tf.distribute.in_cross_replica_context():
-        return None
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync <= 1:
-        return None
-    return context
-
-
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertPretrainer(Task):
     """BERT pretraining model: masked-LM (MLM) plus next-sentence prediction (NSP).
@@ -85,7 +64,7 @@ class BertPretrainer(Task):
         backbone: `BertBackbone`.
         preprocessor: optional layer (kept with the preset; pretraining data is
             usually made by `keras_bert_zoo.preprocessing` pipelines instead).
-        data_config: optional dict, how the pretraining data was made
+        data_layout: optional dict, how the pretraining data was made
             (`sequence_length`, `max_predictions`, `nsp`, `corpus_format`, ...);
             saved with the preset so `bert-zoo evaluate` prepares data the same way.
 
@@ -104,7 +83,10 @@ class BertPretrainer(Task):
 
     hf_architecture = "BertForPreTraining"
 
-    def __init__(self, backbone, preprocessor=None, data_config=None, **kwargs):
+    def __init__(self, backbone, preprocessor=None, data_layout=None, **kwargs):
+        if data_layout is None:
+            data_layout = kwargs.pop("data_config", None)  # the 0.1 name
+        kwargs.pop("data_config", None)
         # === Layers ===
         mlm_head = MaskedLMHead(
             token_embedding=backbone.token_embedding,
@@ -134,7 +116,7 @@ class BertPretrainer(Task):
                          preprocessor=preprocessor, **kwargs)
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
-        self.data_config = dict(data_config or {})
+        self.data_layout = dict(data_layout or {})
 
         # Metrics are computed from (y, y_pred) in `compute_metrics`, not in the
         # loss, so the JAX backend's stateless training step works too.
@@ -176,13 +158,11 @@ class BertPretrainer(Task):
         weights = ops.cast(y[MASK_WEIGHTS], "float32")
         count = ops.sum(weights)
         batch = ops.cast(ops.shape(weights)[0], "float32")
-        local_batch, replicas = batch, 1
-        context = _distributed_replica_context()
-        if context is not None:
-            import tensorflow as tf
-
-            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.stop_gradient(ops.stack([count, batch])))
-            count, batch, replicas = totals[0], totals[1], context.num_replicas_in_sync
+        local_batch = batch
+        replicas = replicas_in_sync()
+        if replicas > 1:
+            totals = global_sum(ops.stack([count, batch]))
+            count, batch = totals[0], totals[1]
         loss = masked_lm_loss(y[MASK_IDS], weights, y_pred["mlm_logits"], denominator=count)
         if NSP_LABELS in y:
             nsp_sum = next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]) * local_batch
@@ -241,5 +221,5 @@ class BertPretrainer(Task):
 
     def get_config(self):
         config = super().get_config()
-        config["data_config"] = dict(self.data_config)
+        config["data_layout"] = dict(self.data_layout)
         return config

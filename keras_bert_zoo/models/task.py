@@ -24,6 +24,7 @@ from keras_bert_zoo.models.loading import CheckpointError
 
 class Task(keras.Model):
     hf_architecture = "BertModel"
+    uses_pooler = True  # False: the pooler is neither needed when loading nor written when saving
 
     def __init__(self, *args, backbone=None, preprocessor=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -92,7 +93,8 @@ class Task(keras.Model):
                 preprocessor = None
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
         checkpoint = loading.open_checkpoint(name_or_path)
-        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, **backbone_kwargs)
+        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights,
+                                                    pooler_needed=cls.uses_pooler, **backbone_kwargs)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
         if preprocessor == "auto":
             preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
@@ -137,6 +139,7 @@ class Task(keras.Model):
             architecture=self.hf_architecture,
             extra={"task": type(self).__name__, "task_config": self.task_config()},
             tied=self._tied_tensors(),
+            include_pooler=self.uses_pooler,
         )
         if self.preprocessor is not None and hasattr(self.preprocessor, "save_to_preset"):
             self.preprocessor.save_to_preset(path)
@@ -180,7 +183,10 @@ class Task(keras.Model):
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         if self._is_raw(x):
-            return super().fit(self._preprocess(x, y, sample_weight, batch_size, shuffle=True), **kwargs)
+            # The dataset built here shuffles itself (seeded); Keras' own flag does not apply to it.
+            shuffle = kwargs.pop("shuffle", True)
+            return super().fit(self._preprocess(x, y, sample_weight, batch_size, shuffle=shuffle),
+                               shuffle=False, **kwargs)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):

@@ -79,6 +79,10 @@ class TaskSpec:
         """The dev metric that selects checkpoints and is reported first."""
         return "accuracy"
 
+    def shown_metrics(self, layout):
+        """The dev metrics printed during training (None: all of `score`'s)."""
+        return None
+
     def score(self, model, examples, dataset):
         """Every metric of `model` on `examples` (whose features `dataset` yields, in order)."""
         raise NotImplementedError

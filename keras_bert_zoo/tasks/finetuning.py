@@ -67,7 +67,7 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
 
 
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, batch_size=32,
-             learning_rate=None, warmup_ratio=0.1, schedule="linear", sequence_length=None,
+             learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
              bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
              verbose="auto"):
@@ -85,8 +85,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
         vocab: `vocab.txt` or its directory when `model` has none (preset names).
         epochs, batch_size, learning_rate, warmup_ratio: the recipe; `batch_size`
             is per replica; `learning_rate` defaults to the task's (5e-5).
-        schedule: `"linear"` (HF's, the default) or `"bert_original"`; see
-            `keras_bert_zoo.training.create_optimizer`.
+        recipe: the optimizer recipe: `"linear"` (HF's bias-corrected AdamW and
+            warm-up/decay schedule, the default) or `"bert_original"`
+            (google-research/bert's); see `keras_bert_zoo.training.create_optimizer`.
         sequence_length: default the task's (128).
         max_train_examples, max_dev_examples: keep the first N of each file.
         eval_every: also score dev every N steps (0: at epoch ends only).
@@ -155,7 +156,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
     with distribution.scope():
         optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
-                                     warmup_ratio=warmup_ratio, **({"schedule": schedule} if schedule != "linear" else {}))  # TEMP
+                                     warmup_ratio=warmup_ratio, recipe=recipe)
         task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
 
     # --- train, scoring dev ---------------------------------------------------------------
@@ -175,7 +176,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
 
     steps = StepLog()
     evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
-                                    prefix="dev_", on_result=on_result, label="dev")
+                                    prefix="dev_", on_result=on_result, label="dev",
+                                    shown=spec.shown_metrics(layout))
     if verbose == "auto":
         verbose = 1 if os.isatty(1) else 2
     print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "

@@ -79,7 +79,7 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
 
 def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
-             warmup_steps=None, schedule="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
+             warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
              jit_compile=True, strategy="default", tpu=None, mixed_precision="none", time_budget=None,
              verbose=None):
@@ -96,8 +96,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
             `"lines"` (one document per line) or `"wikitext"`.
         sequence_length, max_predictions: default 128 and ceil(0.15 * length).
         batch_size: per replica. steps: exactly this many optimizer steps.
-        learning_rate, warmup_steps (default 10% of steps), schedule (`"linear"` or
-            `"bert_original"`).
+        learning_rate, warmup_steps (default 10% of steps), recipe (`"linear"`: HF's
+            AdamW and schedule; `"bert_original"`: google-research/bert's).
         nsp: `"nsp"`, `"sop"` or `"none"`. whole_word_masking, max_ngram: masking units.
         lowercase: uncased vocabulary and text.
         holdout_every: hold every N-th document out of training (and of the
@@ -201,7 +201,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                              f"{pretrainer.backbone.max_sequence_length} positions.")
         warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
         pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
-                                                      **({"schedule": schedule} if schedule != "linear" else {})),  # TEMP
+                                                      recipe=recipe),
                            jit_compile=jit_compile)
 
     # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---

@@ -73,11 +73,13 @@ class PeriodicEvaluation(keras.callbacks.Callback):
         on_result: optional callable `(step, metrics) -> str | None`; a string is
             appended to the printed line.
         label: what the printed line calls the data (`"dev"`, `"held-out"`).
+        shown: the metric names printed and put in the logs (None: all); `history`
+            keeps them all.
     """
 
-    def __init__(self, evaluate, every_steps=0, prefix="", on_result=None, label="dev"):
+    def __init__(self, evaluate, every_steps=0, prefix="", on_result=None, label="dev", shown=None):
         super().__init__()
-        self.evaluate, self.every_steps, self.prefix = evaluate, every_steps, prefix
+        self.evaluate, self.every_steps, self.prefix, self.shown = evaluate, every_steps, prefix, shown
         self.on_result, self.label = on_result, label
         self.history, self.step, self.eval_seconds = [], 0, 0.0
 
@@ -90,15 +92,17 @@ class PeriodicEvaluation(keras.callbacks.Callback):
         if not self.history or self.history[-1][0] != self.step:
             self._run()
         if logs is not None:
-            logs.update({f"{self.prefix}{k}": v for k, v in self.history[-1][1].items()})
+            logs.update({f"{self.prefix}{k}": v for k, v in self.history[-1][1].items()
+                         if not self.shown or k in self.shown})
 
     def _run(self):
         start = time.perf_counter()
-        metrics = {k: float(v) for k, v in self.evaluate().items()}
+        metrics = {k: v if isinstance(v, int) else float(v) for k, v in self.evaluate().items()}
         self.history.append((self.step, metrics))
         note = self.on_result(self.step, metrics) if self.on_result else None
         self.eval_seconds += time.perf_counter() - start
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
+        keys = self.shown or sorted(metrics)
+        shown = ", ".join(f"{k} {metrics[k]:.4f}" for k in keys if k in metrics)
         print(f"step {self.step}: {self.label} {shown}" + (f"  ({note})" if note else ""), flush=True)
 
     @property

@@ -89,10 +89,27 @@ def classifier_case(rng, n):
     return build, _token_inputs(rng, n), rng.integers(0, 3, n).astype("int32")
 
 
+def tagger_case(rng, n):
+    from keras_bert_zoo.models.tagger import BertTagger
+
+    def build():
+        model = BertTagger(_tiny_backbone(), num_labels=5, dropout=0.0)
+        model.compile(optimizer=_optimizer())
+        return model
+
+    x = _token_inputs(rng, n)
+    # First pieces only: rows carry different numbers of labelled positions (-100 elsewhere).
+    labelled = (rng.random((n, LENGTH)) < 0.5) & (x["padding_mask"] == 1)
+    labelled[:, 0] = False  # [CLS]
+    y = np.where(labelled, rng.integers(0, 5, (n, LENGTH)), -100).astype("int32")
+    return build, x, y
+
+
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
     "BertPretrainer": pretrainer_case,
     "BertClassifier": classifier_case,
+    "BertTagger": tagger_case,
 }
 
 

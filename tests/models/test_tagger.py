@@ -1,0 +1,101 @@
+"""`BertTagger`: the contract, HF `BertForTokenClassification` parity both ways, the loss HF uses."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_bert_zoo import BertBackbone, BertTagger
+from keras_bert_zoo.models.tagger import IGNORE_LABEL
+from tests.helpers import minilm_path, run_model_test, shared_data
+
+LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
+
+
+def tiny_backbone(**kwargs):
+    return BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                        max_sequence_length=16, **kwargs)
+
+
+def int_inputs(batch=3, seq=7, vocab=50, seed=0):
+    rng = np.random.default_rng(seed)
+    mask = (np.arange(seq)[None, :] < rng.integers(3, seq + 1, batch)[:, None]).astype("int32")
+    return {"token_ids": (rng.integers(1, vocab, (batch, seq)) * mask).astype("int32"),
+            "segment_ids": np.zeros((batch, seq), "int32"), "padding_mask": mask}
+
+
+def test_contract(tmp_path):
+    model = BertTagger(tiny_backbone(), num_labels=9, label_names=LABELS)
+    out = run_model_test(model, int_inputs(), tmp_path)
+    assert tuple(out.shape) == (3, 7, 9)
+    with pytest.raises(ValueError, match="label_names has 2 entries"):
+        BertTagger(tiny_backbone(), num_labels=3, label_names=["O", "B-X"])
+    with pytest.raises(ValueError, match="scheme='IOB1'"):
+        BertTagger(tiny_backbone(), num_labels=3, scheme="IOB1")
+    with pytest.raises(ValueError, match="own loss"):
+        model.compile(loss="mse")
+
+
+def test_loss_is_hf_cross_entropy_over_labelled_positions():
+    """The built-in loss equals torch's CrossEntropyLoss(ignore_index=-100), HF's token loss."""
+    torch = pytest.importorskip("torch")
+    model = BertTagger(tiny_backbone(), num_labels=9)
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(4, 7, 9)).astype("float32")
+    labels = np.where(rng.random((4, 7)) < 0.4, rng.integers(0, 9, (4, 7)), IGNORE_LABEL).astype("int32")
+    ours = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits)))
+    ref = torch.nn.CrossEntropyLoss(ignore_index=-100)(torch.tensor(logits).reshape(-1, 9),
+                                                       torch.tensor(labels, dtype=torch.long).reshape(-1))
+    assert ours == pytest.approx(float(ref), rel=1e-6)
+
+
+def test_fit_learns_a_token_rule():
+    keras.utils.set_random_seed(0)
+    model = BertTagger(tiny_backbone(dropout=0.0), num_labels=2, dropout=0.0)
+    x = int_inputs(batch=32, seq=8, seed=2)
+    y = np.where(x["padding_mask"] == 1, (x["token_ids"] > 25).astype("int32"), IGNORE_LABEL)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    history = model.fit(x, y, epochs=60, batch_size=32, verbose=0).history
+    assert history["loss"][-1] < 0.5 * history["loss"][0] and history["accuracy"][-1] > 0.9
+
+
+def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
+    """all-MiniLM-L6-v2 with a token head: logits equal HF BertForTokenClassification, both directions."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = transformers.BertForTokenClassification.from_pretrained(
+        minilm_path(), num_labels=9, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+    with torch.no_grad():
+        hf.classifier.bias.normal_()  # HF starts it at 0: make the head's bias count
+    hf.eval()
+    hf_dir = str(tmp_path / "hf")
+    hf.save_pretrained(hf_dir, safe_serialization=True)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if os.path.exists(os.path.join(minilm_path(), name)):
+            with open(os.path.join(minilm_path(), name), "rb") as f, open(os.path.join(hf_dir, name), "wb") as g:
+                g.write(f.read())
+
+    ours = BertTagger.from_preset(hf_dir)
+    assert ours.label_names == LABELS and ours.num_labels == 9
+    sentences = [line.split()[0] for line in open(shared_data("conll2003", "eng.testa")).read().splitlines()[2:60]
+                 if line.strip()]
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
+    batch = tokenizer([" ".join(sentences[:20]), " ".join(sentences[20:30])], padding=True, return_tensors="np")
+    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
+         "padding_mask": batch["attention_mask"].astype("int32")}
+    with torch.no_grad():
+        ref = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
+    got = ours.predict(x, verbose=0)
+    mask = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[mask], ref[mask], atol=1e-4)
+
+    out = str(tmp_path / "ours")
+    ours.save_to_preset(out)
+    back, info = transformers.BertForTokenClassification.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert back.config.id2label == dict(enumerate(LABELS))
+    with torch.no_grad():
+        again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
+    np.testing.assert_allclose(again[mask], ref[mask], atol=1e-4)

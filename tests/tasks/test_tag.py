@@ -1,0 +1,121 @@
+"""`bert-zoo finetune tag`, `evaluate`, `predict` end to end on a tiny model; bad input fails up front."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from keras_bert_zoo import BertBackbone, BertTagger
+from keras_bert_zoo.cli import main
+from keras_bert_zoo.metrics.entities import entity_scores
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PEOPLE, PLACES, OTHER = ["anna", "bert", "carl"], ["paris", "rome", "oslo"], ["met", "in", "the", "a", "went", "to"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    import keras
+
+    path = str(tmp_path_factory.mktemp("tiny_tagger"))
+    keras.utils.set_random_seed(0)
+    words = SPECIAL + PEOPLE + PLACES + OTHER + ["##s"]
+    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64,
+                 max_sequence_length=32, dropout=0.0).save_to_preset(path)
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("\n".join(words) + "\n")
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True}, f)
+    return path
+
+
+def _conll_file(path, n, seed):
+    """CoNLL-2003 columns in IOB1: people are I-PER, places I-LOC (the original files' scheme)."""
+    rng = np.random.default_rng(seed)
+    lines = ["-DOCSTART- -X- O O", ""]
+    for _ in range(n):
+        previous = 2
+        for _ in range(rng.integers(2, 9)):
+            kind = 2 if previous != 2 else rng.integers(3)  # entities are one word, never adjacent
+            previous = kind
+            word, tag = ((rng.choice(PEOPLE), "I-PER") if kind == 0 else (rng.choice(PLACES), "I-LOC")
+                         if kind == 1 else (rng.choice(OTHER), "O"))
+            lines.append(f"{word.capitalize() if tag != 'O' else word} NNP I-NP {tag}")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _finetune(model, train, dev, out, *extra):
+    return main(["finetune", "tag", "--model", model, "--train", train, "--dev", dev, "--out", out,
+                 "--sequence-length", "16", "--batch-size", "16", "--learning-rate", "5e-3", *extra])
+
+
+def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
+    train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
+    out = str(tmp_path / "out")
+    assert _finetune(tiny_model, train, dev, out, "--epochs", "4") == 0
+    with open(os.path.join(out, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["f1"] > 0.9 and metrics["f1_PER"] > 0.9 and metrics["support_LOC"] > 0, metrics
+
+    model = BertTagger.from_preset(out)
+    assert model.scheme == "IOB2" and "B-PER" in model.label_names  # IOB1 was read as IOB2
+    # The saved metrics are the entity scores of the saved model, recomputed by hand.
+    from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+
+    gold = read_tagged(dev)
+    predicted = model.predict_tags(gold.words)
+    assert entity_scores(gold.tags, predicted)["f1"] == pytest.approx(metrics["f1"])
+
+    capsys.readouterr()
+    scored = str(tmp_path / "eval.json")
+    assert main(["evaluate", "--model", out, "--data", dev, "--out", scored]) == 0
+    with open(scored) as f:
+        again = json.load(f)
+    assert again["f1"] == pytest.approx(metrics["f1"]) and again["sentences"] == 60
+
+    capsys.readouterr()
+    assert main(["predict", "--model", out, "--json", "Anna went to Paris", "the  Carl   met Bert in Oslo"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    first = rows[0]["entities"]
+    assert [(e["text"], e["type"], e["start"], e["end"]) for e in first] == [("Anna", "PER", 0, 4),
+                                                                            ("Paris", "LOC", 13, 18)]
+    text = rows[1]["text"]
+    assert [text[e["start"]:e["end"]] for e in rows[1]["entities"]] == ["Carl", "Bert", "Oslo"]
+
+
+def test_every_word_of_a_long_sentence_is_tagged(tiny_model):
+    model = BertTagger.from_preset(tiny_model, num_labels=3, label_names=["O", "B-PER", "I-PER"])
+    sentence = [PEOPLE[i % 3] for i in range(1000)]
+    for length in (16, 32):
+        model.preprocessor.sequence_length = length
+        assert len(model.predict_tags([sentence])[0]) == 1000
+
+
+@pytest.mark.parametrize("case, message", [
+    ("unseen_tag", r"dev.txt:4: tag 'B-FOO' is not among the model's labels"),
+    ("no_tag_column", r"train.txt:3: .*(column|tag)"),
+    ("empty", r"train.txt has no sentences"),
+    ("jsonl_mismatch", r"train.jsonl:2: .*3 tokens .*2 tags|train.jsonl:2: .*tokens.*tags"),
+])
+def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
+    train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
+    if case == "unseen_tag":
+        (tmp_path / "dev.txt").write_text("-DOCSTART- -X- O O\n\nanna x x B-PER\nparis x x B-FOO\n")
+    elif case == "no_tag_column":
+        (tmp_path / "train.txt").write_text("-DOCSTART- -X- O O\n\nanna\n")
+    elif case == "empty":
+        (tmp_path / "train.txt").write_text("")
+    elif case == "jsonl_mismatch":
+        train = str(tmp_path / "train.jsonl")
+        (tmp_path / "train.jsonl").write_text('{"tokens": ["anna"], "tags": ["B-PER"]}\n'
+                                              '{"tokens": ["a", "b", "c"], "tags": ["O", "O"]}\n')
+    out = str(tmp_path / "out")
+    assert _finetune(tiny_model, train, dev, out) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and re.search(message, err), err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1
+    assert not os.path.exists(out)
