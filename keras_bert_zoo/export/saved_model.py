@@ -9,9 +9,12 @@ Serving. KerasHub's exported BERTs take integer tensors only; ours take text.
 Signatures (every input is `[batch]`):
 
 - `serving_default`: `text` (and `text_pair` for pair tasks) `tf.string` -> the task's
-  outputs (classifier: `label_ids`, `probabilities`, `labels`).
+  outputs (classifier: `label_ids`, `probabilities`, `labels`; tagger, also as `tag`:
+  word `tags` and entity spans, each ragged output padded with a `num_words` /
+  `num_entities` length vector).
 - `predict_token_ids`: `token_ids`, `segment_ids`, `padding_mask` int32
-  `[batch, seq]` -> the same outputs, for users who preprocess themselves.
+  `[batch, seq]` -> the same outputs, for users who preprocess themselves (tagger:
+  token-level `logits`, `probabilities`, `tag_ids`, `tags`; there are no words).
 - `fill_mask` (pretrainer; also its `serving_default`): `text` with `[MASK]` ->
   the top-k `tokens`, `token_ids` and `scores` at each `[MASK]`.
 
@@ -50,7 +53,7 @@ class TaskServing:
 
     Subclasses set `default_signature` and implement `outputs(model_outputs, features)`
     (a dict of tensors, each with a leading batch dimension); they may override
-    `model_inputs(features)` and `extra_signatures(module)`.
+    `preprocess(text, text_pair)`, `model_inputs(features)` and `extra_signatures(module)`.
 
     Args:
         model: the task model (a `keras_bert_zoo.models.task.Task`).
@@ -65,6 +68,14 @@ class TaskServing:
         self.model = model
         self.preprocessor = preprocessor
         self.text_pair = text_pair
+
+    def preprocess(self, text, text_pair=None):
+        """Raw strings `[batch]` -> the feature dict `run` takes (and the `tokenize`
+        signature returns, so every value must be a dense tensor). Default: the
+        preprocessor's packing, cast to int32. Tasks whose inputs are not one packed
+        row per text (e.g. the tagger's word windows) override it."""
+        features = self.preprocessor((text, text_pair) if text_pair is not None else text)
+        return {k: tf.cast(v, tf.int32) for k, v in features.items()}
 
     def model_inputs(self, features):
         """The model's input dict (plus any helper tensors `outputs` needs)."""
@@ -94,6 +105,7 @@ class _ServingModule(tf.Module):
         self.vocab_file = tf.saved_model.Asset(vocab_path)
         self.info_file = tf.saved_model.Asset(info_path)
         self._serving = serving
+        # Tracked here so the preprocessor's lookup tables are saved with the module.
         self._pre = serving.preprocessor
         # id -> token, initialised from the asset so the file travels and is used.
         self.vocab_table = tf.lookup.StaticHashTable(
@@ -113,8 +125,7 @@ class _ServingModule(tf.Module):
 
     def preprocess(self, text, text_pair=None):
         with tf.device("cpu"):
-            features = self._pre((text, text_pair) if text_pair is not None else text)
-        return {k: tf.cast(v, tf.int32) for k, v in features.items()}
+            return self._serving.preprocess(text, text_pair)
 
 
 def _signatures(module, serving):
@@ -171,8 +182,8 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
-        model: a `BertClassifier` or `BertPretrainer` (other tasks: register a
-            `TaskServing`).
+        model: a `BertClassifier`, `BertTagger` or `BertPretrainer` (other tasks:
+            register a `TaskServing`).
         path: output directory; written to a temporary sibling and moved into
             place, so a failed export never leaves a half-written model.
         preprocessor: a `BertPreprocessor`; defaults to `model.preprocessor`.

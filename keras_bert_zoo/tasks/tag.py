@@ -121,29 +121,198 @@ class TagTask(TaskSpec):
 
 @register_serving("BertTagger")
 class TaggerServing(TaskServing):
-    """Raw text in (words split on whitespace), per input: `tags` (one per word), and the
-    entity spans `entity_text`, `entity_type`, `start`, `end` (character offsets, end
-    exclusive) and `score`, as ragged `[batch, (entities)]`, computed in the graph.
-    Long texts are read in overlapping windows; every word gets one tag."""
+    """Raw text in, per text: one tag per word and the entity spans, all in the graph.
+
+    Words are the text's whitespace-separated tokens, exactly Python's
+    `re.finditer(r"\\S+", text)` (whitespace = `str.isspace`, found on Unicode code
+    points, so offsets are in characters, not UTF-8 bytes). Long texts are read in
+    overlapping windows (`TaggingPreprocessor.windows`) and every word gets the tag
+    of the window where it has the most context (`merge_windows_tf`), as
+    `BertTagger.predict_tags`. Entities are decoded by the conlleval rules for any
+    of the model's labels (IOB2: an entity starts at `B-X`, or at `I-X` after `O` or
+    another type, and continues on `I-X`; BIOES adds `S-X` and closes after `E-X`);
+    labels without a `B-`/`I-`/`E-`/`S-` prefix and a type count as `O`.
+
+    SavedModel signatures cannot return ragged tensors, so each ragged output is a
+    padded dense tensor plus a length vector (`tf.RaggedTensor.from_tensor(x,
+    lengths=n)` gives the ragged one back; padding is `""`, `-1` or `0.0`):
+
+    - `serving_default` / `tag`, `text` `tf.string [batch]` ->
+      `words`, `tags` `string [batch, max_words]`, `tag_ids` `int32`, `word_start`,
+      `word_end` `int64 [batch, max_words]` (characters, end exclusive), with
+      `num_words` `int64 [batch]`; `entity_text`, `entity_type` `string
+      [batch, max_entities]`, `start`, `end` `int64` (characters, end exclusive:
+      `text[start:end] == entity_text`), `score` `float32` (mean over the entity's
+      words of each word's highest softmax probability), with `num_entities`
+      `int64 [batch]`.
+    - `predict_token_ids`: no words there, so token-level `logits`, `probabilities`
+      `float32 [batch, seq, num_labels]`, `tag_ids` `int32 [batch, seq]`, `tags`
+      `string [batch, seq]` (every position, specials and later pieces included).
+    - `tokenize`: the windows the model sees (`token_ids`, `segment_ids`,
+      `padding_mask`, `word_ids`, `first_piece_mask` `int32 [num_windows, seq]`,
+      `sentence_ids` `int32 [num_windows]`) and the words (`words`, `word_start`,
+      `word_end`, `num_words`, `text`).
+    """
 
     default_signature = "tag"
+    ENTITY_OUTPUTS = ("entity_text", "entity_type", "start", "end", "score")
+    WORD_OUTPUTS = ("words", "tags", "tag_ids", "word_start", "word_end")
+    _PREFIXES = {"B": 1, "I": 2, "E": 3, "S": 4}  # 0 is O
 
     def __init__(self, model, preprocessor, text_pair=False):
         import tensorflow as tf
 
+        if text_pair:
+            raise ValueError("a BertTagger tags one text per example; it takes no text_pair.")
+        if not hasattr(preprocessor, "windows"):
+            raise ValueError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
+                             f"{type(preprocessor).__name__}.")
         super().__init__(model, preprocessor, text_pair)
-        names = model.label_names or [str(i) for i in range(model.num_labels)]
+        names = list(model.label_names or [str(i) for i in range(model.num_labels)])
+        kinds = [n[2:] if len(n) > 2 and n[1] == "-" and n[0] in self._PREFIXES else "" for n in names]
+        type_index = {k: i for i, k in enumerate(sorted(set(kinds) - {""}))}
+        self.names = names
         self.label_names = tf.constant(names)
-        # begins[i]: label i starts an entity; inside[i]: label i continues one (type in types[i]).
-        kinds = [n[2:] if len(n) > 2 and n[1] == "-" else "" for n in names]
-        self.types = tf.constant(kinds)
-        self.starts_entity = tf.constant([n[:2] in ("B-", "S-") for n in names])
-        self.ends_entity = tf.constant([n[:2] in ("E-", "S-") for n in names] if model.scheme == "BIOES"
-                                       else [False] * len(names))
-        self.is_outside = tf.constant([n == "O" or not kinds[i] for i, n in enumerate(names)])
+        self.entity_types = tf.constant(kinds)  # per label: its entity type ("" for O)
+        self.prefix_codes = tf.constant([self._PREFIXES[n[0]] if k else 0 for n, k in zip(names, kinds)], tf.int32)
+        self.type_codes = tf.constant([type_index[k] if k else -1 for k in kinds], tf.int32)
+        self.whitespace = tf.constant(self.python_whitespace(), tf.int32)
+
+    @staticmethod
+    def python_whitespace():
+        """Code points Python's `str.split()` and `re`'s `\\s` split on (`str.isspace`)."""
+        return [c for c in range(0x110000) if chr(c).isspace()]
+
+    # --- text -> words -> windows ------------------------------------------------------
+    def split_words(self, text):
+        """`text` `[batch]` -> ragged `[batch, (words)]` words, character starts and ends (int64)."""
+        import tensorflow as tf
+
+        chars, char_bytes = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+        chars = chars.with_row_splits_dtype(tf.int64)
+        codes, byte_at = chars.values, char_bytes.values
+        rows = chars.value_rowids()
+        pos = tf.range(tf.size(codes, out_type=tf.int64)) - tf.gather(chars.row_splits, rows)
+        last = pos == tf.gather(chars.row_lengths(), rows) - 1
+        space = tf.reduce_any(tf.equal(codes[:, None], self.whitespace[None, :]), axis=1)
+        # (The shifts are written concat-then-slice so that they also hold for zero characters.)
+        after_space = tf.concat([[True], space], 0)[:-1] | (pos == 0)
+        before_space = tf.concat([space, [True]], 0)[1:] | last
+        begins, ends = ~space & after_space, ~space & before_space
+        text_bytes = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
+        byte_end = tf.where(last, tf.gather(text_bytes, rows), tf.concat([byte_at, [0]], 0)[1:])
+        byte_start = tf.boolean_mask(byte_at, begins)
+        word_rows = tf.boolean_mask(rows, begins)
+        values = tf.strings.substr(tf.gather(text, word_rows), byte_start,
+                                   tf.boolean_mask(byte_end, ends) - byte_start, unit="BYTE")
+        nrows = tf.shape(text, out_type=tf.int64)[0]
+
+        def ragged(v):
+            return tf.RaggedTensor.from_value_rowids(v, word_rows, nrows=nrows)
+
+        return ragged(values), ragged(tf.boolean_mask(pos, begins)), ragged(tf.boolean_mask(pos, ends) + 1)
+
+    def preprocess(self, text, text_pair=None):
+        words, starts, ends = self.split_words(text)
+        features = dict(self.preprocessor.windows(words))
+        features.update({
+            "text": text,
+            "words": words.to_tensor(""),
+            "word_start": starts.to_tensor(-1),
+            "word_end": ends.to_tensor(-1),
+            "num_words": words.row_lengths(),
+        })
+        return features
+
+    # --- logits -> tags -> entities ----------------------------------------------------
+    def entities(self, tag_ids, scores, starts, ends):
+        """Entity spans of ragged `[batch, (words)]` tag ids by the conlleval rules.
+
+        Args: `tag_ids` int, `scores` float32 (one per word), `starts`/`ends` int64
+        (the words' character offsets), all with the same row lengths.
+
+        Returns:
+            dict of ragged `[batch, (entities)]`: `entity_type`, `first_word`,
+            `last_word` (exclusive), `start`, `end`, `score` (mean of the words' scores).
+        """
+        import tensorflow as tf
+
+        ids = tf.cast(tag_ids.values, tf.int32)
+        rows = tag_ids.value_rowids()
+        pos = tf.range(tf.size(ids, out_type=tf.int64)) - tf.gather(tag_ids.row_splits, rows)
+        last = pos == tf.gather(tag_ids.row_lengths(), rows) - 1
+        prefix, kind = tf.gather(self.prefix_codes, ids), tf.gather(self.type_codes, ids)
+        inside = prefix > 0
+        prev_prefix = tf.where(pos == 0, 0, tf.concat([[0], prefix], 0)[:-1])
+        prev_kind = tf.concat([[-1], kind], 0)[:-1]
+        B, E, S = self._PREFIXES["B"], self._PREFIXES["E"], self._PREFIXES["S"]
+        # conlleval: a chunk starts after O or E/S, at B/S, or where the type changes;
+        # it ends before O, at the end of the text, or where the next one starts.
+        begins = inside & ((prev_prefix == 0) | (prev_prefix == E) | (prev_prefix == S) | (prefix == B)
+                           | (prefix == S) | (prev_kind != kind))
+        next_prefix = tf.concat([prefix, [0]], 0)[1:]
+        next_begins = tf.concat([begins, [False]], 0)[1:]
+        ends_here = inside & (last | (next_prefix == 0) | next_begins)
+        count = tf.reduce_sum(tf.cast(begins, tf.int64))
+        entity_of_word = tf.boolean_mask(tf.cumsum(tf.cast(begins, tf.int64)) - 1, inside)
+        score = tf.math.unsorted_segment_mean(tf.boolean_mask(tf.cast(scores.values, tf.float32), inside),
+                                              entity_of_word, count)
+        entity_rows = tf.boolean_mask(rows, begins)
+
+        def ragged(v):
+            return tf.RaggedTensor.from_value_rowids(v, entity_rows, nrows=tag_ids.nrows())
+
+        return {
+            "entity_type": ragged(tf.gather(self.entity_types, tf.boolean_mask(ids, begins))),
+            "first_word": ragged(tf.boolean_mask(pos, begins)),
+            "last_word": ragged(tf.boolean_mask(pos, ends_here) + 1),
+            "start": ragged(tf.cast(tf.boolean_mask(starts.values, begins), tf.int64)),
+            "end": ragged(tf.cast(tf.boolean_mask(ends.values, ends_here), tf.int64)),
+            "score": ragged(score),
+        }
+
+    def outputs(self, logits, features):
+        import tensorflow as tf
+
+        from keras_bert_zoo.preprocessing.tagging import merge_windows_tf
+
+        logits = tf.cast(logits, tf.float32)
+        if "sentence_ids" not in features:  # predict_token_ids: token-level, no words to map to
+            ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "tag_ids": ids,
+                    "tags": tf.gather(self.label_names, ids)}
+        num_words = features["num_words"]
+        per_word = merge_windows_tf(logits, features["word_ids"], features["sentence_ids"], num_words,
+                                    features["first_piece_mask"])
+        word_logits = per_word.values
+        ids = per_word.with_values(tf.argmax(word_logits, axis=-1, output_type=tf.int32))
+        best = per_word.with_values(tf.reduce_max(tf.nn.softmax(word_logits, axis=-1), axis=-1))
+
+        def ragged(dense):
+            return tf.RaggedTensor.from_tensor(dense, lengths=num_words)
+
+        starts, ends = ragged(features["word_start"]), ragged(features["word_end"])
+        found = self.entities(ids, best, starts, ends)
+        rows = found["start"].value_rowids()
+        start, end = found["start"].values, found["end"].values
+        text = tf.strings.substr(tf.gather(features["text"], rows), start, end - start, unit="UTF8_CHAR")
+        found["entity_text"] = found["start"].with_values(text)
+        out = {
+            "words": features["words"],
+            "tags": ids.with_values(tf.gather(self.label_names, ids.values)).to_tensor(""),
+            "tag_ids": ids.to_tensor(-1),
+            "word_start": features["word_start"],
+            "word_end": features["word_end"],
+            "num_words": num_words,
+            "num_entities": found["start"].row_lengths(),
+        }
+        pads = {"entity_text": "", "entity_type": "", "start": -1, "end": -1, "score": 0.0}
+        out.update({k: found[k].to_tensor(pads[k]) for k in self.ENTITY_OUTPUTS})
+        return out
 
     def info(self):
-        return {"label_names": [n.decode() for n in self.label_names.numpy().tolist()], "scheme": self.model.scheme}
-
+        return {"label_names": list(self.names), "scheme": self.model.scheme, "offsets": "characters",
+                "ragged_outputs": {"num_words": list(self.WORD_OUTPUTS),
+                                   "num_entities": list(self.ENTITY_OUTPUTS)}}
 
 TASK = TagTask()
