@@ -190,7 +190,7 @@ class BertTagger(Task):
             for kind, first, last in entity_spans(sentence_tags, scheme=self.scheme):
                 start, end = words[first][0], words[last - 1][1]
                 entities.append({"text": text[start:end], "type": kind, "start": start, "end": end,
-                                 "score": round(float(best[first:last].mean()), 4)})
+                                 "score": float(best[first:last].mean())})
             results.append(entities)
         return results
 

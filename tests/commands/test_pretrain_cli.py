@@ -98,4 +98,4 @@ def test_learned_vocabulary_and_sop(tmp_path):
     with open(os.path.join(out, "config.json")) as f:
         config = json.load(f)
     assert config["vocab_size"] == len([t for t in vocab if t])
-    assert config["keras_bert_zoo"]["task_config"]["data_config"]["nsp"] == "sop"
+    assert config["keras_bert_zoo"]["task_config"]["data_layout"]["nsp"] == "sop"

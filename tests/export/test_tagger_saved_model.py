@@ -106,9 +106,7 @@ def _check_against_model(model, texts, tags, entities):
         for got, want, score in zip(got_row, want_row, exact_row):
             assert got["text"] == text[got["start"]:got["end"]]
             assert abs(got["score"] - score) <= 1e-5, (got, score)
-            # predict_entities rounds its score to 4 decimals; the SavedModel does not.
-            rounded = round(want["score"], 4) == want["score"]
-            assert abs(got["score"] - want["score"]) <= (5e-5 + 1e-6 if rounded else 1e-5), (got, want)
+            assert abs(got["score"] - want["score"]) <= 1e-5, (got, want)
 
 
 def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_path):

@@ -18,8 +18,9 @@ def test_classify_and_pretrain_are_registered_by_both_names():
     assert "pretrain" not in task_names(finetunable=True)
     assert get_task("classify") is get_task("BertClassifier")
     assert get_task("pretrain").model_class().__name__ == "BertPretrainer"
-    with pytest.raises(ValueError, match="unknown task 'tag'; known tasks: classify"):
-        get_task("tag")
+    assert get_task("tag") is get_task("BertTagger")
+    with pytest.raises(ValueError, match="unknown task 'parse'; known tasks: classify, pretrain, tag"):
+        get_task("parse")
 
 
 def test_every_task_implements_what_the_verbs_call():
