@@ -23,7 +23,7 @@ from keras_bert_zoo.models.loading import (  # noqa: F401  (re-exported: they us
     assign_weights,
     backbone_from_checkpoint,
 )
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
 # HF `hidden_act` -> ours. HF's "gelu" is the exact erf form; "gelu_new",
@@ -234,6 +234,18 @@ def _open_tf_checkpoint(path, files):
         raise CheckpointError(f"{path} has bert_config.json but no TF checkpoint (*.index) beside it.")
     prefix = "bert_model.ckpt" if "bert_model.ckpt" in prefixes else prefixes[-1]
     return tf.train.load_checkpoint(os.path.join(path, prefix))
+
+
+def read_architecture(name_or_path):
+    """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
+    file only (no weights are read), so checks before training stay cheap."""
+    if name_or_path in BACKBONE_PRESETS:
+        return backbone_config(name_or_path)
+    for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
+        path = os.path.join(str(name_or_path), name)
+        if os.path.isfile(path):
+            return _backbone_kwargs(_read_json(path), fmt)
+    return Checkpoint(name_or_path).backbone_kwargs  # raises the checkpoint's own clear error
 
 
 def load_backbone(name_or_path, load_weights=True, **kwargs):

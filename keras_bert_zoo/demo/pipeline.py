@@ -107,7 +107,6 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     from keras_bert_zoo.tasks import finetune, pretrain
     from keras_bert_zoo.tasks.pretraining import evaluate_pretrainer
     from keras_bert_zoo.export.saved_model import export_saved_model
-    from keras_bert_zoo.models.classifier import BertClassifier
     from keras_bert_zoo.models.pretrainer import BertPretrainer
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
     from keras_bert_zoo.preprocessing.task_data import DataLayout

@@ -4,10 +4,9 @@ import dataclasses
 
 import keras
 
-from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
-from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.task import Task, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
 
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
@@ -146,26 +145,13 @@ class BertClassifier(Task):
         return [dataclasses.replace(kernel, google_name="output_weights"),
                 dataclasses.replace(bias, google_name="output_bias")]
 
-    def save_to_preset(self, path):
-        """Writes the preset, plus HF's `num_labels`/`id2label`/`problem_type`, so
-        `transformers.BertForSequenceClassification.from_pretrained(path)` loads it."""
-        import json
-        import os
-
-        super().save_to_preset(path)
-        config_path = os.path.join(path, "config.json")
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+    def hf_config_extras(self):
+        """HF's `id2label`/`label2id`/`problem_type`, so
+        `transformers.BertForSequenceClassification.from_pretrained(path)` loads the preset."""
         names = self.label_names or [f"LABEL_{i}" for i in range(self.num_classes)]
-        config["id2label"] = {str(i): n for i, n in enumerate(names)}
-        config["label2id"] = {n: i for i, n in enumerate(names)}
-        config["problem_type"] = {
-            "single_label": "single_label_classification",
-            "multi_label": "multi_label_classification",
-            "regression": "regression",
-        }[self.problem_type]
-        config["classifier_dropout"] = self.dropout
-        write_json(config_path, config)
+        problem_type = {"single_label": "single_label_classification", "multi_label": "multi_label_classification",
+                        "regression": "regression"}[self.problem_type]
+        return {**label_table(names), "problem_type": problem_type, "classifier_dropout": self.dropout}
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):

@@ -3,11 +3,10 @@
 import keras
 from keras import ops
 
-from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
-from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.task import Task, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
 
 IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
@@ -198,21 +197,10 @@ class BertTagger(Task):
     def head_weight_specs(self):
         return head_dense_specs("classifier", self.classifier)
 
-    def save_to_preset(self, path):
-        """Writes the preset plus HF's `id2label`/`label2id`, so
-        `transformers.BertForTokenClassification.from_pretrained(path)` loads it."""
-        import json
-        import os
-
-        super().save_to_preset(path)
-        config_path = os.path.join(path, "config.json")
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-        names = self._names()
-        config["id2label"] = {str(i): n for i, n in enumerate(names)}
-        config["label2id"] = {n: i for i, n in enumerate(names)}
-        config["classifier_dropout"] = self.dropout
-        write_json(config_path, config)
+    def hf_config_extras(self):
+        """HF's `id2label`/`label2id`, so `transformers.BertForTokenClassification.from_pretrained`
+        loads the preset with its tag names."""
+        return {**label_table(self._names()), "classifier_dropout": self.dropout}
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):

@@ -13,13 +13,20 @@ A subclass provides:
 - `hf_architecture`: the HF class name recorded in `config.json`.
 """
 
+import json
 import os
 
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CheckpointError
+
+
+def label_table(names):
+    """HF's `id2label` / `label2id` entries for label `names` in id order."""
+    return {"id2label": {str(i): n for i, n in enumerate(names)}, "label2id": {n: i for i, n in enumerate(names)}}
 
 
 class Task(keras.Model):
@@ -141,8 +148,18 @@ class Task(keras.Model):
             tied=self._tied_tensors(),
             include_pooler=self.uses_pooler,
         )
+        extras = self.hf_config_extras()
+        if extras:  # what HF's task class reads from config.json (labels, ...)
+            config_path = os.path.join(path, "config.json")
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+            write_json(config_path, {**config, **extras})
         if self.preprocessor is not None and hasattr(self.preprocessor, "save_to_preset"):
             self.preprocessor.save_to_preset(path)
+
+    def hf_config_extras(self):
+        """Entries added to the preset's `config.json` for HF's task class (e.g. `id2label`)."""
+        return {}
 
     def _tied_tensors(self):
         return ()

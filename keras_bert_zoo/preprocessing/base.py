@@ -7,6 +7,9 @@ ops on the host (CPU), whatever the Keras backend, so that it can live in a
 `tf.data` pipeline and inside an exported SavedModel.
 """
 
+import json
+import os
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -56,3 +59,18 @@ def to_string_tensor(text, name="text"):
     if text.shape.rank is not None and text.shape.rank > 1:
         raise ValueError(f"`{name}` must have shape [batch] or [] (a scalar), got shape {text.shape}.")
     return text
+
+
+def preset_settings(path, filename, sequence_length=None, **overrides):
+    """A preprocessor's saved settings (`path/filename`, JSON; `{}` when absent), with
+    `sequence_length` (when given, else the saved one, else 128) and `overrides` applied."""
+    settings = {}
+    saved_path = os.path.join(os.fspath(path), filename)
+    if os.path.exists(saved_path):
+        with open(saved_path, encoding="utf-8") as f:
+            settings = json.load(f)
+    if sequence_length is not None:
+        settings["sequence_length"] = sequence_length
+    settings.setdefault("sequence_length", 128)
+    settings.update(overrides)
+    return settings

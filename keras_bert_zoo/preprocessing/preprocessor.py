@@ -1,13 +1,12 @@
 """`BertPreprocessor`: raw strings (one text or a pair) -> `token_ids, segment_ids, padding_mask`."""
 
-import json
 import os
 
 import keras
 import tensorflow as tf
 
 from keras_bert_zoo.files import write_json
-from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
+from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings, to_string_tensor
 from keras_bert_zoo.preprocessing.packer import SegmentPacker
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 
@@ -94,17 +93,8 @@ class BertPreprocessor(PreprocessingLayer):
             path: a preset directory (HF, Google, or written by `save_to_preset`).
             sequence_length: int; None uses the value saved with the preset, else 128.
         """
-        tokenizer = BertTokenizer.from_preset(path)
-        saved = {}
-        saved_path = os.path.join(os.fspath(path), PREPROCESSOR_FILE)
-        if os.path.exists(saved_path):
-            with open(saved_path, encoding="utf-8") as f:
-                saved = json.load(f)
-        if sequence_length is not None:
-            saved["sequence_length"] = sequence_length
-        saved.setdefault("sequence_length", 128)
-        saved.update(kwargs)
-        return cls(tokenizer=tokenizer, **saved)
+        return cls(tokenizer=BertTokenizer.from_preset(path),
+                   **preset_settings(path, PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `preprocessor.json` (sequence_length, truncate)."""

@@ -40,7 +40,6 @@ pre.windows([["EU"] * 40])["sentence_ids"]  # [0, 0, 0, 0, 0]: five overlapping 
 """
 
 import dataclasses
-import json
 import os
 import weakref
 
@@ -49,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.files import write_json
-from keras_bert_zoo.preprocessing.base import PreprocessingLayer
+from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 
 IGNORE_LABEL = -100
@@ -354,17 +353,8 @@ class TaggingPreprocessor(PreprocessingLayer):
     def from_preset(cls, path, sequence_length=None, **kwargs):
         """Tokenizer from `vocab.txt` (+ `tokenizer_config.json`); settings from
         `tagging_preprocessor.json` when present (else sequence_length 128)."""
-        tokenizer = BertTokenizer.from_preset(path)
-        saved = {}
-        saved_path = os.path.join(os.fspath(path), TAGGING_PREPROCESSOR_FILE)
-        if os.path.exists(saved_path):
-            with open(saved_path, encoding="utf-8") as f:
-                saved = json.load(f)
-        if sequence_length is not None:
-            saved["sequence_length"] = sequence_length
-        saved.setdefault("sequence_length", 128)
-        saved.update(kwargs)
-        return cls(tokenizer=tokenizer, **saved)
+        return cls(tokenizer=BertTokenizer.from_preset(path),
+                   **preset_settings(path, TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `tagging_preprocessor.json`."""

@@ -38,7 +38,11 @@ class TaskSpec:
 
     def load_model(self, model_dir):
         """The model saved in `model_dir`, with the preprocessor it was trained with."""
-        return self.model_class().from_preset(model_dir)
+        model = self.model_class().from_preset(model_dir)
+        if model.preprocessor is None:
+            raise ValueError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; use a directory "
+                             f"written by `bert-zoo finetune {self.name}`.")
+        return model
 
     # --- the command line ---------------------------------------------------------------
     def add_arguments(self, parser):

@@ -103,13 +103,6 @@ class ClassifyTask(TaskSpec):
         return classification_metrics(labels, pred, model.problem_type, model.num_classes)
 
     # --- evaluate / predict ---------------------------------------------------------------
-    def load_model(self, model_dir):
-        model = self.model_class().from_preset(model_dir)
-        if model.preprocessor is None:
-            raise ValueError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; use a directory "
-                             "written by `bert-zoo finetune classify`.")
-        return model
-
     def evaluate(self, model_dir, data_paths, batch_size=64):
         import numpy as np
 

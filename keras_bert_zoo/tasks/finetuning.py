@@ -9,7 +9,6 @@ each epoch end, and writes `out/` as a preset directory with `metrics.json` and
 
 import os
 import tempfile
-import time
 
 import numpy as np
 
@@ -33,24 +32,11 @@ def vocab_dir_for(model, vocab=None):
     return path
 
 
-def model_architecture(model):
-    """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
-    file only (no weights read), so checks before training stay cheap."""
-    from keras_bert_zoo.convert.checkpoint import Checkpoint, _backbone_kwargs, _read_json
-    from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
-
-    if model in BACKBONE_PRESETS:
-        return backbone_config(model)
-    for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
-        path = os.path.join(str(model), name)
-        if os.path.isfile(path):
-            return _backbone_kwargs(_read_json(path), fmt)
-    return Checkpoint(model).backbone_kwargs  # raises the checkpoint's own clear error
-
-
 def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
-    arch = model_architecture(model)
+    from keras_bert_zoo.convert.checkpoint import read_architecture
+
+    arch = read_architecture(model)
     with open(os.path.join(vocab_dir, "vocab.txt"), encoding="utf-8") as f:
         size = sum(1 for _ in f)
     if size != arch["vocabulary_size"]:

@@ -12,7 +12,6 @@ of training and out of the vocabulary). `out` receives TensorBoard logs (`logs/`
 
 import math
 import os
-import tempfile
 
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.files import write_metrics

@@ -85,13 +85,6 @@ class TagTask(TaskSpec):
         return entity_scores(examples.tags, predicted, scheme=model.scheme)
 
     # --- evaluate / predict ---------------------------------------------------------------
-    def load_model(self, model_dir):
-        model = self.model_class().from_preset(model_dir)
-        if model.preprocessor is None:
-            raise ValueError(f"{model_dir} has no vocab.txt, so text cannot be tokenized; use a directory "
-                             "written by `bert-zoo finetune tag`.")
-        return model
-
     def evaluate(self, model_dir, data_paths, batch_size=64):
         from keras_bert_zoo.metrics.entities import entity_scores
         from keras_bert_zoo.preprocessing.tagging_data import read_tagged
