@@ -1,14 +1,15 @@
 """`bert-zoo predict --model DIR TEXT...`: the saved task model's answers for raw text.
 
-For sentence-pair classifiers, give each pair as one argument with the two sentences
-separated by a tab or by ` ||| `.
+Classifiers print labels and probabilities (sentence pairs as one argument, the two
+sentences separated by a tab or by ` ||| `), taggers entity spans, pretrained models the
+top tokens at each `[MASK]`.
 """
 
 import json
 
 
 def add_arguments(parser):
-    parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune`")
+    parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("texts", nargs="+", metavar="TEXT",
                         help="raw text; sentence pairs as 'A ||| B' (or tab-separated)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
@@ -18,9 +19,6 @@ def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
     spec = task_of_model_dir(args.model, "predict")
-    if not spec.finetunable:
-        raise ValueError(f"predict handles fine-tuned models; {args.model} holds a {spec.model_class_name} "
-                         "(export it for fill-mask).")
     for row in spec.predict(spec.load_model(args.model), args.texts):
         print(json.dumps(row) if args.json else spec.format_prediction(row))
     return 0

@@ -204,21 +204,6 @@ class BertClassifier(Task):
         return super().from_preset(name_or_path, load_weights=load_weights,
                                    preprocessor=preprocessor, **kwargs)
 
-    @classmethod
-    def _preprocessor_from_checkpoint(cls, checkpoint):
-        if checkpoint.file("vocab.txt") is None:
-            return None
-        try:
-            from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-        except ImportError:  # preprocessing not installed in this version
-            return None
-        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
-        kwargs = {}
-        length = (extra.get("data_layout") or extra.get("data_format") or {}).get("sequence_length")
-        if length:
-            kwargs["sequence_length"] = int(length)
-        return BertPreprocessor.from_preset(checkpoint.path, **kwargs)
-
     # --- training defaults ------------------------------------------------------------
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
         """`compile` with the loss and metrics that fit `problem_type`.

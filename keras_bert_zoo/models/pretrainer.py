@@ -219,6 +219,52 @@ class BertPretrainer(Task):
             ("cls.predictions.decoder.bias", self.mlm_head.bias.numpy()),
         )
 
+    # --- fill-mask ------------------------------------------------------------------------
+    def fill_mask(self, texts, top_k=5, batch_size=32):
+        """The `top_k` most likely tokens at each `[MASK]` of each text.
+
+        Needs a preprocessor (`BertPreprocessor`; `from_preset` on a directory with a
+        `vocab.txt` attaches one). Texts longer than its `sequence_length` are cut, and a
+        `[MASK]` beyond the cut gets no answer.
+
+        Returns:
+            per text, a list with one entry per `[MASK]` (in order), each a list of
+            `top_k` `(token, probability)` pairs, most likely first.
+
+        Examples:
+        ```python
+        model = BertPretrainer.from_preset("path/to/pretrained")   # with vocab.txt
+        model.fill_mask(["the capital of france is [MASK] ."], top_k=3)
+        # [[[('paris', 0.41), ('lyon', 0.07), ('marseille', 0.05)]]]
+        ```
+        """
+        import numpy as np
+
+        if self.preprocessor is None or not hasattr(self.preprocessor, "tokenizer"):
+            raise ValueError("fill_mask needs a BertPreprocessor: load the model from a directory with vocab.txt, "
+                             "or pass preprocessor=BertPreprocessor.from_preset(DIR).")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        tokenizer = self.preprocessor.tokenizer
+        vocabulary = tokenizer.get_vocabulary()
+        answers = []
+        for start in range(0, len(texts), batch_size):
+            features = {k: np.asarray(v) for k, v in self.preprocessor(texts[start:start + batch_size]).items()}
+            is_mask = features["token_ids"] == tokenizer.mask_token_id
+            count = max(int(is_mask.sum(axis=1).max()), 1)
+            positions = np.zeros((len(is_mask), count), "int32")
+            for row, where in enumerate(is_mask):
+                found = np.flatnonzero(where)
+                positions[row, : len(found)] = found
+            logits = self.predict_on_batch({**features, "mask_positions": positions})["mlm_logits"]
+            logits = np.asarray(logits, dtype=np.float64)
+            probs = np.exp(logits - logits.max(-1, keepdims=True))
+            probs /= probs.sum(-1, keepdims=True)
+            best = np.argsort(-probs, axis=-1)[..., :top_k]
+            for row, where in enumerate(is_mask):
+                answers.append([[(vocabulary[i], float(probs[row, slot, i])) for i in best[row, slot]]
+                                for slot in range(int(where.sum()))])
+        return answers
+
     def get_config(self):
         config = super().get_config()
         config["data_layout"] = dict(self.data_layout)

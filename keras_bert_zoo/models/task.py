@@ -115,8 +115,16 @@ class Task(keras.Model):
 
     @classmethod
     def _preprocessor_from_checkpoint(cls, checkpoint):
-        """A preprocessor from the directory's vocabulary, or None. Overridden by tasks."""
-        return None
+        """A `BertPreprocessor` from the directory's `vocab.txt` (None without one), at the
+        sequence length the model was trained with. Tasks with other inputs override it."""
+        if checkpoint.file("vocab.txt") is None:
+            return None
+        from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+
+        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
+        layout = extra.get("data_layout") or extra.get("data_format") or extra.get("data_config") or {}
+        length = layout.get("sequence_length")
+        return BertPreprocessor.from_preset(checkpoint.path, **({"sequence_length": int(length)} if length else {}))
 
     def _load_head(self, checkpoint):
         specs = self.head_weight_specs()

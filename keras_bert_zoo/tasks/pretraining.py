@@ -301,16 +301,19 @@ class PretrainTask(TaskSpec):
 
         return BertPretrainer
 
-    def load_model(self, model_dir):
-        from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-
-        if not os.path.isfile(os.path.join(model_dir, "vocab.txt")):
-            raise ValueError(f"--model {model_dir!r} has no vocab.txt, so raw text cannot be tokenized; "
-                             "copy the vocabulary the model was trained with into it.")
-        return self.model_class().from_preset(model_dir, preprocessor=BertPreprocessor.from_preset(model_dir))
-
     def evaluate(self, model_dir, data_paths, batch_size=32):
         return evaluate_pretrainer(model_dir, data_paths, batch_size=batch_size)
+
+    def predict(self, model, texts):
+        if not any("[MASK]" in t for t in texts):
+            raise ValueError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
+                             "'The capital of France is [MASK] .'")
+        return [{"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
+                for text, answer in zip(texts, model.fill_mask(list(texts)))]
+
+    def format_prediction(self, row):
+        shown = "  |  ".join(", ".join(f"{c['token']} {c['score']:.3f}" for c in slot) for slot in row["masks"])
+        return f"{shown or '(no [MASK])'}\t{row['text']}"
 
     def serving(self):
         return PretrainerServing
