@@ -17,8 +17,9 @@ baseline). `--select best` keeps the best of the periodic dev evaluations instea
 shown in its own table labelled "best of N dev evaluations (selection on dev)".
 
 Every run writes `ROOT/RUN/metrics.json` (from `finetune`) and `ROOT/RUN/recipe.json`
-(the recipe, the command, the date, the load average, the git commit); the table names
-the run each figure comes from.
+(the recipe, the command, start and end times, the load average at both, the git commit
+at the start and any uncommitted package files); the table names the run each figure
+comes from.
 
     python benchmarks/glue.py sst2            # HF recipe: first 20,000 train examples, 1 epoch
     python benchmarks/glue.py mrpc            # HF recipe: full train (3,668), 3 epochs
@@ -60,7 +61,7 @@ RECIPES = {
     # Longer budgets than HF's reference runs: different recipes, never compared with HF's figure.
     "sst2_full": dict(task="sst2", model="minilm", args=dict(epochs=1, max_train_examples=None),
                       data="all 67,349 of train.tsv (3.4x HF's data)", hf=None, best_eval_every=500),
-    "rte_6ep": dict(task="rte", model="minilm", args=dict(epochs=6), data="train.tsv (2,490), 6 epochs (2x HF's)",
+    "rte_6ep": dict(task="rte", model="minilm", args=dict(epochs=6), data="train.tsv (2,490), 2x HF's epochs",
                     hf=None, best_eval_every=39),
     # No pretraining: bert_tiny_uncased from random init (same uncased vocabulary), lr 1e-4.
     "sst2_scratch": dict(task="sst2", model="bert_tiny_uncased",
@@ -93,12 +94,15 @@ def run_dir(root, name, select):
     return os.path.join(root, name if select == "final" else f"{name}-best")
 
 
-def _git_commit():
+def _git(*args):
     try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
+        return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def _now():
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def count_evaluations(steps, epochs, eval_every):
@@ -126,7 +130,9 @@ def run_recipe(name, root, select="final", **overrides):
     train = os.path.join(DATA, spec["task"], "train.tsv")
     dev = os.path.join(DATA, spec["task"], "dev.tsv")
     print(f"== {name} (select={select}): {args}", flush=True)
-    load_before = os.getloadavg()
+    load_before, started = os.getloadavg(), _now()
+    # The package as this process imports it: HEAD plus any uncommitted edits to it.
+    commit, dirty = _git("rev-parse", "--short", "HEAD"), _git("status", "--porcelain", "--", "keras_bert_zoo")
     start = time.perf_counter()
     _, metrics = finetune("classify", model, train, dev, out, layout=DataLayout.for_task(spec["task"]),
                           vocab=minilm,  # the scratch model uses the same uncased vocabulary (30,522)
@@ -137,9 +143,10 @@ def run_recipe(name, root, select="final", **overrides):
         "modified": sorted(overrides),  # arguments that differ from the named recipe
         "train": train, "dev": dev, "metrics": os.path.join(out, "metrics.json"),
         "dev_evaluations": count_evaluations(metrics["steps"], args["epochs"], args["eval_every"]),
-        "wall_seconds": wall, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "wall_seconds": wall, "started": started, "date": _now(),
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()), "cpus": os.cpu_count(),
-        "git_commit": _git_commit(), "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "git_commit": commit, "uncommitted_package_files": dirty.splitlines(),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
     write_json(os.path.join(out, "recipe.json"), record)
     print_tables(root, [name])

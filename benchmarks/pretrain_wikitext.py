@@ -122,9 +122,12 @@ def main(argv=None):
     parser.add_argument("--eval-batches", type=int, default=30)
     parser.add_argument("--only", choices=("mini", "minilm", "speed"), default=None)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--speed-rounds", type=int, default=5, help="--only speed: interleaved rounds")
-    parser.add_argument("--speed-steps", type=int, default=10, help="--only speed: train steps per system per round")
+    parser.add_argument("--speed-rounds", type=int, default=8, help="--only speed: interleaved rounds")
+    parser.add_argument("--speed-steps", type=int, default=5, help="--only speed: train steps per system per round")
     parser.add_argument("--speed-xla-only", action="store_true", help="--only speed: skip our no-XLA row")
+    parser.add_argument("--speed-threads", type=int, default=2,
+                        help="--only speed: intra-op threads of both TensorFlow and PyTorch (1: least sensitive to "
+                             "other jobs on a loaded machine)")
     args = parser.parse_args(argv)
     out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
     os.makedirs(out_dir, exist_ok=True)
@@ -133,7 +136,8 @@ def main(argv=None):
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     if args.only == "speed":  # random ids: no corpus needed
         speed_vs_hf(args.batch_size, seq, pred, args.vocab_size, rounds=args.speed_rounds, steps=args.speed_steps,
-                    out_dir=out_dir, xla_only=args.speed_xla_only)
+                    out_dir=out_dir, xla_only=args.speed_xla_only, threads=args.speed_threads,
+                    hf_one_thread=args.speed_threads > 1)
         return
     if not os.path.exists(WIKITEXT):
         sys.exit(f"WikiText not found at {WIKITEXT} (expects ../shared/data beside the repo).")
@@ -198,8 +202,8 @@ def print_train_curves(outs):
         print(f"| {step} | " + " | ".join(cells) + " |")
 
 
-def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=5, steps=10,
-                out_dir=None, xla_only=False):
+def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=8, steps=5,
+                out_dir=None, xla_only=False, threads=2, hf_one_thread=True):
     """Train-step throughput of our BertPretrainer vs HF BertForPreTraining doing the same work.
 
     bert_mini shape, random ids, `max_predictions` masked positions per sequence. Our
@@ -212,10 +216,13 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
     "HF default, logits at all positions" is `BertForPreTraining(**inputs, labels=...)`
     as users call it (labels -100 off the masked positions: the same loss value, more
     work). Same batch, length, inputs, AdamW (eps 1e-6, weight decay 0.01 off
-    LayerNorm/bias), linear warm-up/decay schedule and clipping at 1.0 for all; PyTorch on
-    2 threads, TensorFlow on its default (all 2 cores). The systems run in interleaved
-    rounds of `steps` steps, so each sees the same load; we report the median and the
-    best round and the ratios within each round.
+    LayerNorm/bias), linear warm-up/decay schedule and clipping at 1.0 for all; `threads`
+    (2) intra-op threads for both (TensorFlow: 2 intra-op, 1 inter-op; PyTorch:
+    `torch.set_num_threads(2)`). The systems run in interleaved rounds of `steps` steps,
+    so each sees the same load; we report the median and the best round and the median of
+    the per-round ratios. With `hf_one_thread`, a diagnostic row runs HF's same-work step
+    on 1 thread: on an oversubscribed machine PyTorch's 2-thread OpenMP regions can wait
+    on a descheduled thread, and this row shows how much of the gap that is.
     """
     import statistics
 
@@ -228,7 +235,16 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
     from keras_bert_zoo import BertBackbone, BertPretrainer
     from keras_bert_zoo.training import create_optimizer
 
-    torch.set_num_threads(2)
+    import tensorflow as tf
+
+    # Same thread count for both: 2 intra-op threads, ops one at a time (PyTorch eager runs
+    # them in sequence). Only possible before TensorFlow runs its first op in this process.
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        print("warning: TensorFlow already initialised; its thread pools keep their sizes")
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     b, s, p = batch_size, sequence_length, max_predictions
@@ -311,6 +327,18 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
                 f"HF BertForPreTraining default forward, PyTorch eager, vocabulary logits at all {s} positions")
     systems[hf_names[0]] = make_step(*hf_gathered, gathered_loss)
     systems[hf_names[1]] = make_step(*hf_default, default_loss)
+    if hf_one_thread:
+        one = make_hf()
+        same_work_step = make_step(*one, gathered_loss)
+
+        def one_thread_step():
+            torch.set_num_threads(1)
+            try:
+                same_work_step()
+            finally:
+                torch.set_num_threads(threads)
+
+        systems["diagnostic: HF same work as ours, PyTorch on 1 thread"] = one_thread_step
 
     for step in systems.values():  # compile / warm up
         for _ in range(2):
@@ -326,6 +354,8 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
     base = hf_names[0]
     result = {"systems": {}, "batch_size": b, "sequence_length": s, "max_predictions": p, "vocab": vocab,
               "rounds": rounds, "steps_per_round": steps, "torch_threads": torch.get_num_threads(),
+              "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
               "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
               "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "loss_check": {"gathered": a, "default": c},
               "versions": {"keras": keras.__version__, "torch": torch.__version__,
@@ -337,7 +367,8 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
             "median_ratio_vs_hf_same_work": statistics.median(per_round_ratio), "round_seconds": ts}
     print(f"\nTrain-step throughput, bert_mini shape (4 layers, hidden 256), vocab {vocab}, batch {b} x {s}, "
           f"{p} masked positions per sequence; {rounds} interleaved rounds of {steps} steps; torch threads "
-          f"{torch.get_num_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
+          f"{torch.get_num_threads()}, TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()} / inter-op "
+          f"{tf.config.threading.get_inter_op_parallelism_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
           f"{os.getloadavg()[0]:.1f}; training loss of the two HF variants on the same weights: {a:.5f} / {c:.5f}\n")
     print("| system | tokens/s (median round) | tokens/s (best round) | ratio to HF same work (median of per-round ratios) |")
     print("|---|---|---|---|")
