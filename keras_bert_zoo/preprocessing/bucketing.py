@@ -30,6 +30,18 @@ def default_boundaries(sequence_length):
     return lengths + [int(sequence_length)]
 
 
+def fine_boundaries(sequence_length, step=8):
+    """Bucket lengths every `step` tokens up to `sequence_length`: for training batches
+    grouped by length (`bucket_by_length`), whose width then exceeds their longest
+    example by less than `step`. Many widths cost nothing extra without XLA: after a
+    few shapes `tf.function` traces one shape-generic program (`reduce_retracing`).
+
+    >>> fine_boundaries(40)
+    [8, 16, 24, 32, 40]
+    """
+    return list(range(step, int(sequence_length), step)) + [int(sequence_length)]
+
+
 def _length(features):
     return tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32), axis=-1)
 
@@ -49,13 +61,15 @@ def trim_batch(features, boundaries):
     return {k: v[:, :width] for k, v in features.items()}
 
 
-def bucket_by_length(ds, batch_size, boundaries):
+def bucket_by_length(ds, batch_size, boundaries, padding_values=None):
     """Groups unbatched, trimmed `(features, ...)` elements into padded batches by length.
 
     Args:
         ds: `tf.data.Dataset` of `(features, label)` with 1-D features of varying length.
         batch_size: int, examples per batch (every bucket).
         boundaries: sorted bucket lengths; the last must be >= the longest example.
+        padding_values: structure of `ds`'s elements with the value each is padded
+            with (default 0 everywhere), e.g. an ignored label for per-token labels.
     """
     boundaries = sorted(int(b) for b in boundaries)
 
@@ -68,6 +82,7 @@ def bucket_by_length(ds, batch_size, boundaries):
         element_length_func=length,
         bucket_boundaries=[b + 1 for b in boundaries[:-1]] + [boundaries[-1] + 1],
         bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        padding_values=padding_values,
         pad_to_bucket_boundary=True,
         drop_remainder=False,
     )

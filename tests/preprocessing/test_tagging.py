@@ -1,3 +1,4 @@
+import collections
 import os
 
 import keras
@@ -220,6 +221,36 @@ def test_windows_training_labels_and_dataset(tokenizer, testa):
     bucketed = make_tagging_dataset(ex, pre, batch_size=64, with_labels=True, bucket=True, windows=windows)
     widths = {int(b[0]["token_ids"].shape[1]) for b in bucketed.take(20)}
     assert widths <= {16, 32} and all(b[1].shape[1] == b[0]["token_ids"].shape[1] for b in bucketed.take(3))
+
+
+def test_training_batches_grouped_by_length(tokenizer, testa):
+    """group_by_length: every window exactly once per epoch, each batch padded by less
+    than 8 pieces beyond its longest window, labels padded with IGNORE_LABEL, and far
+    less padding than random batches (the point of it)."""
+    pre = TaggingPreprocessor(tokenizer, sequence_length=64, label_names=testa.label_names)
+    windows = make_windows(testa, pre)
+    ds = make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows,
+                              group_by_length=True)
+    lengths = windows.features["padding_mask"].sum(axis=1)
+    seen, padded = collections.Counter(), 0
+    for x, y in ds:
+        mask = x["padding_mask"].numpy()
+        width, longest = mask.shape[1], mask.sum(axis=1).max()
+        assert longest <= width < longest + 8 or width == 64
+        np.testing.assert_array_equal(y.numpy() == IGNORE_LABEL, (y.numpy() == IGNORE_LABEL) | (mask == 0))
+        assert (y.numpy()[mask == 0] == IGNORE_LABEL).all()
+        for row, n in zip(x["token_ids"].numpy(), mask.sum(axis=1)):
+            seen[tuple(row[:n])] += 1
+        padded += mask.size
+    expected = collections.Counter(tuple(r[:n]) for r, n in zip(windows.features["token_ids"], lengths))
+    assert seen == expected
+    random_batches = sum(lengths[i:i + 32].max() * len(lengths[i:i + 32]) for i in range(0, len(lengths), 32))
+    assert padded < 0.7 * random_batches
+    def first_batch():
+        return next(iter(make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows,
+                                              group_by_length=True)))[0]["token_ids"].numpy()
+
+    np.testing.assert_array_equal(first_batch(), first_batch())  # seeded
 
 
 def test_predict_words_with_keras_model(tokenizer):
