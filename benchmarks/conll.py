@@ -122,7 +122,7 @@ def _per_type(true, pred):
 
 
 # --- ours -------------------------------------------------------------------------------------
-def run_ours(epochs, max_train, out):
+def run_ours(epochs, max_train, out, bucketing=True):
     from keras_bert_zoo import finetune
     from keras_bert_zoo.metrics.entities import entity_scores
     from keras_bert_zoo.preprocessing.tagging_data import read_tagged
@@ -135,7 +135,7 @@ def run_ours(epochs, max_train, out):
         "tag", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=TaggingLayout(), epochs=epochs,
         batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"], warmup_ratio=RECIPE["warmup_ratio"],
         sequence_length=RECIPE["sequence_length"], max_train_examples=max_train, select="final", eval_every=0,
-        seed=RECIPE["seed"], verbose=2)
+        seed=RECIPE["seed"], bucketing=bucketing, verbose=2)
     wall = time.perf_counter() - start
     # Cross-check: the same model's word predictions, scored by seqeval and by our metric again.
     dev = read_tagged(DEV, label_names=model.label_names)
@@ -388,13 +388,15 @@ def main(argv=None):
     parser.add_argument("--only", choices=("ours", "hf"), help="run one side only")
     parser.add_argument("--root", default="/tmp/bert_zoo_conll")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
+    parser.add_argument("--by-length", action="store_true",
+                        help="ours: training batches grouped by length (finetune bucketing='by_length')")
     args = parser.parse_args(argv)
     out = run_dir(args.root, args.epochs, args.max_train_sentences)
     if args.table:
         print_table(out, args.epochs)
         return
     if args.only == "ours":
-        run_ours(args.epochs, args.max_train_sentences, out)
+        run_ours(args.epochs, args.max_train_sentences, out, bucketing="by_length" if args.by_length else True)
         return
     if args.only == "hf":
         run_hf(args.epochs, args.max_train_sentences, out)

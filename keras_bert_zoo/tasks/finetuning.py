@@ -83,6 +83,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
             selection: name it as such when comparing).
         seed: initialisation, dropout and shuffling seed.
         bucketing: batch examples of similar length (much faster on real data).
+            Tagging cuts random batches to a bucket; `"by_length"` groups them by
+            length instead (faster still, see `make_tagging_dataset`).
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default).
         strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
