@@ -446,6 +446,278 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     return record
 
 
+# --- ours ------------------------------------------------------------------------------------------
+def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
+    from keras_bert_zoo import finetune
+
+    minilm = _minilm()
+    dev = read_squad(DEV, max_dev)
+    load_before, uptime_before = os.getloadavg(), _uptime()
+    start = time.perf_counter()
+    model, metrics = finetune(
+        "qa", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=_qa_layout(sequence_length, overlap),
+        epochs=epochs, batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"],
+        warmup_ratio=RECIPE["warmup_ratio"], sequence_length=sequence_length, max_train_examples=max_train,
+        max_dev_examples=max_dev, select="final", eval_every=0, seed=RECIPE["seed"], verbose=2)
+    wall = time.perf_counter() - start
+    load_after_train, uptime_after_train = os.getloadavg(), _uptime()
+    # The same model's answers, written in the official form and scored by the official rules written out here.
+    t = time.perf_counter()
+    answers = model.predict_answers([e["question"] for e in dev], [e["context"] for e in dev],
+                                    n_best=RECIPE["n_best_size"], max_answer_length=RECIPE["max_answer_length"])
+    predict_seconds = time.perf_counter() - t
+    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
+    _write(os.path.join(out, "predictions_ours.json"), predictions)
+    official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
+    windows = _train_windows(model, metrics, max_train)
+    record = {
+        "system": "ours", "metrics": metrics, "exact_match": official["exact_match"], "f1": official["f1"],
+        "finetune_exact_match": metrics.get("exact_match"), "finetune_f1": metrics.get("f1"),
+        "dev_questions": official["questions"], "train_seconds": metrics["train_seconds"],
+        "windows_per_second": windows * epochs / metrics["train_seconds"], "train_windows": windows,
+        "train_questions": metrics["train_examples"], "steps": metrics["steps"],
+        "padding": "length buckets (each batch cut to the bucket holding its longest window)",
+        "dev_predict_seconds": predict_seconds, "final_train_loss": metrics["final_train_loss"], "wall_seconds": wall,
+        "loadavg_before": list(load_before), "loadavg_after": list(load_after_train),
+        "uptime_before": uptime_before, "uptime_after": uptime_after_train, "date": _now(),
+        "git_commit": _git_commit(), "versions": _versions("tensorflow", "keras", "tensorflow-text"),
+        "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
+        "predictions": os.path.join(out, "predictions_ours.json"),
+    }
+    _write(os.path.join(out, "ours.json"), record)
+    print(f"ours: dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f} (finetune's own: "
+          f"{record['finetune_exact_match']} / {record['finetune_f1']}), {record['windows_per_second']:.2f} "
+          f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
+    return record
+
+
+def _qa_layout(sequence_length, overlap):
+    """Ours in HF's overlap meaning: windows of `sequence_length`, `overlap` tokens shared."""
+    from keras_bert_zoo.tasks.qa import QALayout
+
+    return QALayout(doc_stride=overlap, stride_mode="overlap", max_query_length=RECIPE["max_query_length"])
+
+
+def _train_windows(model, metrics, max_train):
+    """Training windows of ours (to turn steps into windows/s): finetune's count, or recounted."""
+    if metrics.get("train_windows"):
+        return int(metrics["train_windows"])
+    from keras_bert_zoo.preprocessing.squad import make_qa_windows
+
+    train = read_squad(TRAIN, max_train)
+    return len(make_qa_windows(model.preprocessor, [e["question"] for e in train], [e["context"] for e in train]))
+
+
+# --- speed: train steps of both on the same batches, interleaved rounds ----------------------------------
+def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=3, threads=2, batches=6):
+    """Train-step throughput of ours (`BertSpanQA`, as `finetune` compiles it) vs HF
+    `BertForQuestionAnswering` (torch AdamW, same schedule and clipping), both from the real
+    all-MiniLM-L6-v2, on the SAME `batches` batches of real SQuAD training windows (HF's
+    run_qa.py windows and labels, each padded to `sequence_length`: batch 32 x 256), in
+    `rounds` interleaved rounds of `steps` steps each, so both see the same machine load.
+    2 intra-op threads on both sides (TensorFlow: 2 intra-op / 1 inter-op; PyTorch:
+    `torch.set_num_threads(2)`). Reports median/best round and the median per-round ratio."""
+    import statistics
+
+    import numpy as np
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        print("warning: TensorFlow already initialised; its thread pools keep their sizes")
+    import keras
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, BertForQuestionAnswering
+
+    from keras_bert_zoo import BertSpanQA
+    from keras_bert_zoo.training import create_optimizer
+
+    torch.set_num_threads(threads)
+    minilm = _minilm()
+    tokenizer = AutoTokenizer.from_pretrained(minilm)
+    train = read_squad(TRAIN)
+    truncate_questions(tokenizer, train, RECIPE["max_query_length"])
+    features = hf_train_features(tokenizer, train, sequence_length, overlap)
+    rng = np.random.default_rng(0)
+    chosen = rng.choice(len(features), batches * batch_size, replace=False)
+
+    def pad(f, key, value):
+        return f[key] + [value] * (sequence_length - len(f[key]))
+
+    data = []
+    for b in range(batches):
+        fs = [features[i] for i in chosen[b * batch_size:(b + 1) * batch_size]]
+        ids = np.array([pad(f, "input_ids", tokenizer.pad_token_id) for f in fs], "int32")
+        seg = np.array([pad(f, "token_type_ids", 0) for f in fs], "int32")
+        mask = np.array([pad(f, "attention_mask", 0) for f in fs], "int32")
+        starts = np.array([f["start_positions"] for f in fs], "int32")
+        ends = np.array([f["end_positions"] for f in fs], "int32")
+        data.append(dict(
+            ours=({"token_ids": ids, "segment_ids": seg, "padding_mask": mask},
+                  {"start_positions": starts, "end_positions": ends}),
+            hf=dict(input_ids=torch.tensor(ids, dtype=torch.long), token_type_ids=torch.tensor(seg, dtype=torch.long),
+                    attention_mask=torch.tensor(mask, dtype=torch.long),
+                    start_positions=torch.tensor(starts, dtype=torch.long),
+                    end_positions=torch.tensor(ends, dtype=torch.long))))
+    total_steps = 1000
+    load_before = os.getloadavg()
+    systems, cursor = {}, {}
+
+    def next_batch(name):
+        cursor[name] = cursor.get(name, -1) + 1
+        return data[cursor[name] % batches]
+
+    for jit in (False, True):
+        keras.utils.set_random_seed(0)
+        ours = BertSpanQA.from_preset(minilm, preprocessor=None)
+        ours.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=total_steps,
+                                                warmup_ratio=RECIPE["warmup_ratio"]), jit_compile=jit)
+        name = f"ours, Keras 3 / TF, {'XLA' if jit else 'no XLA (as finetune runs it)'}"
+        systems[name] = lambda model=ours, name=name: model.train_on_batch(*next_batch(name)["ours"])
+    torch.manual_seed(0)
+    hf = BertForQuestionAnswering.from_pretrained(minilm).train()
+    optimizer, scheduler, _ = hf_optimizer(hf, total_steps)
+    hf_name = "HF BertForQuestionAnswering, PyTorch eager"
+
+    def hf_step():
+        optimizer.zero_grad(set_to_none=True)
+        hf(**next_batch(hf_name)["hf"]).loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), RECIPE["clip_norm"])
+        optimizer.step()
+        scheduler.step()
+
+    systems[hf_name] = hf_step
+    for step in systems.values():  # compile / warm up
+        for _ in range(2):
+            step()
+    times = {k: [] for k in systems}
+    for r in range(rounds):
+        for name, step in systems.items():
+            t = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[name].append(time.perf_counter() - t)
+        print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n.split(',')[0]} {times[n][-1]:.1f} s" for n in systems),
+              flush=True)
+    windows = steps * batch_size
+    result = {"systems": {}, "batch_size": batch_size, "sequence_length": sequence_length, "rounds": rounds,
+              "steps_per_round": steps, "distinct_batches": batches, "torch_threads": torch.get_num_threads(),
+              "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
+              "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+              "date": _now(), "git_commit": _git_commit(),
+              "versions": {"keras": keras.__version__, "tensorflow": tf.__version__, "torch": torch.__version__,
+                           "transformers": transformers.__version__}}
+    for name, ts in times.items():
+        ratio = [hf_t / t for t, hf_t in zip(ts, times[hf_name])]  # > 1: faster than HF
+        result["systems"][name] = {"median_windows_per_second": windows / statistics.median(ts),
+                                   "best_windows_per_second": windows / min(ts),
+                                   "median_ratio_vs_hf": statistics.median(ratio), "per_round_ratio": ratio,
+                                   "round_seconds": ts}
+    _write(os.path.join(out, "speed.json"), result)
+    _print_speed(result)
+    print(f"\nwrote {os.path.join(out, 'speed.json')}")
+    return result
+
+
+def _print_speed(result):
+    print(f"\nTrain steps on the same real SQuAD windows, batch {result['batch_size']} x {result['sequence_length']}, "
+          f"{result['rounds']} interleaved rounds of {result['steps_per_round']} steps; torch threads "
+          f"{result['torch_threads']}, TF intra-op {result['tf_threads']['intra_op']} / inter-op "
+          f"{result['tf_threads']['inter_op']}; load average {result['loadavg_before'][0]:.1f} -> "
+          f"{result['loadavg_after'][0]:.1f} ({result['date'][:16]})\n")
+    print("| system | windows/s (median round) | windows/s (best round) | ratio to HF (median of per-round ratios) |")
+    print("|---|---|---|---|")
+    for name, r in result["systems"].items():
+        print(f"| {name} | {r['median_windows_per_second']:.2f} | {r['best_windows_per_second']:.2f} | "
+              f"{r['median_ratio_vs_hf']:.2f}x |")
+
+
+# --- both, cross-check, and the table ------------------------------------------------------------------
+def cross_check(out, max_dev=None):
+    """Both sides' predictions.json scored by the official rules written out here and by
+    `keras_bert_zoo.metrics.squad` (when it exists): the two scorers must agree."""
+    dev_ids = [e["id"] for e in read_squad(DEV, max_dev)] if max_dev else None
+    checks = {}
+    for side in ("ours", "hf"):
+        predictions = _read(os.path.join(out, f"predictions_{side}.json"))
+        if predictions is None:
+            continue
+        official = score(DEV, predictions, ids=dev_ids)
+        check = {"official_rules_here": official}
+        try:
+            library = _library_scores(predictions, dev_ids)
+            check["keras_bert_zoo.metrics.squad"] = library
+            check["agree"] = all(abs(library[k] - official[k]) < 1e-9 for k in ("exact_match", "f1"))
+        except ImportError as error:
+            check["keras_bert_zoo.metrics.squad"] = f"not available: {error}"
+        checks[side] = check
+    return checks
+
+
+def _library_scores(predictions, ids):
+    from keras_bert_zoo.metrics import squad as library
+
+    with open(DEV, encoding="utf-8") as f:
+        dataset = json.load(f)
+    if ids is not None:
+        keep = set(ids)
+        dataset = {**dataset, "data": [
+            {"paragraphs": [{"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]}
+                            for p in a["paragraphs"]]} for a in dataset["data"]]}
+    golds = {qa["id"]: [a["text"] for a in qa["answers"]]
+             for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    scores = library.squad_v1_scores(golds, predictions)
+    return {"exact_match": float(scores["exact_match"]), "f1": float(scores["f1"])}
+
+
+def _load_note(r):
+    return f"{r['loadavg_before'][0]:.1f}→{r['loadavg_after'][0]:.1f}"
+
+
+def print_table(out, sequence_length, epochs, max_dev=None):
+    ours, hf = _read(os.path.join(out, "ours.json")), _read(os.path.join(out, "hf.json"))
+    rows = []
+    for name, r in (("ours (keras_bert_zoo, TF)", ours), ("HF transformers (PyTorch, 2 threads)", hf)):
+        if r is None:
+            rows.append(f"| {name} | (not run) | | | | | | | |")
+            continue
+        rows.append(f"| {name} | {r['exact_match']:.4f} | {r['f1']:.4f} | {r['train_windows']:,} | {r['steps']} | "
+                    f"{r['train_seconds']:.0f} | {r['windows_per_second']:.2f} | {_load_note(r)} | {r['date'][:16]} |")
+    print(f"\nSQuAD v1.1, all-MiniLM-L6-v2, windows of {sequence_length} (overlap 128), {epochs} epoch(s), dev "
+          f"(squad/dev.json) at the end of training, official v1.1 scoring ({out}):\n")
+    print("| system | dev EM | dev F1 | train windows | steps | train s | train windows/s "
+          "| load 1-min (before→after) | date |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    summary = {}
+    checks = cross_check(out, max_dev)
+    for side, check in checks.items():
+        print(f"scorers, {side}: official rules here EM {check['official_rules_here']['exact_match']:.4f} / "
+              f"F1 {check['official_rules_here']['f1']:.4f}; keras_bert_zoo.metrics.squad "
+              f"{check['keras_bert_zoo.metrics.squad']}; agree: {check.get('agree')}")
+    summary["scorer_checks"] = checks
+    speed_result = _read(os.path.join(out, "speed.json"))
+    if speed_result:
+        _print_speed(speed_result)
+        summary["interleaved_speed"] = {k: v["median_ratio_vs_hf"] for k, v in speed_result["systems"].items()}
+    if ours and hf:
+        summary.update(exact_match_difference=ours["exact_match"] - hf["exact_match"],
+                       f1_difference=ours["f1"] - hf["f1"],
+                       speed_ratio=ours["windows_per_second"] / hf["windows_per_second"])
+        print(f"\nours − HF dev EM: {summary['exact_match_difference']:+.4f}, F1: {summary['f1_difference']:+.4f}; "
+              f"ours/HF end-to-end training windows/s: {summary['speed_ratio']:.2f}x (separate processes, one "
+              f"after the other: see the load columns).")
+    ref = HF_REFERENCE.get((sequence_length, epochs))
+    if ref:
+        print(f"REFERENCE_RESULTS.md (HF, another session): dev EM {ref['exact_match']} / F1 {ref['f1']}, "
+              f"{ref['windows']:,} windows, {ref['windows_per_second']} windows/s.")
+    return summary
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="SQuAD v1.1 fine-tuning, ours and HF transformers side by side")
     parser.add_argument("--sequence-length", type=int, default=256)
@@ -454,14 +726,45 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-train-questions", type=int, help="keep the first N training questions (smoke tests)")
     parser.add_argument("--max-dev-questions", type=int, help="keep the first N dev questions (smoke tests)")
-    parser.add_argument("--only", choices=("ours", "hf"), help="run one side only")
+    parser.add_argument("--only", choices=("ours", "hf", "speed"),
+                        help="one side only, or the interleaved train-step timing of both (speed.json)")
+    parser.add_argument("--rounds", type=int, default=8, help="--only speed: interleaved rounds")
+    parser.add_argument("--steps", type=int, default=3, help="--only speed: train steps per system per round")
     parser.add_argument("--root", default="/tmp/bert_zoo_squad")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     args = parser.parse_args(argv)
     out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions)
-    if args.only == "hf":
-        run_hf(args.sequence_length, args.overlap, args.epochs, args.max_train_questions, args.max_dev_questions, out)
+    side_args = (args.sequence_length, args.overlap, args.epochs, args.max_train_questions, args.max_dev_questions, out)
+    if args.table:
+        print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
         return
+    if args.only == "ours":
+        run_ours(*side_args)
+        return
+    if args.only == "hf":
+        run_hf(*side_args)
+        return
+    if args.only == "speed":
+        speed(out, args.sequence_length, args.overlap, RECIPE["batch_size"], args.rounds, args.steps)
+        return
+    # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
+    command = " ".join([os.path.basename(sys.executable)] + sys.argv)
+    started, uptime_start, commit_start = _now(), _uptime(), _git_commit()
+    print(f"{started}: {uptime_start}", flush=True)
+    passed = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--table"]
+    for side in ("ours", "hf"):
+        subprocess.run([sys.executable, os.path.abspath(__file__), *passed, "--only", side], check=True)
+    summary = print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
+    _write(os.path.join(out, "results.json"), {
+        "ours": _read(os.path.join(out, "ours.json")), "hf": _read(os.path.join(out, "hf.json")), **summary,
+        "recipe": {**RECIPE, "epochs": args.epochs, "sequence_length": args.sequence_length, "overlap": args.overlap,
+                   "max_train_questions": args.max_train_questions, "max_dev_questions": args.max_dev_questions,
+                   "train": TRAIN, "dev": DEV, "model": _minilm()},
+        "command": command, "started": started, "finished": _now(), "uptime_start": uptime_start,
+        "uptime_end": _uptime(), "cpus": os.cpu_count(),
+        "git_commit_start": commit_start, "git_commit_end": _git_commit(),
+    })
+    print(f"\nresults: {os.path.join(out, 'results.json')}")
 
 
 if __name__ == "__main__":
