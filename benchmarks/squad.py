@@ -509,14 +509,18 @@ def _train_windows(model, metrics, max_train):
 
 
 # --- speed: train steps of both on the same batches, interleaved rounds ----------------------------------
-def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=3, threads=2, batches=6):
+def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=3, threads=2, batches=6,
+          hf_one_thread=True):
     """Train-step throughput of ours (`BertSpanQA`, as `finetune` compiles it) vs HF
     `BertForQuestionAnswering` (torch AdamW, same schedule and clipping), both from the real
     all-MiniLM-L6-v2, on the SAME `batches` batches of real SQuAD training windows (HF's
     run_qa.py windows and labels, each padded to `sequence_length`: batch 32 x 256), in
     `rounds` interleaved rounds of `steps` steps each, so both see the same machine load.
     2 intra-op threads on both sides (TensorFlow: 2 intra-op / 1 inter-op; PyTorch:
-    `torch.set_num_threads(2)`). Reports median/best round and the median per-round ratio."""
+    `torch.set_num_threads(2)`). Reports median/best round and the median per-round ratio.
+    With `hf_one_thread`, a diagnostic row runs HF's step on 1 thread: on an oversubscribed
+    machine PyTorch's 2-thread OpenMP regions can wait on a descheduled thread, and this row
+    shows how much of a gap that is."""
     import statistics
 
     import numpy as np
@@ -532,7 +536,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=
     import transformers
     from transformers import AutoTokenizer, BertForQuestionAnswering
 
-    from keras_bert_zoo import BertSpanQA
+    from keras_bert_zoo.models.span_qa import BertSpanQA
     from keras_bert_zoo.training import create_optimizer
 
     torch.set_num_threads(threads)
@@ -590,6 +594,24 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=
         scheduler.step()
 
     systems[hf_name] = hf_step
+    if hf_one_thread:  # diagnostic: PyTorch's 2-thread OpenMP regions wait on a descheduled thread under load
+        torch.manual_seed(0)
+        hf1 = BertForQuestionAnswering.from_pretrained(minilm).train()
+        optimizer1, scheduler1, _ = hf_optimizer(hf1, total_steps)
+        hf1_name = "diagnostic: HF BertForQuestionAnswering, PyTorch on 1 thread"
+
+        def hf1_step():
+            torch.set_num_threads(1)
+            try:
+                optimizer1.zero_grad(set_to_none=True)
+                hf1(**next_batch(hf1_name)["hf"]).loss.backward()
+                torch.nn.utils.clip_grad_norm_(hf1.parameters(), RECIPE["clip_norm"])
+                optimizer1.step()
+                scheduler1.step()
+            finally:
+                torch.set_num_threads(threads)
+
+        systems[hf1_name] = hf1_step
     for step in systems.values():  # compile / warm up
         for _ in range(2):
             step()
