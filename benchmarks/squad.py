@@ -455,7 +455,8 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
     load_before, uptime_before = os.getloadavg(), _uptime()
     start = time.perf_counter()
     model, metrics = finetune(
-        "qa", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=_qa_layout(sequence_length, overlap),
+        "qa", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), doc_stride=overlap, stride_mode="overlap",
+        max_query_length=RECIPE["max_query_length"],
         epochs=epochs, batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"],
         warmup_ratio=RECIPE["warmup_ratio"], sequence_length=sequence_length, max_train_examples=max_train,
         max_dev_examples=max_dev, select="final", eval_every=0, seed=RECIPE["seed"], verbose=2)
@@ -489,13 +490,6 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
           f"{record['finetune_exact_match']} / {record['finetune_f1']}), {record['windows_per_second']:.2f} "
           f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
     return record
-
-
-def _qa_layout(sequence_length, overlap):
-    """Ours in HF's overlap meaning: windows of `sequence_length`, `overlap` tokens shared."""
-    from keras_bert_zoo.tasks.qa import QALayout
-
-    return QALayout(doc_stride=overlap, stride_mode="overlap", max_query_length=RECIPE["max_query_length"])
 
 
 def _train_windows(model, metrics, max_train):
@@ -681,18 +675,11 @@ def cross_check(out, max_dev=None):
 
 
 def _library_scores(predictions, ids):
-    from keras_bert_zoo.metrics import squad as library
+    from keras_bert_zoo.metrics.squad import squad_scores
 
-    with open(DEV, encoding="utf-8") as f:
-        dataset = json.load(f)
-    if ids is not None:
-        keep = set(ids)
-        dataset = {**dataset, "data": [
-            {"paragraphs": [{"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]}
-                            for p in a["paragraphs"]]} for a in dataset["data"]]}
-    golds = {qa["id"]: [a["text"] for a in qa["answers"]]
-             for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]}
-    scores = library.squad_v1_scores(golds, predictions)
+    keep = set(ids) if ids is not None else None
+    golds = {e["id"]: e["answers"]["text"] for e in read_squad(DEV) if keep is None or e["id"] in keep}
+    scores = squad_scores(predictions, golds)
     return {"exact_match": float(scores["exact_match"]), "f1": float(scores["f1"])}
 
 
