@@ -503,8 +503,8 @@ def _train_windows(model, metrics, max_train):
 
 
 # --- speed: train steps of both on the same batches, interleaved rounds ----------------------------------
-def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=3, threads=2, batches=6,
-          hf_one_thread=True):
+def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=2, threads=2, batches=6,
+          hf_one_thread=True, xla=False):
     """Train-step throughput of ours (`BertSpanQA`, as `finetune` compiles it) vs HF
     `BertForQuestionAnswering` (torch AdamW, same schedule and clipping), both from the real
     all-MiniLM-L6-v2, on the SAME `batches` batches of real SQuAD training windows (HF's
@@ -514,7 +514,8 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=
     `torch.set_num_threads(2)`). Reports median/best round and the median per-round ratio.
     With `hf_one_thread`, a diagnostic row runs HF's step on 1 thread: on an oversubscribed
     machine PyTorch's 2-thread OpenMP regions can wait on a descheduled thread, and this row
-    shows how much of a gap that is."""
+    shows how much of a gap that is. `xla` adds a row for ours compiled with XLA (finetune's
+    default is no XLA, the row that compares with the end-to-end run)."""
     import statistics
 
     import numpy as np
@@ -568,7 +569,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=8, steps=
         cursor[name] = cursor.get(name, -1) + 1
         return data[cursor[name] % batches]
 
-    for jit in (False, True):
+    for jit in ((False, True) if xla else (False,)):
         keras.utils.set_random_seed(0)
         ours = BertSpanQA.from_preset(minilm, preprocessor=None)
         ours.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=total_steps,
@@ -737,8 +738,9 @@ def main(argv=None):
     parser.add_argument("--max-dev-questions", type=int, help="keep the first N dev questions (smoke tests)")
     parser.add_argument("--only", choices=("ours", "hf", "speed"),
                         help="one side only, or the interleaved train-step timing of both (speed.json)")
-    parser.add_argument("--rounds", type=int, default=8, help="--only speed: interleaved rounds")
-    parser.add_argument("--steps", type=int, default=3, help="--only speed: train steps per system per round")
+    parser.add_argument("--rounds", type=int, default=5, help="--only speed: interleaved rounds")
+    parser.add_argument("--steps", type=int, default=2, help="--only speed: train steps per system per round")
+    parser.add_argument("--xla", action="store_true", help="--only speed: also time ours with XLA")
     parser.add_argument("--root", default="/tmp/bert_zoo_squad")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     args = parser.parse_args(argv)
@@ -754,7 +756,7 @@ def main(argv=None):
         run_hf(*side_args)
         return
     if args.only == "speed":
-        speed(out, args.sequence_length, args.overlap, RECIPE["batch_size"], args.rounds, args.steps)
+        speed(out, args.sequence_length, args.overlap, RECIPE["batch_size"], args.rounds, args.steps, xla=args.xla)
         return
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
     command = " ".join([os.path.basename(sys.executable)] + sys.argv)
