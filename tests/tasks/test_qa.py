@@ -163,3 +163,31 @@ def test_predict_needs_question_and_passage(tiny_model, tmp_path, capsys):
         assert main(["predict", "--model", out, *extra]) == 1
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
+
+
+def test_squad_v2_finetune_evaluate_writes_null_odds(tiny_model, tmp_path, capsys):
+    train = squad_file(tmp_path / "train.json", 60, 0, impossible=0.3)
+    dev = squad_file(tmp_path / "dev.json", 20, 1, impossible=0.4)
+    out = str(tmp_path / "out")
+    assert _finetune(tiny_model, train, dev, out, "--epochs", "1", "--version-2-with-negative",
+                     "--null-threshold", "0.5") == 0
+    model = BertSpanQA.from_preset(out)
+    assert model.version_2_with_negative and model.null_threshold == 0.5
+    scored = str(tmp_path / "eval" / "metrics.json")
+    os.makedirs(os.path.dirname(scored))
+    assert main(["evaluate", "--model", out, "--data", dev, "--out", scored]) == 0
+    folder = os.path.dirname(scored)
+    metrics = json.load(open(scored))
+    predictions, odds = json.load(open(os.path.join(folder, "predictions.json"))), \
+        json.load(open(os.path.join(folder, "null_odds.json")))
+    assert set(predictions) == set(odds) and len(odds) == 20
+    assert all((p == "") == (odds[q] > 0.5) for q, p in predictions.items())  # the threshold decided
+    assert metrics["has_ans_total"] + metrics["no_ans_total"] == 20
+    assert {"best_f1", "best_f1_threshold", "has_ans_f1", "no_ans_exact_match"} <= set(metrics)
+    # A v1.1 model refuses a v2.0 file, naming the flag.
+    capsys.readouterr()
+    v1 = str(tmp_path / "v1")
+    BertSpanQA.from_preset(tiny_model).save_to_preset(v1)
+    assert main(["evaluate", "--model", v1, "--data", dev, "--out", str(tmp_path / "x" / "m.json")]) == 1
+    assert "--version-2-with-negative" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")
