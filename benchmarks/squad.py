@@ -492,6 +492,61 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
     return record
 
 
+def ours_from_model(model_dir, sequence_length, epochs, max_train, max_dev, out, command=None):
+    """`ours.json` from a finished `bert-zoo finetune qa` directory of THIS recipe (e.g. one
+    run with the same flags by someone else on the shared machine, so that two identical
+    jobs do not compete): its `metrics.json` gives the training figures; the model's dev
+    answers are recomputed here, written as `predictions_ours.json` and scored by the
+    official rules written out above. The record says where it came from."""
+    from keras_bert_zoo.tasks import get_task
+
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    with open(os.path.join(model_dir, "config.json")) as f:
+        layout = ((json.load(f).get("keras_bert_zoo") or {}).get("task_config") or {}).get("data_layout") or {}
+    model = get_task("qa").load_model(model_dir)
+    settings = {k: getattr(model.preprocessor, k, None)
+                for k in ("sequence_length", "doc_stride", "stride_mode", "max_query_length")}
+    expected = dict(sequence_length=sequence_length, doc_stride=128, stride_mode="overlap",
+                    max_query_length=RECIPE["max_query_length"])
+    if settings != expected or int(metrics["epochs"]) != epochs or int(metrics.get("selection_best", 0)):
+        raise ValueError(f"{model_dir} was not trained with this recipe: windows {settings}, epochs "
+                         f"{metrics['epochs']}, selection_best {metrics.get('selection_best')}; expected {expected}, "
+                         f"epochs {epochs}, final model.")
+    dev = read_squad(DEV, max_dev)
+    t = time.perf_counter()
+    answers = model.predict_answers([e["question"] for e in dev], [e["context"] for e in dev],
+                                    n_best=RECIPE["n_best_size"], max_answer_length=RECIPE["max_answer_length"])
+    predict_seconds = time.perf_counter() - t
+    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
+    _write(os.path.join(out, "predictions_ours.json"), predictions)
+    official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
+    windows = _train_windows(model, metrics, max_train)
+    record = {
+        "system": "ours", "source": {"model_dir": model_dir, "command": command, "data_layout": layout,
+                                     "metrics_json_mtime": _mtime(os.path.join(model_dir, "metrics.json"))},
+        "metrics": metrics, "exact_match": official["exact_match"], "f1": official["f1"],
+        "finetune_exact_match": metrics.get("exact_match"), "finetune_f1": metrics.get("f1"),
+        "dev_questions": official["questions"], "train_seconds": metrics["train_seconds"],
+        "windows_per_second": windows * epochs / metrics["train_seconds"], "train_windows": windows,
+        "train_questions": metrics["train_examples"], "steps": metrics["steps"],
+        "padding": "length buckets (each batch cut to the bucket holding its longest window)",
+        "dev_predict_seconds": predict_seconds, "final_train_loss": metrics["final_train_loss"],
+        "loadavg_before": None, "loadavg_after": None, "date": _now(), "git_commit": _git_commit(),
+        "versions": _versions("tensorflow", "keras", "tensorflow-text"),
+        "predictions": os.path.join(out, "predictions_ours.json"),
+    }
+    _write(os.path.join(out, "ours.json"), record)
+    print(f"ours ({model_dir}): dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f} (finetune's own: "
+          f"{record['finetune_exact_match']} / {record['finetune_f1']}), {record['windows_per_second']:.2f} "
+          f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
+    return record
+
+
+def _mtime(path):
+    return datetime.datetime.fromtimestamp(os.path.getmtime(path)).astimezone().isoformat(timespec="seconds")
+
+
 def _train_windows(model, metrics, max_train):
     """Training windows of ours (to turn steps into windows/s): finetune's count, or recounted."""
     if metrics.get("train_windows"):
@@ -685,6 +740,8 @@ def _library_scores(predictions, ids):
 
 
 def _load_note(r):
+    if not r.get("loadavg_before"):
+        return "not recorded"
     return f"{r['loadavg_before'][0]:.1f}→{r['loadavg_after'][0]:.1f}"
 
 
@@ -743,11 +800,19 @@ def main(argv=None):
     parser.add_argument("--xla", action="store_true", help="--only speed: also time ours with XLA")
     parser.add_argument("--root", default="/tmp/bert_zoo_squad")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
+    parser.add_argument("--ours-from", metavar="DIR",
+                        help="with --only ours: take ours from a finished `bert-zoo finetune qa` DIR of this recipe "
+                             "(scored here) instead of training again")
+    parser.add_argument("--ours-command", help="with --ours-from: the command that wrote DIR (recorded)")
     args = parser.parse_args(argv)
     out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions)
     side_args = (args.sequence_length, args.overlap, args.epochs, args.max_train_questions, args.max_dev_questions, out)
     if args.table:
         print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
+        return
+    if args.only == "ours" and args.ours_from:
+        ours_from_model(args.ours_from, args.sequence_length, args.epochs, args.max_train_questions,
+                        args.max_dev_questions, out, args.ours_command)
         return
     if args.only == "ours":
         run_ours(*side_args)
