@@ -17,6 +17,7 @@ from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
 from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS  # noqa: E402
 from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
+from keras_bert_zoo.models.span_qa import BertSpanQA  # noqa: E402
 from keras_bert_zoo.models.tagger import BertTagger  # noqa: E402
 from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary  # noqa: E402
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
@@ -30,5 +31,5 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "presets", "BertTokenizer", "SegmentPacker",
+__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]

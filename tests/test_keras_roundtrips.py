@@ -17,6 +17,7 @@ from keras_bert_zoo import (
     BertClassifier,
     BertPreprocessor,
     BertPretrainer,
+    BertSpanQA,
     BertTagger,
     MaskedLMMasker,
 )
@@ -39,6 +40,8 @@ COVERED = {
     "MaskedLMMasker": "masker",
     "BertTagger": "tagger",
     "TaggingPreprocessor": "tagger",
+    "BertSpanQA": "span_qa",
+    "SpanQAPreprocessor": "span_qa",
 }
 
 
@@ -153,6 +156,30 @@ def test_tagger(tmp_path):
     reloaded = BertTagger.from_preset(str(tmp_path / "preset"))
     np.testing.assert_allclose(reloaded.predict(x, verbose=0), expected, atol=1e-5)
     assert reloaded.predict_tags(sentences) == expected_tags and reloaded.preprocessor.sequence_length == 12
+
+
+def test_span_qa(tmp_path):
+    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+
+    keras.utils.set_random_seed(0)
+    pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)
+    model = BertSpanQA(_backbone(pre.tokenizer.vocabulary_size()), preprocessor=pre, version_2_with_negative=True,
+                       null_threshold=0.5, data_layout={"doc_stride": 6})
+    questions, contexts = ["Who visited Zürich?", "and?"], ["Angela Merkel visited Zürich. " * 6, "x"]
+    x = _ids(pre.tokenizer.vocabulary_size())
+    expected, expected_answers = model.predict(x, verbose=0), model.predict_answers(questions, contexts)
+    restored = _save_load(model, tmp_path, "span_qa")
+    tf.nest.map_structure(np.testing.assert_array_equal, restored.predict(x, verbose=0), expected)
+    assert restored.predict_answers(questions, contexts) == expected_answers
+    assert restored.null_threshold == 0.5 and restored.version_2_with_negative
+    assert {"BertSpanQA", "SpanQAPreprocessor", "BertTokenizer"} <= _all_layers(restored)
+    model.save_to_preset(str(tmp_path / "preset"))
+    reloaded = BertSpanQA.from_preset(str(tmp_path / "preset"))
+    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), reloaded.predict(x, verbose=0),
+                          expected)
+    assert reloaded.preprocessor.doc_stride == 6 and reloaded.preprocessor.max_query_length == 8
+    assert [r["answer"] for r in reloaded.predict_answers(questions, contexts)] == \
+        [r["answer"] for r in expected_answers]
 
 
 def test_masker(tmp_path):

@@ -2,18 +2,22 @@
 
 The model directory remembers its task (`config.json["keras_bert_zoo"]["task"]`) and,
 for fine-tuned models, the data layout and label names it was trained on; the data
-file must have that layout. The task's module does the scoring.
+file must have that layout. The task's module does the scoring. Files a task produces
+besides the metrics (qa: `predictions.json`, `null_odds.json`) are written next to `--out`.
 """
 
 import json
+import os
 
-from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.files import write_json, write_metrics
 
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by finetune/pretrain")
     parser.add_argument("--data", required=True, nargs="+", help="data file(s) in the layout the model was trained on")
-    parser.add_argument("--out", default=None, help="metrics.json path (default: print only)")
+    parser.add_argument("--out", default=None,
+                        help="metrics.json path (default: print only); task outputs such as predictions.json go "
+                             "in the same directory")
     parser.add_argument("--batch-size", type=int, default=64)
 
 
@@ -21,8 +25,13 @@ def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
     spec = task_of_model_dir(args.model, "evaluate")
-    metrics = spec.evaluate(args.model, args.data, batch_size=args.batch_size)
+    metrics, files = spec.evaluate_outputs(args.model, args.data, batch_size=args.batch_size)
     if args.out:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        for name, content in files.items():
+            write_json(os.path.join(folder, name), content)
         write_metrics(metrics, args.out)
+    elif files:
+        print(f"(pass --out DIR/metrics.json to also write {', '.join(sorted(files))})")
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

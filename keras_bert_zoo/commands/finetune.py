@@ -30,7 +30,7 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--out", required=True, help="output directory (becomes a preset directory)")
     parser.add_argument("--vocab", default=None,
                         help="vocab.txt (or its directory) when --model is a preset name or has none")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=spec.default_epochs)
     parser.add_argument("--batch-size", type=int, default=32, help="per replica")
     parser.add_argument("--learning-rate", type=float, default=spec.default_learning_rate)
     parser.add_argument("--warmup-ratio", type=float, default=0.1)

@@ -91,6 +91,11 @@ class TaskServing:
     def extra_signatures(self, module):
         return {}
 
+    def signatures(self, module):
+        """All signatures, for tasks whose inputs are not `text` (+ `text_pair`); None
+        (default) builds `serving_default`, `predict_token_ids` and `tokenize` on `text`."""
+        return None
+
     def bind(self, module):
         """Called once with the `tf.Module` being exported (e.g. to reach its
         `vocab_table`, built from the vocabulary asset)."""
@@ -129,6 +134,9 @@ class _ServingModule(tf.Module):
 
 
 def _signatures(module, serving):
+    own = serving.signatures(module)
+    if own:
+        return own
     text_spec = tf.TensorSpec([None], tf.string, name="text")
     if serving.text_pair:
         @tf.function(input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_pair")])

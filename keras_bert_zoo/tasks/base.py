@@ -21,7 +21,7 @@ class TaskSpec:
             `config.json` (`"BertClassifier"`).
         description: one line for `--help`.
         finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
-        default_learning_rate / default_sequence_length: the recipe's defaults.
+        default_learning_rate / default_sequence_length / default_epochs: the recipe's defaults.
     """
 
     name = None
@@ -30,6 +30,7 @@ class TaskSpec:
     finetunable = True
     default_learning_rate = 5e-5
     default_sequence_length = 128
+    default_epochs = 3
 
     # --- the model ------------------------------------------------------------------
     def model_class(self):
@@ -52,6 +53,13 @@ class TaskSpec:
     def layout_from_args(self, args):
         """The data layout (`DataLayout`-like object) the flags describe."""
         return None
+
+    def layout_from_options(self, layout, **options):
+        """`layout` with task options given to `finetune(..., **options)` applied (e.g. qa's
+        `doc_stride=128`); tasks without such options refuse them."""
+        if options:
+            raise ValueError(f"{sorted(options)} are not options of the {self.name} task.")
+        return layout
 
     # --- fine-tuning ----------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
@@ -96,6 +104,23 @@ class TaskSpec:
     def evaluate(self, model_dir, data_paths, batch_size=64):
         """Metrics of a saved model on data files in its training layout."""
         raise NotImplementedError
+
+    def evaluate_outputs(self, model_dir, data_paths, batch_size=64):
+        """`(metrics, files)`: `evaluate`'s metrics plus JSON-able files (`{name: object}`)
+        `bert-zoo evaluate --out` writes beside the metrics (e.g. qa's `predictions.json`)."""
+        return self.evaluate(model_dir, data_paths, batch_size), {}
+
+    def add_predict_arguments(self, parser):
+        """Adds inputs this task's `bert-zoo predict` takes besides `TEXT...` (e.g. qa's `--question`)."""
+
+    def predict_inputs(self, args, model):
+        """The inputs `predict` gets from `bert-zoo predict`'s arguments (default: the `TEXT`s)."""
+        if getattr(args, "data", None):
+            raise ValueError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
+                             "give the texts as arguments.")
+        if not args.texts:
+            raise ValueError("give at least one TEXT to predict on.")
+        return list(args.texts)
 
     def predict(self, model, texts):
         """One JSON-able dict per raw input (`bert-zoo predict`)."""

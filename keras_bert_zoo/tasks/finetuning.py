@@ -52,11 +52,11 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
         )
 
 
-def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, batch_size=32,
+def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
              bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
-             verbose="auto"):
+             verbose="auto", **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -70,7 +70,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
             `DataLayout.for_task("sst2")`).
         vocab: `vocab.txt` or its directory when `model` has none (preset names).
         epochs, batch_size, learning_rate, warmup_ratio: the recipe; `batch_size`
-            is per replica; `learning_rate` defaults to the task's (5e-5).
+            is per replica; `epochs` and `learning_rate` default to the task's (3, 5e-5).
         recipe: the optimizer recipe: `"linear"` (HF's bias-corrected AdamW and
             warm-up/decay schedule, the default) or `"bert_original"`
             (google-research/bert's); see `keras_bert_zoo.training.create_optimizer`.
@@ -89,6 +89,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
         strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
         verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
+        **task_options: the task's layout options, applied to `layout` (e.g. qa's
+            `doc_stride=128, stride_mode="overlap"`).
 
     Returns:
         `(model, metrics)`: the trained task model and the flat dict written to
@@ -115,6 +117,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     if select not in SELECTIONS:
         raise ValueError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
+    epochs = spec.default_epochs if epochs is None else epochs
+    layout = spec.layout_from_options(layout, **task_options)
     sequence_length = sequence_length or spec.default_sequence_length
     _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                   sequence_length=sequence_length, warmup_ratio=warmup_ratio)

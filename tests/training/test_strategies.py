@@ -105,11 +105,28 @@ def tagger_case(rng, n):
     return build, x, y
 
 
+def span_qa_case(rng, n):
+    from keras_bert_zoo.models.span_qa import BertSpanQA
+
+    def build():
+        model = BertSpanQA(_tiny_backbone())
+        model.compile(optimizer=_optimizer())
+        return model
+
+    x = _token_inputs(rng, n)
+    lengths = x["padding_mask"].sum(1)
+    start = rng.integers(0, lengths)
+    y = {"start_positions": start.astype("int32"),
+         "end_positions": np.minimum(start + rng.integers(0, 3, n), lengths - 1).astype("int32")}
+    return build, x, y
+
+
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
     "BertPretrainer": pretrainer_case,
     "BertClassifier": classifier_case,
     "BertTagger": tagger_case,
+    "BertSpanQA": span_qa_case,
 }
 
 

@@ -1,0 +1,146 @@
+"""SQuAD v1.1 / v2.0 JSON files -> `SquadExamples`, checked before any training.
+
+The official layout: `{"version": ..., "data": [{"title", "paragraphs": [{"context",
+"qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}`.
+`answer_start` counts characters (Python `str` indices) of `context`; every answer is
+checked to be at its `answer_start`, so a file with shifted offsets fails here, naming
+the question, instead of training on wrong labels.
+
+Examples:
+>>> import json, tempfile
+>>> data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Paris is in France.",
+...         "qas": [{"id": "q1", "question": "Where is Paris?",
+...                  "answers": [{"text": "France", "answer_start": 12}]}]}]}]}
+>>> path = tempfile.mktemp(suffix=".json"); json.dump(data, open(path, "w"))
+>>> examples = read_squad(path)
+>>> examples.ids, examples.answer_starts, examples.answers
+(['q1'], [12], [['France']])
+"""
+
+import dataclasses
+import json
+import os
+
+
+@dataclasses.dataclass
+class SquadExamples:
+    """Questions of a SQuAD file, one entry per question (lists of equal length).
+
+    Attributes:
+        ids: question ids (the keys of `predictions.json`).
+        questions, contexts: raw strings.
+        answers: every gold answer text per question (dev files have several; empty
+            for unanswerable v2.0 questions).
+        answer_starts: character offset of the *first* answer (what training uses,
+            as google-research/bert and HF do); -1 for unanswerable questions.
+        version_2_with_negative: the file may hold unanswerable questions.
+        gold_starts: `answer_start` of every gold answer, as `answers`.
+    """
+
+    ids: list
+    questions: list
+    contexts: list
+    answers: list
+    answer_starts: list
+    version_2_with_negative: bool = False
+    gold_starts: list = dataclasses.field(default_factory=list)
+
+    def __len__(self):
+        return len(self.ids)
+
+    @property
+    def answer_ends(self):
+        """Character end (exclusive) of the first answer; -1 for unanswerable questions."""
+        return [s + len(a[0]) if s >= 0 else -1 for s, a in zip(self.answer_starts, self.answers)]
+
+    @property
+    def label_names(self):  # the fine-tuning job passes `reference.label_names` around; QA has none
+        return None
+
+    def select(self, count):
+        return SquadExamples(self.ids[:count], self.questions[:count], self.contexts[:count],
+                             self.answers[:count], self.answer_starts[:count], self.version_2_with_negative,
+                             self.gold_starts[:count])
+
+
+def _fail(path, where, message):
+    raise ValueError(f"{path}: {where}: {message}")
+
+
+def read_squad(path, version_2_with_negative=False, max_examples=None, require_answers=True):
+    """Reads and validates a SQuAD v1.1 or v2.0 file.
+
+    Args:
+        path: the JSON file.
+        version_2_with_negative: accept unanswerable questions (`is_impossible`, SQuAD
+            v2.0). Without it, a file holding one is refused with the flag to add.
+        max_examples: keep the first N questions.
+        require_answers: every answerable question needs at least one answer
+            (training and scoring); False reads question files without answers.
+
+    Returns:
+        `SquadExamples`.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file (give a SQuAD JSON file).")
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); give a SQuAD v1.1/v2.0 file.") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
+        raise ValueError(f"{path}: no top-level \"data\" list; give a SQuAD v1.1/v2.0 JSON file.")
+    out = SquadExamples([], [], [], [], [], bool(version_2_with_negative))
+    seen = set()
+    for a, article in enumerate(raw["data"]):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = paragraph.get("context")
+            qas = paragraph.get("qas", [])
+            if not isinstance(context, str) or not context.strip():
+                if qas:
+                    _fail(path, where, f"question {qas[0].get('id')!r} has an empty or missing \"context\" "
+                                       "(a passage to find the answer in); fix or remove the paragraph.")
+                continue
+            for q in qas:
+                qid = str(q.get("id", ""))
+                here = f"{where}, question {qid!r}"
+                if not qid or qid in seen:
+                    _fail(path, here, "missing or repeated \"id\"; every question needs a unique id.")
+                seen.add(qid)
+                question = q.get("question")
+                if not isinstance(question, str) or not question.strip():
+                    _fail(path, here, "empty or missing \"question\".")
+                impossible = bool(q.get("is_impossible", False))
+                if impossible and not version_2_with_negative:
+                    _fail(path, here, "is unanswerable (\"is_impossible\": true, SQuAD v2.0); pass "
+                                      "--version-2-with-negative to train or score v2.0 files.")
+                golds = [] if impossible else q.get("answers", [])
+                texts, first, gold_starts = [], -1, []
+                for k, answer in enumerate(golds):
+                    text, start = answer.get("text"), answer.get("answer_start")
+                    if not isinstance(text, str) or not text or not isinstance(start, int):
+                        _fail(path, here, f"answer {k} needs a non-empty \"text\" and an int \"answer_start\".")
+                    if context[start:start + len(text)] != text:
+                        found = context.find(text)
+                        hint = f" (the text is at {found})" if found >= 0 else " (the text is not in the context)"
+                        _fail(path, here, f"answer {k} {text!r} is not at answer_start {start}{hint}; "
+                                          "answer_start counts characters of the context.")
+                    texts.append(text)
+                    gold_starts.append(start)
+                    if k == 0:
+                        first = start
+                if not texts and not impossible and require_answers:
+                    _fail(path, here, "has no answers; give at least one, or mark it \"is_impossible\": true "
+                                      "(SQuAD v2.0, with --version-2-with-negative).")
+                out.ids.append(qid)
+                out.questions.append(question)
+                out.contexts.append(context)
+                out.answers.append(texts)
+                out.answer_starts.append(first)
+                out.gold_starts.append(gold_starts)
+                if max_examples is not None and len(out) >= max_examples:
+                    return out
+    if not len(out):
+        raise ValueError(f"{path}: no questions found; give a SQuAD v1.1/v2.0 file.")
+    return out

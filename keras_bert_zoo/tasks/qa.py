@@ -1,0 +1,276 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0): `qa`.
+
+Model `BertSpanQA`; data SQuAD JSON (`preprocessing.squad_data`); windows over long
+passages with character offsets (`preprocessing.squad`); answer search as
+google-research/bert's run_squad.py (`preprocessing.span_search`); official EM/F1
+(`metrics.squad`); serving `(question, context)` -> answer, character span, score and
+n-best alternatives, all in the graph.
+"""
+
+import dataclasses
+
+from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.tasks.base import TaskSpec
+
+
+@dataclasses.dataclass
+class QALayout:
+    """How SQuAD files are read and cut into windows (saved with the model)."""
+
+    doc_stride: int = 128
+    stride_mode: str = "step"
+    max_query_length: int = 64
+    version_2_with_negative: bool = False
+    null_threshold: float = 0.0
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+class QATask(TaskSpec):
+    name = "qa"
+    model_class_name = "BertSpanQA"
+    description = "extractive question answering (SQuAD v1.1 / v2.0 JSON)"
+    default_sequence_length = 384
+    default_epochs = 2
+
+    def model_class(self):
+        from keras_bert_zoo.models.span_qa import BertSpanQA
+
+        return BertSpanQA
+
+    # --- command line ---------------------------------------------------------------
+    def add_arguments(self, parser):
+        parser.add_argument("--doc-stride", type=int, default=128,
+                            help="see --stride-mode (default 128)")
+        parser.add_argument("--stride-mode", choices=("step", "overlap"), default="step",
+                            help="step (default, google-research/bert): --doc-stride pieces between window starts; "
+                                 "overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows")
+        parser.add_argument("--max-query-length", type=int, default=64, help="question pieces kept (64)")
+        parser.add_argument("--version-2-with-negative", action="store_true",
+                            help="SQuAD v2.0: questions may have no answer")
+        parser.add_argument("--null-threshold", type=float, default=0.0,
+                            help="v2.0: answer '' when null score - best span score exceeds this")
+
+    def layout_from_args(self, args):
+        return QALayout(doc_stride=args.doc_stride, stride_mode=args.stride_mode,
+                        max_query_length=args.max_query_length,
+                        version_2_with_negative=args.version_2_with_negative, null_threshold=args.null_threshold)
+
+    def layout_from_options(self, layout, **options):
+        fields = {f.name for f in dataclasses.fields(QALayout)}
+        unknown = sorted(set(options) - fields)
+        if unknown:
+            raise ValueError(f"{unknown} are not options of the qa task; its options are {sorted(fields)}.")
+        return dataclasses.replace(layout or QALayout(), **options)
+
+    # --- fine-tuning ------------------------------------------------------------------
+    def read_data(self, path, layout, reference=None, max_examples=None):
+        from keras_bert_zoo.preprocessing.squad_data import read_squad
+
+        layout = layout or QALayout()
+        return read_squad(path, version_2_with_negative=layout.version_2_with_negative, max_examples=max_examples)
+
+    def make_preprocessor(self, vocab_dir, sequence_length, layout):
+        from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+
+        layout = layout or QALayout()
+        return SpanQAPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length, doc_stride=layout.doc_stride,
+                                              stride_mode=layout.stride_mode,
+                                              max_query_length=layout.max_query_length)
+
+    def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
+        layout = layout or QALayout()
+        saved = layout.to_dict() | {"sequence_length": sequence_length}
+        return self.model_class().from_preset(
+            model, preprocessor=preprocessor, version_2_with_negative=layout.version_2_with_negative,
+            null_threshold=layout.null_threshold, data_layout=saved)
+
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+        from keras_bert_zoo.preprocessing.squad import make_qa_dataset, make_qa_windows
+
+        if training:
+            windows = make_qa_windows(preprocessor, examples.questions, examples.contexts, examples.answer_starts,
+                                      examples.answer_ends)
+        else:
+            windows = make_qa_windows(preprocessor, examples.questions, examples.contexts)
+        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=bucketing)
+
+    def primary_metric(self, layout):
+        return "f1"
+
+    def shown_metrics(self, layout):
+        return ["exact_match", "f1"]
+
+    def score(self, model, examples, dataset):
+        return self.answer_and_score(model, examples)[0]
+
+    def answer_and_score(self, model, examples, batch_size=64):
+        """`(metrics, rows)`: official EM/F1 (v2.0: HasAns/NoAns and the best threshold too)
+        of the model's answers, and its answer rows in the order of `examples`."""
+        from keras_bert_zoo.metrics.squad import find_best_threshold, squad_scores
+
+        rows = model.predict_answers(examples.questions, examples.contexts, batch_size=batch_size)
+        golds = dict(zip(examples.ids, examples.answers))
+        v2 = examples.version_2_with_negative
+        metrics = squad_scores({q: r["answer"] for q, r in zip(examples.ids, rows)}, golds,
+                               version_2_with_negative=v2)
+        if v2:
+            metrics.update(find_best_threshold({q: r["span_answer"] for q, r in zip(examples.ids, rows)},
+                                               {q: r["null_score_diff"] for q, r in zip(examples.ids, rows)}, golds))
+        return metrics, rows
+
+    # --- evaluate / predict ---------------------------------------------------------------
+    def _read_for_model(self, model, path, require_answers=True):
+        from keras_bert_zoo.preprocessing.squad_data import read_squad
+
+        return read_squad(path, version_2_with_negative=model.version_2_with_negative,
+                          require_answers=require_answers)
+
+    def evaluate(self, model_dir, data_paths, batch_size=64):
+        return self.evaluate_outputs(model_dir, data_paths, batch_size)[0]
+
+    def evaluate_outputs(self, model_dir, data_paths, batch_size=64):
+        """Metrics plus `predictions.json` (`{id: answer}`, the official form) and, for
+        v2.0 models, `null_odds.json` (`{id: null score - best span score}`)."""
+        model = self.load_model(model_dir)
+        examples = [self._read_for_model(model, p) for p in data_paths]  # all files checked before any scoring
+        metrics, files = {}, {"predictions.json": {}}
+        if model.version_2_with_negative:
+            files["null_odds.json"] = {}
+        for path, data in zip(data_paths, examples):
+            scores, rows = self.answer_and_score(model, data, batch_size)
+            metrics.update(scores) if len(data_paths) == 1 else metrics.update(
+                {f"{path}:{k}": v for k, v in scores.items()})
+            files["predictions.json"].update({q: r["answer"] for q, r in zip(data.ids, rows)})
+            if model.version_2_with_negative:
+                files["null_odds.json"].update({q: r["null_score_diff"] for q, r in zip(data.ids, rows)})
+        metrics["questions"] = sum(len(d) for d in examples)
+        return metrics, files
+
+    def add_predict_arguments(self, parser):
+        parser.add_argument("--question", default=None, help="qa: the question (with --context)")
+        parser.add_argument("--context", default=None, help="qa: the passage to answer from (with --question)")
+
+    def predict_inputs(self, args, model):
+        """(question, passage) pairs from `--question/--context` or a SQuAD `--data` file."""
+        if getattr(args, "data", None):
+            if args.question is not None or args.context is not None:
+                raise ValueError("give either --data FILE or --question with --context, not both.")
+            data = self._read_for_model(model, args.data, require_answers=False)
+            return list(zip(data.questions, data.contexts, data.ids))
+        if args.question is None or args.context is None:
+            missing = "--context (the passage to answer from)" if args.context is None else "--question"
+            raise ValueError(f"a qa model needs --question and --context (or --data FILE); {missing} is missing.")
+        if not args.question.strip():
+            raise ValueError("--question is empty; give the question to answer.")
+        if not args.context.strip():
+            raise ValueError("--context is empty; give the passage to find the answer in.")
+        if getattr(args, "texts", None):
+            raise ValueError(f"a qa model takes --question and --context, not positional text ({args.texts[0]!r}).")
+        return [(args.question, args.context, None)]
+
+    def predict(self, model, texts):
+        rows = model.predict_answers([t[0] for t in texts], [t[1] for t in texts])
+        out = []
+        for (question, _, qid), row in zip(texts, rows):
+            out.append({**({"id": qid} if qid is not None else {}), "question": question, **row})
+        return out
+
+    def format_prediction(self, row):
+        answer = row["answer"] if row["start"] >= 0 or row["answer"] else "(no answer)"
+        head = f"{row['id']}\t" if "id" in row else ""
+        return f"{head}{answer}\t[{row['start']}:{row['end']}]\tscore={row['score']:.4g}\tp={row['probability']:.3f}"
+
+    def serving(self):
+        return QAServing
+
+
+@register_serving("BertSpanQA")
+class QAServing(TaskServing):
+    """`(question, context)` raw strings in; answer, character span, score and n-best out.
+
+    Everything runs in the graph, with the same functions as `BertSpanQA.predict_answers`:
+    `SpanQAPreprocessor.windows` (question cut to 64 pieces, passage windows, character
+    offsets, max-context marks), the model on all windows of the batch at once, and
+    `SpanSearch` (run_squad.py's n-best search). A passage of any length works: it
+    becomes as many windows as it needs.
+
+    Signatures (inputs `[batch]`):
+    - `serving_default` / `answer`: `question`, `context` `tf.string` -> `answer`
+      string, `start`, `end` int64 (characters of `context`, end exclusive; -1 when no
+      span), `score` (start + end logit), `probability` float32 `[batch]`,
+      `null_score_diff` float32 (v2.0's null odds), and the n-best list padded to
+      `[batch, n_best]` with `num_n_best` int64 `[batch]`: `n_best_text`,
+      `n_best_start`, `n_best_end`, `n_best_score`, `n_best_probability`.
+    - `tokenize`: `question`, `context` -> the windows (`token_ids`, `segment_ids`,
+      `padding_mask`, `char_start`, `char_end`, `max_context`, `example_ids`).
+    - `predict_token_ids`: `token_ids`, `segment_ids`, `padding_mask` -> `start_logits`,
+      `end_logits`.
+    """
+
+    default_signature = "answer"
+    options = ("n_best", "max_answer_length")
+    N_BEST_OUTPUTS = ("n_best_text", "n_best_start", "n_best_end", "n_best_score", "n_best_probability")
+
+    def __init__(self, model, preprocessor, text_pair=False, n_best=20, max_answer_length=30):
+        from keras_bert_zoo.preprocessing.span_search import SpanSearch
+
+        if not hasattr(preprocessor, "windows") or not hasattr(preprocessor, "doc_stride"):
+            raise ValueError(f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "
+                             f"{type(preprocessor).__name__}.")
+        super().__init__(model, preprocessor, False)
+        self.search = SpanSearch(n_best=n_best, max_answer_length=max_answer_length,
+                                 version_2_with_negative=model.version_2_with_negative,
+                                 null_threshold=model.null_threshold)
+
+    def preprocess(self, question, context=None):
+        return {**self.preprocessor.windows(question, context), "context": context}
+
+    def outputs(self, model_outputs, features):
+        import tensorflow as tf
+
+        if "example_ids" not in features:  # predict_token_ids
+            return {k: tf.cast(model_outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
+        found = self.search(model_outputs["start_logits"], model_outputs["end_logits"], features,
+                            features["context"])
+        pads = {"n_best_text": "", "n_best_start": -1, "n_best_end": -1, "n_best_score": 0.0,
+                "n_best_probability": 0.0}
+        out = {k: found[k] for k in ("answer", "start", "end", "score", "probability", "null_score_diff")}
+        out.update({k: found[k].to_tensor(pads[k]) for k in self.N_BEST_OUTPUTS})
+        out["num_n_best"] = found["n_best_start"].row_lengths()
+        return out
+
+    def signatures(self, module):
+        import tensorflow as tf
+
+        text = [tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context")]
+
+        @tf.function(input_signature=text)
+        def answer(question, context):
+            return module.run(module.preprocess(question, context))
+
+        @tf.function(input_signature=text)
+        def tokenize(question, context):
+            features = module.preprocess(question, context)
+            return {k: v for k, v in features.items() if k != "context"}
+
+        ids = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")]
+
+        @tf.function(input_signature=ids)
+        def from_ids(token_ids, segment_ids, padding_mask):
+            return module.run({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
+
+        return {"serving_default": answer, "answer": answer, "tokenize": tokenize, "predict_token_ids": from_ids}
+
+    def info(self):
+        pre = self.preprocessor
+        return {"inputs": ["question", "context"], "offsets": "characters", "doc_stride": pre.doc_stride,
+                "stride_mode": pre.stride_mode, "max_query_length": pre.max_query_length,
+                "n_best": self.search.n_best, "max_answer_length": self.search.max_answer_length,
+                "version_2_with_negative": self.model.version_2_with_negative,
+                "null_threshold": self.model.null_threshold,
+                "ragged_outputs": {"num_n_best": list(self.N_BEST_OUTPUTS)}}
+
+
+TASK = QATask()
