@@ -2,7 +2,8 @@
 
 Classifiers print labels and probabilities (sentence pairs as one argument, the two
 sentences separated by a tab or by ` ||| `), taggers entity spans, pretrained models the
-top tokens at each `[MASK]`.
+top tokens at each `[MASK]`, multiple-choice models the probability of each choice (one
+argument per question: `context ||| choice 1 ||| choice 2 ...`).
 """
 
 import json
@@ -11,7 +12,8 @@ import json
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("texts", nargs="+", metavar="TEXT",
-                        help="raw text; sentence pairs as 'A ||| B' (or tab-separated)")
+                        help="raw text; sentence pairs as 'A ||| B' (or tab-separated); multiple choice as "
+                             "'context ||| choice 1 ||| choice 2 ...'")
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
 
 
