@@ -48,7 +48,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conll import _git_commit, _minilm, _now, _read, _uptime, _versions, _write  # noqa: E402
+from conll import _git_commit, _minilm, _now, _read, _uptime, _versions, _write, hf_train  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -191,7 +191,7 @@ def run_hf(out, epochs):
     import torch
     import transformers
     from torch.utils.data import DataLoader
-    from transformers import AutoTokenizer, BertForMultipleChoice, get_linear_schedule_with_warmup
+    from transformers import AutoTokenizer, BertForMultipleChoice
 
     torch.set_num_threads(2)
     seed = RECIPE["seed"]
@@ -207,40 +207,8 @@ def run_hf(out, epochs):
     collate = _collate(tokenizer.pad_token_id)
     loader = DataLoader(train_features, batch_size=RECIPE["batch_size"], shuffle=True,
                         generator=torch.Generator().manual_seed(seed), collate_fn=collate)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-         "weight_decay": RECIPE["weight_decay"]},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=RECIPE["learning_rate"], betas=(0.9, 0.999), eps=RECIPE["adam_epsilon"])
-    total = len(loader) * epochs
-    warmup = int(round(RECIPE["warmup_ratio"] * total))
-    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total)
-    print(f"HF: fine-tuning on {len(train)} questions, dev {len(dev)}, {epochs} epoch(s) of {len(loader)} steps "
-          f"(warm-up {warmup}), {torch.get_num_threads()} threads", flush=True)
-
-    load_before, uptime_before = os.getloadavg(), _uptime()
-    model.train()
-    step, train_seconds, loss_sum = 0, 0.0, 0.0
-    for epoch in range(epochs):
-        t = time.perf_counter()
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            loss_sum += loss.item()
-            if step % 20 == 0:
-                print(f"HF step {step}/{total} loss {loss_sum / 20:.4f} "
-                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
-                loss_sum = 0.0
-        train_seconds += time.perf_counter() - t
-        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
-    load_after_train = os.getloadavg()
+    trained = hf_train(model, loader, epochs, f"on {len(train)} questions, dev {len(dev)}", RECIPE, log_every=20)
+    train_seconds = trained["train_seconds"]
 
     model.eval()
     correct = 0
@@ -250,11 +218,10 @@ def run_hf(out, epochs):
             labels = batch.pop("labels")
             correct += int((model(**batch).logits.argmax(-1) == labels).sum())
     record = {
-        "system": "hf", "accuracy": correct / len(dev), "train_seconds": train_seconds,
-        "questions_per_second": len(train) * epochs / train_seconds, "steps": step, "warmup_steps": warmup,
+        "system": "hf", "accuracy": correct / len(dev), **trained,
+        "questions_per_second": len(train) * epochs / train_seconds,
         "train_questions": len(train), "dev_questions": len(dev), "tokenize_train_seconds": tokenize_seconds,
-        "final_train_loss": loss.item(), "loadavg_before": list(load_before), "loadavg_after": list(load_after_train),
-        "uptime_before": uptime_before, "uptime_after": _uptime(), "date": _now(), "git_commit": _git_commit(),
+        "uptime_after": _uptime(), "date": _now(), "git_commit": _git_commit(),
         "versions": _versions("torch", "transformers"), "torch_threads": torch.get_num_threads(),
         "tensorflow_in_process": "tensorflow" in sys.modules,
     }

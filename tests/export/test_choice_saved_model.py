@@ -33,8 +33,10 @@ def model():
     backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
                             hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
     model = BertMultipleChoice(backbone, preprocessor=pre, data_layout={"sequence_length": 24, "num_choices": 4})
-    # A head big enough that the choices get clearly different scores.
-    model.classifier.kernel.assign(np.random.default_rng(0).normal(size=(16, 1)).astype("float32") * 3)
+    # A pooler and head big enough that the choices get clearly different scores.
+    rng = np.random.default_rng(0)
+    backbone.pooler.kernel.assign(rng.normal(size=(16, 16)).astype("float32"))
+    model.classifier.kernel.assign(rng.normal(size=(16, 1)).astype("float32") * 3)
     return model
 
 

@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from keras_bert_zoo import BertBackbone, BertMultipleChoice
+from keras_bert_zoo import BertMultipleChoice
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.preprocessing.choice_data import read_choices
-from tests.helpers import shared_data
+from tests.helpers import save_tiny_model, shared_data
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["anna", "bert", "carl", "paris", "rome", "oslo", "met", "in", "the", "a", "went", "to", "sun", "rain"]
@@ -20,18 +20,7 @@ WORDS = ["anna", "bert", "carl", "paris", "rome", "oslo", "met", "in", "the", "a
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    import keras
-
-    path = str(tmp_path_factory.mktemp("tiny_choice"))
-    keras.utils.set_random_seed(0)
-    vocab = SPECIAL + WORDS
-    BertBackbone(vocabulary_size=len(vocab), num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                 max_sequence_length=32, dropout=0.0).save_to_preset(path)
-    with open(os.path.join(path, "vocab.txt"), "w") as f:
-        f.write("\n".join(vocab) + "\n")
-    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"do_lower_case": True}, f)
-    return path
+    return save_tiny_model(str(tmp_path_factory.mktemp("tiny_choice")), SPECIAL + WORDS)
 
 
 def _questions(n, seed, choices=4):
