@@ -223,6 +223,52 @@ def _collate(pad_id):
     return collate
 
 
+def hf_train(model, loader, epochs, what, recipe=None, log_every=50):
+    """The HF side's training loop (what `Trainer` does): AdamW (decay not on biases or LayerNorm
+    weights), `get_linear_schedule_with_warmup` with `round(warmup_ratio * total)` warm-up steps,
+    global clipping. Returns `steps`, `warmup_steps`, `train_seconds` (training steps only),
+    `final_train_loss` and the load before/after. Also used by next_sentence_choice.py."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    recipe = recipe or RECIPE
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+         "weight_decay": recipe["weight_decay"]},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=recipe["adam_epsilon"])
+    total = len(loader) * epochs
+    warmup = int(round(recipe["warmup_ratio"] * total))
+    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total)
+    print(f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
+          f"{torch.get_num_threads()} threads", flush=True)
+
+    load_before, uptime_before = os.getloadavg(), _uptime()
+    model.train()
+    step, train_seconds, loss_sum = 0, 0.0, 0.0
+    for epoch in range(epochs):
+        t = time.perf_counter()
+        for batch in loader:
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            loss_sum += loss.item()
+            if step % log_every == 0:
+                print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
+                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
+                loss_sum = 0.0
+        train_seconds += time.perf_counter() - t
+        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
+    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss.item(),
+                loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), uptime_before=uptime_before)
+
+
 def run_hf(epochs, max_train, out):
     import random
 
@@ -230,7 +276,7 @@ def run_hf(epochs, max_train, out):
     import torch
     import transformers
     from torch.utils.data import DataLoader
-    from transformers import AutoTokenizer, BertForTokenClassification, get_linear_schedule_with_warmup
+    from transformers import AutoTokenizer, BertForTokenClassification
 
     read_tagged = _pure_python_modules()
     torch.set_num_threads(2)
@@ -254,40 +300,8 @@ def run_hf(epochs, max_train, out):
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader([{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],
                         batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-         "weight_decay": RECIPE["weight_decay"]},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=RECIPE["learning_rate"], betas=(0.9, 0.999), eps=RECIPE["adam_epsilon"])
-    total = len(loader) * epochs
-    warmup = int(round(RECIPE["warmup_ratio"] * total))
-    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total)
-    print(f"HF: fine-tuning {minilm} on {len(train)} sentences, dev {len(dev)}, {epochs} epoch(s) of "
-          f"{len(loader)} steps (warm-up {warmup}), {torch.get_num_threads()} threads", flush=True)
-
-    load_before, uptime_before = os.getloadavg(), _uptime()
-    model.train()
-    step, train_seconds, loss_sum = 0, 0.0, 0.0
-    for epoch in range(epochs):
-        t = time.perf_counter()
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            loss_sum += loss.item()
-            if step % 50 == 0:
-                print(f"HF step {step}/{total} loss {loss_sum / 50:.4f} "
-                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
-                loss_sum = 0.0
-        train_seconds += time.perf_counter() - t
-        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
-    load_after_train = os.getloadavg()
+    trained = hf_train(model, loader, epochs, f"{minilm} on {len(train)} sentences, dev {len(dev)}")
+    train_seconds = trained["train_seconds"]
 
     # --- dev: word-level predictions from the first piece of each word ---------------------------
     model.eval()
@@ -311,13 +325,12 @@ def run_hf(epochs, max_train, out):
     record = {
         "system": "hf", "f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
         "seqeval": scores, "per_type": _per_type(dev.tags, predicted),
-        "train_seconds": train_seconds, "sentences_per_second": len(train) * epochs / train_seconds,
-        "steps": step, "warmup_steps": warmup, "train_sentences": len(train), "dev_sentences": len(dev),
+        "sentences_per_second": len(train) * epochs / train_seconds, **trained,
+        "train_sentences": len(train), "dev_sentences": len(dev),
         "dev_words": dev.num_words, "dev_words_unseen": dev_counts["words_unseen"], "dev_counts": dev_counts,
         "train_counts": train_counts, "tokenize_train_seconds": tokenize_seconds,
         "dev_predict_seconds": predict_seconds,
-        "final_train_loss": loss.item(), "loadavg_before": list(load_before), "loadavg_after": list(load_after_train),
-        "uptime_before": uptime_before, "uptime_after": _uptime(), "date": _now(),
+        "uptime_after": _uptime(), "date": _now(),
         "git_commit": _git_commit(), "versions": _versions("torch", "transformers", "seqeval"),
         "torch_threads": torch.get_num_threads(),
         "tensorflow_in_process": "tensorflow" in sys.modules,

@@ -15,6 +15,7 @@ from keras_bert_zoo import convert as _convert  # noqa: E402,F401  registers the
 from keras_bert_zoo.export.saved_model import export_saved_model  # noqa: E402
 from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
 from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402
+from keras_bert_zoo.models.multiple_choice import BertMultipleChoice  # noqa: E402
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS  # noqa: E402
 from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
 from keras_bert_zoo.models.span_qa import BertSpanQA  # noqa: E402
@@ -31,5 +32,6 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "presets", "BertTokenizer", "SegmentPacker",
+__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
+           "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]

@@ -34,6 +34,22 @@ def minilm_path():
     return str(gt.get_model_path())
 
 
+def save_tiny_model(path, words):
+    """A 1-layer, 32-wide `BertBackbone` preset with vocabulary `words` (lower-casing), for CLI tests."""
+    import json
+
+    from keras_bert_zoo import BertBackbone
+
+    keras.utils.set_random_seed(0)
+    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64,
+                 max_sequence_length=32, dropout=0.0).save_to_preset(path)
+    with open(os.path.join(path, "vocab.txt"), "w") as f:
+        f.write("\n".join(words) + "\n")
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True}, f)
+    return path
+
+
 def _to_numpy(tree):
     return tf.nest.map_structure(lambda t: np.asarray(keras.ops.convert_to_numpy(t)), tree)
 

@@ -15,6 +15,7 @@ import keras_bert_zoo
 from keras_bert_zoo import (
     BertBackbone,
     BertClassifier,
+    BertMultipleChoice,
     BertPreprocessor,
     BertPretrainer,
     BertSpanQA,
@@ -42,6 +43,8 @@ COVERED = {
     "TaggingPreprocessor": "tagger",
     "BertSpanQA": "span_qa",
     "SpanQAPreprocessor": "span_qa",
+    "BertMultipleChoice": "multiple_choice",
+    "MultipleChoicePreprocessor": "multiple_choice",
 }
 
 
@@ -180,6 +183,27 @@ def test_span_qa(tmp_path):
     assert reloaded.preprocessor.doc_stride == 6 and reloaded.preprocessor.max_query_length == 8
     assert [r["answer"] for r in reloaded.predict_answers(questions, contexts)] == \
         [r["answer"] for r in expected_answers]
+
+
+def test_multiple_choice(tmp_path):
+    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+
+    keras.utils.set_random_seed(0)
+    pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)
+    model = BertMultipleChoice(_backbone(pre.tokenizer.vocabulary_size()), preprocessor=pre,
+                               data_layout={"sequence_length": 12, "num_choices": 3})
+    contexts, choices = TEXTS[:3], [TEXTS[1:], TEXTS[:3], [TEXTS[3], TEXTS[0], TEXTS[0]]]
+    expected = model.predict((contexts, choices), verbose=0)
+    assert expected.shape == (3, 3)
+    restored = _save_load(model, tmp_path, "multiple_choice")
+    # Raw strings in: the preprocessor (and its length) came back too.
+    np.testing.assert_array_equal(restored.predict((contexts, choices), verbose=0), expected)
+    assert restored.preprocessor.sequence_length == 12 and restored.data_layout == model.data_layout
+    assert {"BertMultipleChoice", "MultipleChoicePreprocessor", "BertTokenizer", "SegmentPacker"} <= _all_layers(restored)
+    model.save_to_preset(str(tmp_path / "preset"))
+    reloaded = BertMultipleChoice.from_preset(str(tmp_path / "preset"))
+    np.testing.assert_allclose(reloaded.predict((contexts, choices), verbose=0), expected, atol=1e-5)
+    assert reloaded.preprocessor.sequence_length == 12
 
 
 def test_masker(tmp_path):

@@ -2,8 +2,9 @@
 
 Classifiers print labels and probabilities (sentence pairs as one argument, the two
 sentences separated by a tab or by ` ||| `), taggers entity spans, pretrained models the
-top tokens at each `[MASK]`. Tasks may take other inputs (their own flags, e.g. a
-question and a passage) or a data file (`--data`).
+top tokens at each `[MASK]`, multiple-choice models the probability of each choice (one
+argument per question: `context ||| choice 1 ||| choice 2 ...`). Tasks may take other
+inputs (their own flags, e.g. a question and a passage) or a data file (`--data`).
 """
 
 import argparse
@@ -15,7 +16,8 @@ def add_arguments(parser):
 
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("texts", nargs="*", metavar="TEXT",
-                        help="raw text; sentence pairs as 'A ||| B' (or tab-separated)")
+                        help="raw text; sentence pairs as 'A ||| B' (or tab-separated); multiple choice as "
+                             "'context ||| choice 1 ||| choice 2 ...'")
     parser.add_argument("--data", default=None, help="a data file in the model's layout, for tasks that read one")
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
     for name in task_names():

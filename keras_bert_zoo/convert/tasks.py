@@ -28,6 +28,10 @@ HEAD_TENSORS = {
         "hf": ("classifier.weight", "classifier.bias"),
         "google": ("output_weights", "output_bias"),
     },
+    # HF only (google-research/bert has no multiple-choice script); its config names the class.
+    "BertMultipleChoice": {
+        "hf": ("classifier.weight", "classifier.bias"),
+    },
 }
 
 
@@ -84,12 +88,12 @@ def detect_task(checkpoint):
         source = architectures[0] if architectures else "HF checkpoint"
         if not architectures:  # no class name recorded: go by the tensors
             for task in HEAD_TENSORS:
-                if task in classes and has_head(task):
+                if task in classes and checkpoint.format in HEAD_TENSORS[task] and has_head(task):
                     return DetectedTask(task, source, [])
     else:
         source = "Google checkpoint"
         for task in HEAD_TENSORS:
-            if task in classes and has_head(task):
+            if task in classes and checkpoint.format in HEAD_TENSORS[task] and has_head(task):
                 return DetectedTask(task, source, [])
     return DetectedTask(None, source, checkpoint.head_tensor_names())
 

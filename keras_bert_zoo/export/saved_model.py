@@ -63,6 +63,7 @@ class TaskServing:
 
     default_signature = "predict"
     options = ()  # names of the keyword options its constructor takes
+    ids_shape = (None, None)  # shape of `predict_token_ids`' int inputs (multiple choice: 3 dims)
 
     def __init__(self, model, preprocessor, text_pair=False):
         self.model = model
@@ -76,6 +77,19 @@ class TaskServing:
         row per text (e.g. the tagger's word windows) override it."""
         features = self.preprocessor((text, text_pair) if text_pair is not None else text)
         return {k: tf.cast(v, tf.int32) for k, v in features.items()}
+
+    def text_inputs(self):
+        """`tf.TensorSpec`s of `serving_default`'s raw-string inputs, in the order `preprocess`
+        takes them: `text` (and `text_pair`). Tasks with other inputs (a context and its
+        choices) override it."""
+        specs = [tf.TensorSpec([None], tf.string, name="text")]
+        if self.text_pair:
+            specs.append(tf.TensorSpec([None], tf.string, name="text_pair"))
+        return specs
+
+    def tokenize_inputs(self):
+        """`tf.TensorSpec`s of the `tokenize` signature's inputs (default: `text` alone)."""
+        return self.text_inputs()[:1]
 
     def model_inputs(self, features):
         """The model's input dict (plus any helper tensors `outputs` needs)."""
@@ -128,35 +142,40 @@ class _ServingModule(tf.Module):
         outputs = self.model({k: features[k] for k in self.model.input}, training=False)
         return self._serving.outputs(outputs, features)
 
-    def preprocess(self, text, text_pair=None):
+    def preprocess(self, *inputs):
         with tf.device("cpu"):
-            return self._serving.preprocess(text, text_pair)
+            return self._serving.preprocess(*inputs)
+
+
+def _string_function(specs, fn):
+    """`tf.function` of one or two string inputs named by `specs` (the signature's input names)."""
+    if len(specs) == 1:
+        @tf.function(input_signature=specs)
+        def one(a):
+            return fn(a)
+        return one
+    if len(specs) == 2:
+        @tf.function(input_signature=specs)
+        def two(a, b):
+            return fn(a, b)
+        return two
+    raise ValueError(f"a serving takes one or two string inputs, got {[s.name for s in specs]}.")
 
 
 def _signatures(module, serving):
     own = serving.signatures(module)
     if own:
         return own
-    text_spec = tf.TensorSpec([None], tf.string, name="text")
-    if serving.text_pair:
-        @tf.function(input_signature=[text_spec, tf.TensorSpec([None], tf.string, name="text_pair")])
-        def from_text(text, text_pair):
-            return module.run(module.preprocess(text, text_pair))
-    else:
-        @tf.function(input_signature=[text_spec])
-        def from_text(text):
-            return module.run(module.preprocess(text))
-
-    ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")]
+    from_text = _string_function(serving.text_inputs(), lambda *inputs: module.run(module.preprocess(*inputs)))
+    ids_spec = [tf.TensorSpec(list(serving.ids_shape), tf.int32, name=n)
+                for n in ("token_ids", "segment_ids", "padding_mask")]
 
     @tf.function(input_signature=ids_spec)
     def from_ids(token_ids, segment_ids, padding_mask):
         return module.run({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
 
-    @tf.function(input_signature=[text_spec])
-    def tokenize(text):
-        # Shows users exactly what the model sees (and lets them check their own ids).
-        return module.preprocess(text)
+    # Shows users exactly what the model sees (and lets them check their own ids).
+    tokenize = _string_function(serving.tokenize_inputs(), module.preprocess)
 
     signatures = {"serving_default": from_text, "predict_token_ids": from_ids, "tokenize": tokenize}
     if serving.default_signature != "predict":

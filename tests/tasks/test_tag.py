@@ -7,9 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from keras_bert_zoo import BertBackbone, BertTagger
+from keras_bert_zoo import BertTagger
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.metrics.entities import entity_scores
+from tests.helpers import save_tiny_model
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PEOPLE, PLACES, OTHER = ["anna", "bert", "carl"], ["paris", "rome", "oslo"], ["met", "in", "the", "a", "went", "to"]
@@ -17,18 +18,7 @@ PEOPLE, PLACES, OTHER = ["anna", "bert", "carl"], ["paris", "rome", "oslo"], ["m
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    import keras
-
-    path = str(tmp_path_factory.mktemp("tiny_tagger"))
-    keras.utils.set_random_seed(0)
-    words = SPECIAL + PEOPLE + PLACES + OTHER + ["##s"]
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                 max_sequence_length=32, dropout=0.0).save_to_preset(path)
-    with open(os.path.join(path, "vocab.txt"), "w") as f:
-        f.write("\n".join(words) + "\n")
-    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"do_lower_case": True}, f)
-    return path
+    return save_tiny_model(str(tmp_path_factory.mktemp("tiny_tagger")), SPECIAL + PEOPLE + PLACES + OTHER + ["##s"])
 
 
 def _conll_file(path, n, seed):

@@ -121,12 +121,27 @@ def span_qa_case(rng, n):
     return build, x, y
 
 
+def multiple_choice_case(rng, n):
+    from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+
+    def build():
+        model = BertMultipleChoice(_tiny_backbone(), dropout=0.0)
+        model.compile(optimizer=_optimizer())  # default loss (softmax over choices) and metrics
+        return model
+
+    choices = 3
+    flat = _token_inputs(rng, n * choices)
+    x = {k: v.reshape(n, choices, LENGTH) for k, v in flat.items()}
+    return build, x, rng.integers(0, choices, n).astype("int32")
+
+
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
     "BertPretrainer": pretrainer_case,
     "BertClassifier": classifier_case,
     "BertTagger": tagger_case,
     "BertSpanQA": span_qa_case,
+    "BertMultipleChoice": multiple_choice_case,
 }
 
 

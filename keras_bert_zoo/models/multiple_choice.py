@@ -1,0 +1,201 @@
+"""`BertMultipleChoice`: pick one of several continuations (SWAG), one score per choice."""
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.weight_names import head_dense_specs
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+class _FlattenChoices(keras.layers.Layer):
+    """`[batch, num_choices, seq]` -> `[batch * num_choices, seq]` (HF's `input_ids.view(-1, seq)`)."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
+
+    def compute_output_shape(self, shape):
+        rows = None if shape[0] is None or shape[1] is None else shape[0] * shape[1]
+        return (rows, shape[-1])
+
+
+class _ChoiceScores(keras.layers.Layer):
+    """`[batch * num_choices, 1]` scores -> `[batch, num_choices]`, the choice count read off the ids."""
+
+    def call(self, scores, token_ids):
+        return ops.reshape(scores, (-1, ops.shape(token_ids)[1]))
+
+    def compute_output_shape(self, scores_shape, token_ids_shape):
+        return (token_ids_shape[0], token_ids_shape[1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class BertMultipleChoice(Task):
+    """BERT for multiple choice: each `(context, choice)` pair is scored on its own,
+    pooled output -> dropout -> Dense(1), and the scores of one question are the
+    logits of a softmax over its choices.
+
+    The head is HF's `BertForMultipleChoice` (`classifier.weight` `[1, hidden]`,
+    `classifier.bias`), so `from_preset` loads a fine-tuned HF model and
+    `save_to_preset` writes one `transformers` loads back. The number of choices is
+    not part of the model: any count works, the same within a batch.
+
+    Args:
+        backbone: `BertBackbone`.
+        preprocessor: optional `MultipleChoicePreprocessor`; with one attached, `fit`,
+            `evaluate` and `predict` take `(contexts, choices)`: a list of strings and
+            a list of equally long lists of strings (`[CLS] context [SEP] choice [SEP]`
+            per choice), and `predict_choices` returns probabilities.
+        dropout: float, dropout on the pooled output (HF's `classifier_dropout`).
+        data_layout: optional JSON-able dict of how the training data was read.
+
+    Inputs: dict of int `token_ids`, `segment_ids`, `padding_mask`,
+    `[batch, num_choices, seq]`.
+
+    Outputs: logits `float32 [batch, num_choices]`; labels are the index of the right
+    choice, int `[batch]` (softmax cross-entropy over the choices, as HF's).
+
+    Examples:
+    >>> import numpy as np
+    >>> from keras_bert_zoo import BertBackbone, BertMultipleChoice
+    >>> backbone = BertBackbone(vocabulary_size=100, num_layers=1, num_heads=2,
+    ...                         hidden_dim=8, intermediate_dim=16)
+    >>> model = BertMultipleChoice(backbone)
+    >>> ids = np.array([[[2, 7, 3, 9, 3], [2, 7, 3, 8, 3], [2, 7, 3, 5, 3]]])   # 1 question, 3 choices
+    >>> model.predict({"token_ids": ids, "segment_ids": np.array([[[0, 0, 0, 1, 1]] * 3]),
+    ...                "padding_mask": np.ones_like(ids)}, verbose=0).shape
+    (1, 3)
+    """
+
+    hf_architecture = "BertForMultipleChoice"
+
+    def __init__(self, backbone, preprocessor=None, dropout=0.1, data_layout=None, **kwargs):
+        # === Layers ===
+        dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
+        flatten = _FlattenChoices(name="flatten_choices")
+        head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
+        # Named like the checkpoint tensor (`classifier.weight`), so loading is a table lookup.
+        classifier = keras.layers.Dense(1, kernel_initializer=bert_initializer(backbone.initializer_range),
+                                        dtype=dtype, name="classifier")
+        unflatten = _ChoiceScores(name="choice_scores")
+
+        # === Functional Model ===
+        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES}
+        pooled = backbone({name: flatten(inputs[name]) for name in INPUT_NAMES})["pooled_output"]
+        scores = classifier(head_dropout(pooled))
+        # Logits stay float32 under mixed precision: the softmax and the loss run in float32.
+        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
+            unflatten(scores, inputs["token_ids"]))
+        super().__init__(inputs=inputs, outputs=logits, backbone=backbone, preprocessor=preprocessor, **kwargs)
+        self.head_dropout = head_dropout
+        self.classifier = classifier
+
+        # === Config ===
+        self.dropout = dropout
+        self.data_layout = dict(data_layout) if data_layout else None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "data_layout": self.data_layout})
+        return config
+
+    # --- training defaults ------------------------------------------------------------
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """`compile` with softmax cross-entropy over the choices and accuracy.
+
+        Args:
+            optimizer: `"auto"` is AdamW at 5e-5 (`keras_bert_zoo.training.create_optimizer`
+                gives BERT's schedule).
+            loss: `"auto"`: sparse categorical cross-entropy on the `[batch, num_choices]`
+                logits, HF's `CrossEntropyLoss` on its reshaped logits.
+            metrics: `"auto"`: accuracy (the right choice ranked first).
+        """
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(5e-5)
+        if loss == "auto":
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        if metrics == "auto":
+            metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    # --- raw inputs -------------------------------------------------------------------
+    def _is_raw(self, x):
+        return (self.preprocessor is not None and isinstance(x, (list, tuple)) and len(x) == 2
+                and not isinstance(x, dict))
+
+    def _preprocess(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
+        """`(contexts, choices)` (and labels) -> a batched dataset of packed pairs."""
+        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples, make_choice_dataset
+
+        contexts, choices = x
+        examples = ChoiceExamples(contexts=[str(c) for c in contexts], choices=[[str(c) for c in row] for row in choices],
+                                  labels=None if y is None else [int(v) for v in y])
+        examples.check()
+        if sample_weight is not None:
+            raise ValueError("BertMultipleChoice does not take sample_weight with raw text; weight the data instead.")
+        ds = make_choice_dataset(examples, self.preprocessor, batch_size or 32, shuffle=shuffle,
+                                 with_labels=y is not None)
+        if shuffle:  # length buckets: count the batches once, so Keras knows the epoch's length
+            from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+
+            ds = with_known_cardinality(ds)[0]
+        return ds
+
+    def predict_choices(self, contexts, choices, batch_size=32, **kwargs):
+        """Probabilities `[n, num_choices]` (numpy) and the best choice's index `[n]`.
+
+        Args:
+            contexts: list of `n` strings.
+            choices: list of `n` lists of choice strings, all of the same length.
+
+        Examples:
+        ```python
+        model = BertMultipleChoice.from_preset("path/to/finetuned")   # has a preprocessor
+        probs, best = model.predict_choices(["She opened the door."],
+                                            [["and walked in.", "the moon sang.", "then the door."]])
+        ```
+        """
+        import numpy as np
+
+        if self.preprocessor is None:
+            raise ValueError("predict_choices needs a MultipleChoicePreprocessor: load the model from a directory "
+                             "with vocab.txt, or pass preprocessor=MultipleChoicePreprocessor.from_preset(DIR).")
+        kwargs.setdefault("verbose", 0)
+        logits = np.asarray(self.predict((list(contexts), [list(c) for c in choices]), batch_size=batch_size,
+                                         **kwargs), dtype=np.float64)
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        probs = e / e.sum(-1, keepdims=True)
+        return probs, probs.argmax(-1)
+
+    # --- checkpoints ------------------------------------------------------------------
+    def head_weight_specs(self):
+        return head_dense_specs("classifier", self.classifier)
+
+    def hf_config_extras(self):
+        return {"classifier_dropout": self.dropout}
+
+    @classmethod
+    def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
+        """Builds the model from a preset name (architecture only, random initialisation)
+        or a checkpoint directory; an HF `BertForMultipleChoice` directory loads its head.
+
+        Examples:
+        >>> from keras_bert_zoo import BertMultipleChoice
+        >>> BertMultipleChoice.from_preset("bert_tiny_uncased").output_shape
+        (None, None)
+        """
+        return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
+
+    @classmethod
+    def _preprocessor_from_checkpoint(cls, checkpoint):
+        if checkpoint.file("vocab.txt") is None:
+            return None
+        from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+
+        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
+        length = (extra.get("data_layout") or {}).get("sequence_length")
+        return MultipleChoicePreprocessor.from_preset(checkpoint.path,
+                                                      **({"sequence_length": int(length)} if length else {}))
+

@@ -1,0 +1,235 @@
+"""Multiple-choice data: SWAG CSV and JSON Lines -> `ChoiceExamples` -> `tf.data`.
+
+- SWAG CSV (the original release's columns): `sent1`, `sent2`, `ending0`..`ending3`,
+  `label`. As HF's `run_swag.py`, the context is `sent1` and choice *i* is
+  `sent2 + " " + ending_i` (`sent2` is the start of the next sentence, e.g. "A drum line").
+- JSON Lines: one object per line, `{"context": str, "choices": [str, ...], "label": int}`.
+
+Every question of a file must have the same number of choices (the model sees
+`[batch, num_choices, seq]`). Errors name the file and the line.
+
+Examples:
+>>> import os, tempfile
+>>> from keras_bert_zoo.preprocessing.choice_data import read_choices
+>>> path = os.path.join(tempfile.mkdtemp(), "train.jsonl")
+>>> _ = open(path, "w").write('{"context": "He sat down.", "choices": ["He ate.", "Blue sky."], "label": 0}\\n')
+>>> examples = read_choices(path)
+>>> examples.contexts, examples.choices, examples.labels.tolist()
+(['He sat down.'], [['He ate.', 'Blue sky.']], [0])
+"""
+
+import csv
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+
+SWAG_COLUMNS = ("sent1", "sent2")
+
+
+@dataclasses.dataclass
+class ChoiceExamples:
+    """Questions: `contexts` (n strings), `choices` (n lists of `num_choices` strings) and
+    `labels` (int `[n]`, the right choice's index; None when unlabelled)."""
+
+    contexts: list
+    choices: list
+    labels: np.ndarray = None
+    path: str = None
+
+    def __post_init__(self):
+        if self.labels is not None:
+            self.labels = np.asarray(self.labels, dtype=np.int32)
+
+    def __len__(self):
+        return len(self.contexts)
+
+    @property
+    def num_choices(self):
+        return len(self.choices[0]) if self.choices else 0
+
+    def check(self):
+        """Raises a ValueError naming the first question that does not fit."""
+        where = self.path or "input"
+        if len(self.contexts) != len(self.choices):
+            raise ValueError(f"{where}: {len(self.contexts)} contexts but {len(self.choices)} lists of choices.")
+        if not self.contexts:
+            raise ValueError(f"{where}: no questions.")
+        for i, row in enumerate(self.choices):
+            if len(row) != self.num_choices:
+                raise ValueError(f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "
+                                 "every question needs the same number of choices.")
+        if self.num_choices < 2:
+            raise ValueError(f"{where}: a question needs at least 2 choices, got {self.num_choices}.")
+        if self.labels is not None:
+            if len(self.labels) != len(self.contexts):
+                raise ValueError(f"{where}: {len(self.labels)} labels for {len(self.contexts)} questions.")
+            bad = np.flatnonzero((self.labels < 0) | (self.labels >= self.num_choices))
+            if bad.size:
+                raise ValueError(f"{where}: question {bad[0]} has label {self.labels[bad[0]]}; labels are choice "
+                                 f"indices 0..{self.num_choices - 1}.")
+        return self
+
+
+def _read_swag(path, max_examples):
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        endings = sorted((h for h in header if re.fullmatch(r"ending\d+", h)), key=lambda h: int(h[6:]))
+        missing = [c for c in SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
+        if missing:
+            raise ValueError(f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., label "
+                             f"(the header has {header}).")
+        labelled = "label" in header
+        contexts, choices, labels = [], [], []
+        for row in reader:
+            line = reader.line_num
+            values = {k.strip(): v for k, v in row.items() if k is not None}
+            if None in row or any(values.get(c) is None for c in (*SWAG_COLUMNS, *endings)):
+                raise ValueError(f"{path}:{line}: the row has a different number of fields than the header "
+                                 f"({len(header)}).")
+            # HF run_swag.py: first = sent1; second = f"{sent2} {ending_i}".
+            contexts.append(values["sent1"])
+            choices.append([f"{values['sent2']} {values[e]}" for e in endings])
+            if labelled:
+                labels.append(_label(values["label"], len(endings), path, line))
+            if max_examples and len(contexts) >= max_examples:
+                break
+    return contexts, choices, (labels if labelled else None)
+
+
+def _label(value, num_choices, path, line):
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r"\d+", text) or int(text) >= num_choices:
+        raise ValueError(f"{path}:{line}: label {value!r} is not a choice index (0..{num_choices - 1}).")
+    return int(text)
+
+
+def _read_jsonl(path, max_examples):
+    contexts, choices, labels = [], [], []
+    with open(path, encoding="utf-8-sig") as f:
+        for line, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError as e:
+                raise ValueError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+            if not isinstance(obj, dict) or "context" not in obj or "choices" not in obj:
+                raise ValueError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
+                                 "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60]))
+            row = obj["choices"]
+            if not isinstance(row, list) or len(row) < 2 or not all(isinstance(c, str) for c in row):
+                raise ValueError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
+            if choices and len(row) != len(choices[0]):
+                raise ValueError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
+                                 "question of a file needs the same number of choices.")
+            if not isinstance(obj["context"], str):
+                raise ValueError(f"{path}:{line}: \"context\" must be a string.")
+            if "label" in obj:
+                labels.append(_label(obj["label"], len(row), path, line))
+            elif labels:
+                raise ValueError(f"{path}:{line}: no \"label\", earlier lines have one.")
+            contexts.append(obj["context"])
+            choices.append(row)
+            if max_examples and len(contexts) >= max_examples:
+                break
+    if labels and len(labels) != len(contexts):
+        raise ValueError(f"{path}: the first lines have no \"label\" but later ones do; label every line.")
+    return contexts, choices, (labels or None)
+
+
+def read_choices(path, max_examples=None, require_labels=True):
+    """Reads and validates a multiple-choice file (`.csv`: SWAG; `.jsonl`/`.json`: JSON Lines).
+
+    Args:
+        path: the file.
+        max_examples: keep the first N questions.
+        require_labels: raise when the file has no labels (training and evaluation).
+
+    Returns:
+        `ChoiceExamples`.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data file {path!r} does not exist.")
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".csv":
+        contexts, choices, labels = _read_swag(path, max_examples)
+    elif ext in (".jsonl", ".json", ".ndjson"):
+        contexts, choices, labels = _read_jsonl(path, max_examples)
+    else:
+        raise ValueError(f"{path}: unknown multiple-choice format {ext!r}; use a SWAG .csv or a .jsonl file with "
+                         "context, choices and label.")
+    if not contexts:
+        raise ValueError(f"{path} has no questions (empty file or header only).")
+    if labels is None and require_labels:
+        raise ValueError(f"{path} has no labels (SWAG: a \"label\" column; JSONL: a \"label\" key); training and "
+                         "evaluation need the right choice's index.")
+    return ChoiceExamples(contexts=contexts, choices=choices, labels=labels, path=path).check()
+
+
+def _longest(features):
+    import tensorflow as tf
+
+    return tf.reduce_max(tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32), axis=-1))
+
+
+def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, bucket=True,
+                        boundaries=None, with_labels=True):
+    """A batched `tf.data.Dataset` of `(features, labels)`, features `[batch, num_choices, width]`.
+
+    Tokenization runs once (TF ops, big batches) and the int features are cached.
+    With `bucket`, training batches group questions of similar length (the longest
+    choice of each) and every batch is cut to the shortest bucket width that holds it.
+
+    Args:
+        examples: `ChoiceExamples`.
+        preprocessor: a `MultipleChoicePreprocessor`.
+        batch_size: questions per batch.
+        shuffle: reshuffle every epoch (seeded); set for training.
+        with_labels: False yields features only (for `predict`); labels may then be None.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.preprocessing import bucketing
+
+    examples.check()
+    n, num_choices = len(examples), examples.num_choices
+    labels = examples.labels if examples.labels is not None else np.zeros(n, np.int32)
+    ds = tf.data.Dataset.from_tensor_slices(((tf.constant(examples.contexts, tf.string),
+                                              tf.constant(examples.choices, tf.string)), labels))
+    sequence_length = int(preprocessor.sequence_length)
+    boundaries = sorted(boundaries or bucketing.default_boundaries(sequence_length))
+
+    def trim(features, label):  # one question [num_choices, seq] -> [num_choices, its longest pair]
+        return {k: v[:, :_longest(features)] for k, v in features.items()}, label
+
+    ds = ds.batch(256).map(lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    if bucket and shuffle:
+        ds = ds.map(trim, num_parallel_calls=tf.data.AUTOTUNE).cache()
+        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        # Lengths in [b[i-1], b[i]) go to bucket i, padded to b[i] - 1: hence the +1.
+        ds = ds.bucket_by_sequence_length(
+            element_length_func=lambda x, y: _longest(x),
+            bucket_boundaries=[b + 1 for b in boundaries[:-1]] + [boundaries[-1] + 1],
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), pad_to_bucket_boundary=True)
+        ds = ds.map(lambda x, y: ({k: tf.ensure_shape(v, [None, num_choices, None]) for k, v in x.items()}, y))
+    else:
+        ds = ds.cache()
+        if shuffle:
+            ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.batch(batch_size)
+        if bucket:
+            bounds = tf.constant(boundaries, tf.int32)
+
+            def cut(x, y):
+                width = tf.gather(bounds, tf.minimum(tf.searchsorted(bounds, [_longest(x)])[0], len(boundaries) - 1))
+                return {k: v[..., :width] for k, v in x.items()}, y
+
+            ds = ds.map(cut)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
+    if not with_labels:
+        ds = ds.map(lambda x, y: x)
+    return ds.prefetch(tf.data.AUTOTUNE)

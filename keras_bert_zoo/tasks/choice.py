@@ -1,0 +1,168 @@
+"""Multiple choice (SWAG): `choice`.
+
+Model `BertMultipleChoice`; data SWAG CSV and JSON Lines `{"context", "choices",
+"label"}` (`preprocessing.choice_data`); `(context, choice)` pairs packed as
+`[CLS] context [SEP] choice [SEP]` (`preprocessing.choice`); metric accuracy;
+serving `context` `[batch]` + `choices` `[batch, num_choices]` -> `probabilities`,
+`best_index`, `best_choice`.
+"""
+
+import json
+
+from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.tasks.base import TaskSpec
+
+CHOICE_SEPARATORS = (" ||| ", "\t")
+
+
+class ChoiceTask(TaskSpec):
+    name = "choice"
+    model_class_name = "BertMultipleChoice"
+    description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
+
+    def model_class(self):
+        from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+
+        return BertMultipleChoice
+
+    # --- fine-tuning ------------------------------------------------------------------
+    def read_data(self, path, layout, reference=None, max_examples=None):
+        from keras_bert_zoo.preprocessing.choice_data import read_choices
+
+        examples = read_choices(path, max_examples=max_examples)
+        if reference is not None and examples.num_choices != reference.num_choices:
+            raise ValueError(f"{path} has {examples.num_choices} choices per question but the training file "
+                             f"{reference.num_choices}; use files with the same number of choices.")
+        return examples
+
+    def make_preprocessor(self, vocab_dir, sequence_length, layout):
+        from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+
+        return MultipleChoicePreprocessor.from_preset(vocab_dir, sequence_length=sequence_length)
+
+    def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
+        saved_layout = {"sequence_length": sequence_length, "num_choices": train_examples.num_choices}
+        return self.model_class().from_preset(model, data_layout=saved_layout, preprocessor=preprocessor)
+
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+        from keras_bert_zoo.preprocessing.choice_data import make_choice_dataset
+
+        return make_choice_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed,
+                                   bucket=bucketing, with_labels=training)
+
+    def score(self, model, examples, dataset):
+        import numpy as np
+
+        logits = model.predict(dataset, verbose=0)
+        return {"accuracy": float(np.mean(np.argmax(logits, axis=-1) == examples.labels))}
+
+    # --- evaluate / predict ---------------------------------------------------------------
+    def evaluate(self, model_dir, data_paths, batch_size=64):
+        import numpy as np
+
+        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples, read_choices
+
+        model = self.load_model(model_dir)
+        parts = [read_choices(p) for p in data_paths]
+        if len({p.num_choices for p in parts}) > 1:
+            raise ValueError(f"{', '.join(data_paths)} have different numbers of choices per question; "
+                             "evaluate them one at a time.")
+        examples = ChoiceExamples(contexts=sum((p.contexts for p in parts), []),
+                                  choices=sum((p.choices for p in parts), []),
+                                  labels=np.concatenate([p.labels for p in parts]))
+        metrics = self.score(model, examples, self.dataset(examples, model.preprocessor, batch_size, training=False))
+        metrics.update({"examples": len(examples), "num_choices": examples.num_choices,
+                        "random_baseline": 1.0 / examples.num_choices})
+        return metrics
+
+    def predict(self, model, texts):
+        """Each text is `context ||| choice 1 ||| choice 2 ...` (or tab-separated), or a JSON
+        object `{"context": ..., "choices": [...]}`."""
+        questions = [parse_question(t) for t in texts]
+        rows = []
+        for count in sorted({len(c) for _, c in questions}):  # one batch shape per number of choices
+            ids = [i for i, (_, c) in enumerate(questions) if len(c) == count]
+            probs, best = model.predict_choices([questions[i][0] for i in ids], [questions[i][1] for i in ids])
+            for i, p, b in zip(ids, probs, best):
+                context, choices = questions[i]
+                rows.append((i, {"context": context, "choices": choices,
+                                 "probabilities": [round(float(v), 4) for v in p], "best_index": int(b),
+                                 "best_choice": choices[int(b)]}))
+        return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+    def format_prediction(self, row):
+        shown = "  ".join(f"{i}={p:.3f}" for i, p in enumerate(row["probabilities"]))
+        return f"{row['best_index']}\t{shown}\t{row['best_choice']}\t<- {row['context']}"
+
+    def serving(self):
+        return ChoiceServing
+
+
+def parse_question(text):
+    """`(context, [choices])` from `context ||| choice ||| choice ...`, tab-separated
+    fields, or a JSON object with `context` and `choices`."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError as e:
+            raise ValueError(f"{text[:60]!r} looks like JSON but does not parse ({e}).") from None
+        if not isinstance(obj.get("choices"), list) or "context" not in obj:
+            raise ValueError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
+        context, choices = str(obj["context"]), [str(c) for c in obj["choices"]]
+    else:
+        for sep in CHOICE_SEPARATORS:
+            if sep in text:
+                context, *choices = [part.strip() for part in text.split(sep)]
+                break
+        else:
+            context, choices = text, []
+    if len(choices) < 2:
+        raise ValueError(f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
+                         "choice 2' or {\"context\": ..., \"choices\": [...]}.")
+    return context, choices
+
+
+@register_serving("BertMultipleChoice")
+class ChoiceServing(TaskServing):
+    """`serving_default(context, choices)`: `context` `tf.string [batch]`, `choices`
+    `tf.string [batch, num_choices]` -> `logits`, `probabilities` `float32
+    [batch, num_choices]` (softmax over the choices), `best_index` `int32 [batch]` and
+    `best_choice` `string [batch]`. `tokenize(context, choices)` returns the packed pairs
+    `[batch, num_choices, seq]` (and the `choices` given); `predict_token_ids` takes the
+    ids (no `best_choice` there)."""
+
+    default_signature = "choose"
+    ids_shape = (None, None, None)
+
+    def text_inputs(self):
+        import tensorflow as tf
+
+        return [tf.TensorSpec([None], tf.string, name="context"),
+                tf.TensorSpec([None, None], tf.string, name="choices")]
+
+    def tokenize_inputs(self):
+        return self.text_inputs()
+
+    def preprocess(self, context, choices):
+        import tensorflow as tf
+
+        features = {k: tf.cast(v, tf.int32) for k, v in self.preprocessor((context, choices)).items()}
+        features["choices"] = choices  # for `best_choice` (the model takes only the ids)
+        return features
+
+    def outputs(self, logits, features):
+        import tensorflow as tf
+
+        logits = tf.cast(logits, tf.float32)
+        best = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        out = {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "best_index": best}
+        if "choices" in features:
+            out["best_choice"] = tf.gather(features["choices"], best, batch_dims=1)
+        return out
+
+    def info(self):
+        return {"inputs": ["context", "choices"], "num_choices": (self.model.data_layout or {}).get("num_choices")}
+
+
+TASK = ChoiceTask()
