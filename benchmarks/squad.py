@@ -662,9 +662,11 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
                 torch.set_num_threads(threads)
 
         systems[hf1_name] = hf1_step
-    for step in systems.values():  # compile / warm up
+    for name, step in systems.items():  # compile / warm up
+        t = time.perf_counter()
         for _ in range(2):
             step()
+        print(f"warm-up, {name}: {time.perf_counter() - t:.1f} s", flush=True)
     times = {k: [] for k in systems}
     for r in range(rounds):
         for name, step in systems.items():
@@ -798,6 +800,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5, help="--only speed: interleaved rounds")
     parser.add_argument("--steps", type=int, default=2, help="--only speed: train steps per system per round")
     parser.add_argument("--xla", action="store_true", help="--only speed: also time ours with XLA")
+    parser.add_argument("--speed-batch-size", type=int, default=RECIPE["batch_size"],
+                        help="--only speed: windows per step (32; 16 halves the memory, about 8 GB at 32 x 256 "
+                             "with both systems in one process)")
     parser.add_argument("--root", default="/tmp/bert_zoo_squad")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--ours-from", metavar="DIR",
@@ -821,7 +826,7 @@ def main(argv=None):
         run_hf(*side_args)
         return
     if args.only == "speed":
-        speed(out, args.sequence_length, args.overlap, RECIPE["batch_size"], args.rounds, args.steps, xla=args.xla)
+        speed(out, args.sequence_length, args.overlap, args.speed_batch_size, args.rounds, args.steps, xla=args.xla)
         return
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
     command = " ".join([os.path.basename(sys.executable)] + sys.argv)

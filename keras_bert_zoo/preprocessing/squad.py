@@ -73,7 +73,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
                                          doc_stride=8, max_query_length=8)
     out = pre.windows(["Where is Paris?"], ["Paris is the capital of France. " * 4], [24], [30])
     out["example_ids"]                                  # [0, 0]: two windows
-    out["start_positions"], out["end_positions"]        # [8, 0], [8, 0]: "france" in window 1 only
+    out["start_positions"], out["end_positions"]        # [11, 0], [11, 0]: "france" is in the first window only
     ```
     """
 

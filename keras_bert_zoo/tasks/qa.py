@@ -140,8 +140,10 @@ class QATask(TaskSpec):
             files["null_odds.json"] = {}
         for path, data in zip(data_paths, examples):
             scores, rows = self.answer_and_score(model, data, batch_size)
-            metrics.update(scores) if len(data_paths) == 1 else metrics.update(
-                {f"{path}:{k}": v for k, v in scores.items()})
+            if len(data_paths) == 1:
+                metrics.update(scores)
+            else:  # one set of scores per file
+                metrics.update({f"{path}:{k}": v for k, v in scores.items()})
             files["predictions.json"].update({q: r["answer"] for q, r in zip(data.ids, rows)})
             if model.version_2_with_negative:
                 files["null_odds.json"].update({q: r["null_score_diff"] for q, r in zip(data.ids, rows)})
