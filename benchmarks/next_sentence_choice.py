@@ -27,7 +27,9 @@ AdamW (betas 0.9/0.999, epsilon 1e-6, weight decay 0.01 not on biases or LayerNo
 weights), 10% linear warm-up (`round(0.1 * total)` steps) then linear decay to 0, global
 gradient clipping at 1.0, seed 0. Ours pads each batch to a length bucket, HF to the
 batch's longest pair. Scores: dev accuracy of the model at the END of training. Speed:
-training questions per second, training steps only.
+training questions per second, training steps only (wall clock); each side also records
+the CPU time its process used (`process_cpu_seconds`), since on a loaded machine the two
+sides get different shares of the cores.
 
     python benchmarks/next_sentence_choice.py                        # easy then hard, both sides
     python benchmarks/next_sentence_choice.py --variants easy        # one variant
@@ -150,6 +152,9 @@ def run_ours(out, epochs):
         "loadavg_after": list(os.getloadavg()), "uptime_before": uptime_before, "uptime_after": _uptime(),
         "date": _now(), "git_commit": _git_commit(), "versions": _versions("tensorflow", "keras"),
         "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
+        # CPU time of the whole process (all threads: loading, tokenizing, training, dev): under a loaded
+        # machine the sides get different shares of the cores, and this shows it.
+        "process_cpu_seconds": time.process_time(),
     }
     _write(os.path.join(out, "ours.json"), record)
     print(f"ours: dev accuracy {record['accuracy']:.4f}, {record['questions_per_second']:.2f} train questions/s "
@@ -223,7 +228,7 @@ def run_hf(out, epochs):
         "train_questions": len(train), "dev_questions": len(dev), "tokenize_train_seconds": tokenize_seconds,
         "uptime_after": _uptime(), "date": _now(), "git_commit": _git_commit(),
         "versions": _versions("torch", "transformers"), "torch_threads": torch.get_num_threads(),
-        "tensorflow_in_process": "tensorflow" in sys.modules,
+        "tensorflow_in_process": "tensorflow" in sys.modules, "process_cpu_seconds": time.process_time(),
     }
     _write(os.path.join(out, "hf.json"), record)
     print(f"HF: dev accuracy {record['accuracy']:.4f}, {record['questions_per_second']:.2f} train questions/s over "

@@ -36,7 +36,7 @@ def model():
     # A pooler and head big enough that the choices get clearly different scores.
     rng = np.random.default_rng(0)
     backbone.pooler.kernel.assign(rng.normal(size=(16, 16)).astype("float32"))
-    model.classifier.kernel.assign(rng.normal(size=(16, 1)).astype("float32") * 3)
+    model.classifier.kernel.assign(rng.normal(size=(16, 1)).astype("float32") * 30)
     return model
 
 
