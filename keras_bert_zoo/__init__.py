@@ -15,6 +15,8 @@ from keras_bert_zoo import convert as _convert  # noqa: E402,F401  registers the
 from keras_bert_zoo.export.saved_model import export_saved_model  # noqa: E402
 from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
 from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402
+from keras_bert_zoo.models.embedder import BertSentenceEmbedder  # noqa: E402
+from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor  # noqa: E402
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS  # noqa: E402
 from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
 from keras_bert_zoo.models.tagger import BertTagger  # noqa: E402
@@ -30,5 +32,6 @@ def presets():
     return sorted(BACKBONE_PRESETS)
 
 
-__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "presets", "BertTokenizer", "SegmentPacker",
+__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSentenceEmbedder",
+           "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]
