@@ -105,11 +105,26 @@ def tagger_case(rng, n):
     return build, x, y
 
 
+def embedder_case(rng, n):
+    """Sentence embeddings trained towards target vectors with a Keras MSE loss."""
+    import keras
+
+    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+
+    def build():
+        model = BertSentenceEmbedder(_tiny_backbone(), pooling="mean")
+        model.compile(optimizer=_optimizer(), loss=keras.losses.MeanSquaredError())
+        return model
+
+    return build, _token_inputs(rng, n), rng.normal(size=(n, 8)).astype("float32")
+
+
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
     "BertPretrainer": pretrainer_case,
     "BertClassifier": classifier_case,
     "BertTagger": tagger_case,
+    "BertSentenceEmbedder": embedder_case,
 }
 
 
