@@ -16,6 +16,8 @@
 
     python benchmarks/stsb.py unsupervised --model minilm --model mini=/tmp/emb_runs/bert_mini_wikitext \\
         --st-reference --out /tmp/stsb_unsupervised
+    python benchmarks/stsb.py unsupervised --random-baseline mini=/tmp/emb_runs/bert_mini_wikitext \
+        --pooling mean cls pooled --out /tmp/stsb_random
     python benchmarks/stsb.py finetune --epochs 1 --out /tmp/stsb_minilm
 
 Writes `OUT/unsupervised.json` or the fine-tuned model directory with its
@@ -50,16 +52,22 @@ def _models(specs):
 
 
 def unsupervised(args):
+    import keras
+
     from keras_bert_zoo import BertSentenceEmbedder
     from keras_bert_zoo.tasks.embed import similarity_scores
 
     dev = os.path.join(DATA, "sts-dev.csv")
     rows = []
     load_start = os.getloadavg()
-    for name, path in _models(args.model).items():
+    runs = [(name, path, True) for name, path in _models(args.model).items()]
+    # The same architecture and vocabulary with random weights: what pretraining added.
+    runs += [(f"{name} (random init)", path, False) for name, path in _models(args.random_baseline or []).items()]
+    for name, path, load_weights in runs:
         for pooling in args.pooling:
             start = time.time()
-            embedder = BertSentenceEmbedder.from_preset(path, pooling=pooling)
+            keras.utils.set_random_seed(0)
+            embedder = BertSentenceEmbedder.from_preset(path, pooling=pooling, load_weights=load_weights)
             metrics = similarity_scores(embedder, dev, batch_size=64)
             rows.append({"model": name, "path": path, "pooling": pooling, **metrics,
                          "seconds": time.time() - start})
@@ -114,6 +122,8 @@ def main(argv=None):
     u = sub.add_parser("unsupervised")
     u.add_argument("--model", action="append", default=None, help="NAME=DIR (repeat); 'minilm' alone: the real one")
     u.add_argument("--pooling", nargs="+", default=list(POOLINGS), choices=POOLINGS)
+    u.add_argument("--random-baseline", action="append", default=None,
+                   help="NAME=DIR (repeat): the same architecture and vocabulary, random weights (seed 0)")
     u.add_argument("--st-reference", action="store_true")
     u.add_argument("--out", required=True)
     f = sub.add_parser("finetune")
@@ -121,7 +131,7 @@ def main(argv=None):
     f.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.what == "unsupervised":
-        args.model = args.model or ["minilm"]
+        args.model = args.model or ([] if args.random_baseline else ["minilm"])
         unsupervised(args)
     else:
         finetune(args)
