@@ -16,6 +16,8 @@ from keras_bert_zoo.export.saved_model import export_saved_model  # noqa: E402
 from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
 from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402
 from keras_bert_zoo.models.multiple_choice import BertMultipleChoice  # noqa: E402
+from keras_bert_zoo.models.embedder import BertSentenceEmbedder  # noqa: E402
+from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor  # noqa: E402
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS  # noqa: E402
 from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
 from keras_bert_zoo.models.span_qa import BertSpanQA  # noqa: E402
@@ -33,5 +35,5 @@ def presets():
 
 
 __all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
-           "presets", "BertTokenizer", "SegmentPacker",
+           "BertSentenceEmbedder", "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]

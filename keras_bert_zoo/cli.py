@@ -19,12 +19,14 @@ VERBS = {
     "evaluate": "score a saved model on a data file",
     "predict": "predictions on raw text",
     "export": "SavedModel with raw-string signatures",
+    "embed": "sentence embeddings of a text file (one text per line) into a .npy file",
+    "evaluate-embeddings": "unsupervised similarity on STS-B: cosine of embeddings vs gold (Spearman)",
     "convert": "any supported checkpoint into our preset format",
 }
 
 
 def _module(verb):
-    return importlib.import_module(f"keras_bert_zoo.commands.{verb}")
+    return importlib.import_module(f"keras_bert_zoo.commands.{verb.replace('-', '_')}")
 
 
 def build_parser(argv):
@@ -37,7 +39,7 @@ def build_parser(argv):
             try:
                 _module(verb).add_arguments(verb_parser)
             except ModuleNotFoundError as e:
-                if e.name != f"keras_bert_zoo.commands.{verb}":
+                if e.name != f"keras_bert_zoo.commands.{verb.replace('-', '_')}":
                     raise
                 parser.error(f"'{verb}' is not available in this version.")
     return parser

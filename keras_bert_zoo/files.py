@@ -23,3 +23,18 @@ def write_metrics(metrics, path):
     flat = {k: (int(v) if isinstance(v, (bool, int)) else float(v)) for k, v in metrics.items()}
     write_json(path, flat, sort_keys=True)
     return flat
+
+
+def write_npy(path, array):
+    """Writes a numpy array as `.npy` to exactly `path` (no suffix added), atomically."""
+    import numpy as np
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

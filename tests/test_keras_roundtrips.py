@@ -45,6 +45,9 @@ COVERED = {
     "SpanQAPreprocessor": "span_qa",
     "BertMultipleChoice": "multiple_choice",
     "MultipleChoicePreprocessor": "multiple_choice",
+    "BertSentenceEmbedder": "embedder",
+    "SentencePooling": "embedder",
+    "BertFeatureExtractor": "feature_extractor",
 }
 
 
@@ -204,6 +207,40 @@ def test_multiple_choice(tmp_path):
     reloaded = BertMultipleChoice.from_preset(str(tmp_path / "preset"))
     np.testing.assert_allclose(reloaded.predict((contexts, choices), verbose=0), expected, atol=1e-5)
     assert reloaded.preprocessor.sequence_length == 12
+
+
+@pytest.mark.parametrize("pooling", ["mean", "pooled"])
+def test_embedder(tmp_path, pooling):
+    from keras_bert_zoo import BertSentenceEmbedder
+
+    keras.utils.set_random_seed(0)
+    pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
+    model = BertSentenceEmbedder(_backbone(pre.tokenizer.vocabulary_size()), pooling=pooling, normalize=True,
+                                 preprocessor=pre)
+    expected = model.encode(TEXTS)
+    restored = _save_load(model, tmp_path, "embedder")
+    np.testing.assert_array_equal(restored.encode(TEXTS), expected)
+    assert (restored.pooling, restored.normalize, restored.preprocessor.sequence_length) == (pooling, True, 16)
+    assert {"BertSentenceEmbedder", "BertPreprocessor"} | ({"SentencePooling"} if pooling == "mean" else set()) \
+        <= _all_layers(restored)
+    model.save_to_preset(str(tmp_path / "preset"))
+    reloaded = BertSentenceEmbedder.from_preset(str(tmp_path / "preset"))
+    np.testing.assert_allclose(reloaded.encode(TEXTS), expected, atol=1e-6)
+
+
+def test_feature_extractor(tmp_path):
+    from keras_bert_zoo import BertFeatureExtractor
+
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocabulary_size=50, num_layers=4, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                            max_sequence_length=32, output_hidden_states=True)
+    model = BertFeatureExtractor(backbone, combination="concat_last_four")
+    x = _ids(50)
+    expected = model.predict(x, verbose=0)
+    restored = _save_load(model, tmp_path, "feature_extractor")
+    np.testing.assert_array_equal(restored.predict(x, verbose=0), expected)
+    assert restored.combination == "concat_last_four" and not restored.trainable_weights
+    assert {"BertFeatureExtractor", "BertBackbone"} <= _all_layers(restored)
 
 
 def test_masker(tmp_path):

@@ -100,9 +100,10 @@ class Task(keras.Model):
                 preprocessor = None
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
         checkpoint = loading.open_checkpoint(name_or_path)
-        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights,
-                                                    pooler_needed=cls.uses_pooler, **backbone_kwargs)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
+        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights,
+                                                    pooler_needed=cls._pooler_needed({**saved, **kwargs}),
+                                                    **backbone_kwargs)
         if preprocessor == "auto":
             preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
         model = cls(backbone=backbone, preprocessor=preprocessor, **{**saved, **kwargs})
@@ -112,6 +113,11 @@ class Task(keras.Model):
             tied = [name for name, _ in model._tied_tensors()]
             loading.report_unused(checkpoint, cls.__name__, accounted=tied)
         return model
+
+    @classmethod
+    def _pooler_needed(cls, task_kwargs):
+        """Whether a model built with `task_kwargs` reads the pooler (a missing one is warned about)."""
+        return cls.uses_pooler
 
     @classmethod
     def _preprocessor_from_checkpoint(cls, checkpoint):

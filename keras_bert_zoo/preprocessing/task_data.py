@@ -36,8 +36,13 @@ GLUE_TASKS = {
                  display_names=("not_equivalent", "equivalent")),
     "qqp": dict(text_columns=("question1", "question2"), label_column="is_duplicate", label_names=("0", "1"),
                 display_names=("not_duplicate", "duplicate")),
-    "stsb": dict(text_columns=("sentence1", "sentence2"), label_column="score", label_names=None,
-                 problem_type="regression"),
+    # The original STS Benchmark release (sts-train.csv, sts-dev.csv): tab-separated despite
+    # the name, no header, fields genre file year id score sentence1 sentence2 (+2 on some
+    # 2016 rows), unbalanced quotes (quoting off). GLUE's STS-B TSV (with a header) is stsb_glue.
+    "stsb": dict(text_columns=(5, 6), label_column=4, label_names=None, problem_type="regression",
+                 header=False, delimiter="\t"),
+    "stsb_glue": dict(text_columns=("sentence1", "sentence2"), label_column="score", label_names=None,
+                      problem_type="regression"),
     "mnli": dict(text_columns=("sentence1", "sentence2"), label_column="gold_label",
                  label_names=("contradiction", "entailment", "neutral")),
     "qnli": dict(text_columns=("question", "sentence"), label_column="label",
@@ -67,6 +72,8 @@ class DataLayout:
         task: the GLUE task name, when the layout is a GLUE one.
         display_names: names shown for the classes (same order as `label_names`)
             when the file's labels are codes, e.g. SST-2's 0/1 -> negative/positive.
+        delimiter: the field separator, read with quoting off; None decides from the
+            file's extension (`.csv` comma with quotes, `.jsonl`, else tab).
     """
 
     text_columns: tuple
@@ -76,6 +83,7 @@ class DataLayout:
     header: bool = True
     task: str = None
     display_names: tuple = None
+    delimiter: str = None
 
     def __post_init__(self):
         self.text_columns = tuple(self.text_columns)
@@ -88,7 +96,9 @@ class DataLayout:
 
     @classmethod
     def for_task(cls, name):
-        """The layout of a GLUE task (`sst2`, `mrpc`, `rte`, `cola`, `qqp`, `stsb`, `mnli`, `qnli`, `wnli`)."""
+        """The layout of a GLUE task (`sst2`, `mrpc`, `rte`, `cola`, `qqp`, `stsb`, `mnli`, `qnli`, `wnli`).
+
+        `stsb` reads the original STS Benchmark files (`sts-*.csv`), `stsb_glue` GLUE's STS-B TSV."""
         key = name.lower()
         if key not in GLUE_TASKS:
             raise ValueError(
@@ -135,7 +145,7 @@ def _read_rows(path, layout):
     """Rows as dicts (header / JSON keys) or lists (no header), with line numbers."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {path!r} does not exist.")
-    kind = _file_kind(path)
+    kind = "delimited" if layout.delimiter else _file_kind(path)
     # utf-8-sig: the GLUE MRPC files start with a byte-order mark.
     with open(path, encoding="utf-8-sig", newline="") as f:
         if kind == "jsonl":
@@ -150,7 +160,10 @@ def _read_rows(path, layout):
             return rows, None
         csv.field_size_limit(sys.maxsize)
         # GLUE TSVs are not quoted (MRPC sentences contain bare `"`): QUOTE_NONE as GLUE's own reader.
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if kind == "tsv" else csv.reader(f)
+        if kind == "csv":
+            reader = csv.reader(f)
+        else:
+            reader = csv.reader(f, delimiter=layout.delimiter or "\t", quoting=csv.QUOTE_NONE)
         lines = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
     if not lines:
         return [], None
@@ -250,7 +263,7 @@ def read_examples(path, layout, label_names=None, max_examples=None):
         rows = rows[: int(max_examples)]
     line_numbers = [n for n, _ in rows]
     columns = list(layout.text_columns) + [layout.label_column]
-    if _file_kind(path) == "jsonl":
+    if _file_kind(path) == "jsonl" and not layout.delimiter:
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
             raise ValueError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "

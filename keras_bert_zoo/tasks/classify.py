@@ -23,8 +23,9 @@ class ClassifyTask(TaskSpec):
 
     # --- command line ---------------------------------------------------------------
     def add_arguments(self, parser):
-        parser.add_argument("--glue", default=None,
-                            help="GLUE layout: sst2, mrpc, rte, cola, qqp, stsb, mnli, qnli, wnli")
+        parser.add_argument("--glue", "--task", dest="glue", default=None,
+                            help="GLUE layout: sst2, mrpc, rte, cola, qqp, stsb (the original STS Benchmark "
+                                 "sts-*.csv files; regression, MSE), stsb_glue (GLUE's STS-B tsv), mnli, qnli, wnli")
         parser.add_argument("--text-column", action="append", default=None,
                             help="text column name or index; give it twice for sentence pairs")
         parser.add_argument("--label-column", default=None, help="label column name or index")

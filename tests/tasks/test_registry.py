@@ -19,6 +19,7 @@ def test_classify_and_pretrain_are_registered_by_both_names():
     assert get_task("classify") is get_task("BertClassifier")
     assert get_task("pretrain").model_class().__name__ == "BertPretrainer"
     assert get_task("tag") is get_task("BertTagger")
+    assert get_task("embed") is get_task("BertSentenceEmbedder") and "embed" not in task_names(finetunable=True)
     with pytest.raises(ValueError, match="unknown task 'parse'; known tasks: " + ", ".join(sorted(task_names()))):
         get_task("parse")
 

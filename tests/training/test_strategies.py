@@ -135,6 +135,20 @@ def multiple_choice_case(rng, n):
     return build, x, rng.integers(0, choices, n).astype("int32")
 
 
+def embedder_case(rng, n):
+    """Sentence embeddings trained towards target vectors with a Keras MSE loss."""
+    import keras
+
+    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+
+    def build():
+        model = BertSentenceEmbedder(_tiny_backbone(), pooling="mean")
+        model.compile(optimizer=_optimizer(), loss=keras.losses.MeanSquaredError())
+        return model
+
+    return build, _token_inputs(rng, n), rng.normal(size=(n, 8)).astype("float32")
+
+
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
     "BertPretrainer": pretrainer_case,
@@ -142,6 +156,7 @@ REPLICA_CASES = {
     "BertTagger": tagger_case,
     "BertSpanQA": span_qa_case,
     "BertMultipleChoice": multiple_choice_case,
+    "BertSentenceEmbedder": embedder_case,
 }
 
 
