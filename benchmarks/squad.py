@@ -708,6 +708,15 @@ def _print_speed(result):
     for name, r in result["systems"].items():
         print(f"| {name} | {r['median_windows_per_second']:.2f} | {r['best_windows_per_second']:.2f} | "
               f"{r['median_ratio_vs_hf']:.2f}x |")
+    one = [r for n, r in result["systems"].items() if n.startswith("diagnostic")]
+    if one:  # ours against HF's faster thread setting in the same rounds
+        import statistics
+
+        for name, r in result["systems"].items():
+            if name.startswith("ours"):
+                ratios = [h / t for t, h in zip(r["round_seconds"], one[0]["round_seconds"])]
+                print(f"{name} / HF on 1 thread (per-round ratios {', '.join(f'{x:.2f}' for x in ratios)}): "
+                      f"median {statistics.median(ratios):.2f}x")
 
 
 # --- both, cross-check, and the table ------------------------------------------------------------------
