@@ -7,22 +7,26 @@ file must have that layout. The task's module does the scoring.
 
 import json
 
-from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.commands.common import add_overwrite_argument, batch_int
+from keras_bert_zoo.files import check_output, write_metrics
 
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by finetune/pretrain")
     parser.add_argument("--data", required=True, nargs="+", help="data file(s) in the layout the model was trained on")
     parser.add_argument("--out", default=None, help="metrics.json path (default: print only)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    add_overwrite_argument(parser)
+    parser.add_argument("--batch-size", type=batch_int, default=64)
 
 
 def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
+    if args.out:
+        check_output(args.out, args.overwrite, kind="file")  # before the work, not after
     spec = task_of_model_dir(args.model, "evaluate")
     metrics = spec.evaluate(args.model, args.data, batch_size=args.batch_size)
     if args.out:
-        write_metrics(metrics, args.out)
+        write_metrics(metrics, args.out)  # atomic: a temporary file renamed into place
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

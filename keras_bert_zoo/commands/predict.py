@@ -19,6 +19,9 @@ def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
     spec = task_of_model_dir(args.model, "predict")
-    for row in spec.predict(spec.load_model(args.model), args.texts):
+    # Arguments that are not valid UTF-8 reach Python as lone surrogates; they become U+FFFD,
+    # as invalid bytes do everywhere else in the tokenizer.
+    texts = [t.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for t in args.texts]
+    for row in spec.predict(spec.load_model(args.model), texts):
         print(json.dumps(row) if args.json else spec.format_prediction(row))
     return 0
