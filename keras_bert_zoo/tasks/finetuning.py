@@ -20,6 +20,11 @@ SELECTIONS = ("final", "best")
 
 def vocab_dir_for(model, vocab=None):
     """The directory holding the `vocab.txt` to use, checked to exist."""
+    from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+
+    if model not in BACKBONE_PRESETS and not os.path.isdir(str(model)):
+        raise MissingPathError(f"--model {model!r} is neither a preset name nor a directory; give a checkpoint "
+                               f"directory or one of {', '.join(sorted(BACKBONE_PRESETS))}.")
     if vocab:
         path = vocab if os.path.isdir(vocab) else os.path.dirname(os.path.abspath(vocab))
     else:
@@ -36,10 +41,10 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
     from keras_bert_zoo.convert.checkpoint import read_architecture
 
-    from keras_bert_zoo.preprocessing.tokenizer import read_vocabulary_file
+    from keras_bert_zoo.preprocessing.tokenizer import read_vocabulary
 
     arch = read_architecture(model)
-    size = len(read_vocabulary_file(os.path.join(vocab_dir, "vocab.txt")))
+    size = len(read_vocabulary(os.path.join(vocab_dir, "vocab.txt")))
     if size != arch["vocabulary_size"]:
         raise CheckpointError(
             f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "

@@ -35,6 +35,38 @@ def _check_paths(paths, flag="--corpus"):
     return paths
 
 
+def check_corpus(paths, corpus_format, nsp, flag="--corpus"):
+    """Raises before training when a text corpus cannot make pretraining pairs.
+
+    Every file is scanned once (binary data, lines over 10 MB), then documents are
+    counted until two are found: NSP and SOP need sentence pairs, and NSP draws its
+    "random next" sentences from another document.
+    """
+    from keras_bert_zoo.files import check_text_file
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+
+    for p in paths:
+        check_text_file(p, f"{flag} file")
+    documents = sentences = 0
+    for document in read_documents(paths, corpus_format):
+        documents += 1
+        sentences += len(document)
+        if documents >= 2 and sentences >= 2:
+            return
+    shown = ", ".join(paths)
+    if not sentences:
+        raise InvalidInputError(f"{shown} has no text (empty, or blank lines only); give a corpus with one "
+                                "sentence per line and a blank line between documents.")
+    if nsp == "nsp" and documents < 2:
+        raise InvalidInputError(
+            f"{shown} holds {documents} document ({sentences} sentence(s)) in the {corpus_format!r} format; "
+            "next-sentence prediction draws its negatives from other documents: separate documents with a "
+            "blank line (--corpus-format bert), or pass --nsp none.")
+    if nsp != "none" and sentences < 2:
+        raise InvalidInputError(f"{shown} has a single sentence; sentence pairs need at least two "
+                                "(add text, or pass --nsp none).")
+
+
 def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercase=True, document_filter=None):
     """Learns a WordPiece vocabulary of at most `size` tokens from a corpus into `out_path`.
 
@@ -129,6 +161,10 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
 
     corpus = _check_paths(corpus)
     check_output(out, overwrite)
+    if not _is_records(corpus):
+        check_corpus(corpus, corpus_format, nsp)
+    if eval_corpus:
+        check_corpus(_check_paths(eval_corpus, "--eval-corpus"), corpus_format, "none", "--eval-corpus")
     if (preset is None) == (model is None):
         raise UsageError("give exactly one of --preset (architecture, random init) and --model (checkpoint).")
     for name, value in (("steps", steps), ("batch-size", batch_size), ("eval-every", eval_every),
