@@ -122,8 +122,11 @@ def test_rename_aside_path_also_works(tmp_path, monkeypatch):
 
 
 _WRITER = textwrap.dedent("""
-    import os, sys
-    sys.path.insert(0, sys.argv[2])
+    import os, sys, types
+    # The package's __init__ imports TensorFlow; files.py needs only errors.py.
+    package = types.ModuleType("keras_bert_zoo")
+    package.__path__ = [os.path.join(sys.argv[2], "keras_bert_zoo")]
+    sys.modules["keras_bert_zoo"] = package
     from keras_bert_zoo.files import output_dir
     out = sys.argv[1]
     for round in range(1_000_000):
