@@ -14,7 +14,7 @@ Files are read line by line, so corpora larger than memory stream through.
 import os
 import re
 
-from keras_bert_zoo.errors import InvalidInputError, UsageError
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import check_text_file
 
 FORMATS = ("bert", "lines", "wikitext")

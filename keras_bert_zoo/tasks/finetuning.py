@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from keras_bert_zoo.errors import CheckpointError, InvalidInputError, MissingPathError, UsageError
+from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.tasks.registry import get_task
 
