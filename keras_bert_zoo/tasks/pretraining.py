@@ -304,7 +304,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     data_paths = _check_paths(data_paths, "--data")
     vocab = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(vocab):
-        raise ValueError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
+        raise CheckpointError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
                          "evaluate a directory written by `bert-zoo pretrain`.")
     model = BertPretrainer.from_preset(model_dir, preprocessor=None)
     model.compile(jit_compile=False)
@@ -325,7 +325,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     sequences = sum(int(x["token_ids"].shape[0]) for x, _ in ds)
     ds, _ = with_known_cardinality(ds)  # Keras warns "ran out of data" on streams of unknown length
     if sequences == 0:
-        raise ValueError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
+        raise InvalidInputError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
                          f"({cfg['corpus_format']!r}).")
     metrics = {k: float(v) for k, v in model.evaluate(ds, return_dict=True, verbose=0).items()}
     metrics["sequences"] = sequences
@@ -349,7 +349,7 @@ class PretrainTask(TaskSpec):
 
     def predict(self, model, texts):
         if not any("[MASK]" in t for t in texts):
-            raise ValueError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
+            raise InvalidInputError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
                              "'The capital of France is [MASK] .'")
         return [{"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
                 for text, answer in zip(texts, model.fill_mask(list(texts)))]
