@@ -9,6 +9,7 @@ import argparse
 import importlib
 import sys
 
+from keras_bert_zoo.errors import exit_code_of, one_line
 from keras_bert_zoo.quiet import quiet_command_line
 
 VERBS = {
@@ -29,8 +30,16 @@ def _module(verb):
     return importlib.import_module(f"keras_bert_zoo.commands.{verb.replace('-', '_')}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and exit code 2) instead of the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser(argv):
-    parser = argparse.ArgumentParser(prog="bert-zoo", description="BERT end to end in Keras 3.")
+    parser = OneLineParser(prog="bert-zoo", description="BERT end to end in Keras 3.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (any position)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for verb, help_text in VERBS.items():
@@ -49,17 +58,26 @@ def main(argv=None):
     if argv is None:  # run as a command (not called from Python): filter TensorFlow's chatter
         quiet_command_line()
     argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    del args.debug  # taken from argv above, so it works in any position
     if not args.verb:
         parser.print_help()
         return 2
     try:
         return int(_module(args.verb).run(args) or 0)
-    except (ValueError, FileNotFoundError) as e:
+    except KeyboardInterrupt:
+        print(f"bert-zoo {args.verb}: interrupted; outputs were left as they were.", file=sys.stderr)
+        return 130
+    except Exception as e:
+        code = exit_code_of(e)
+        if code is None or debug:  # a bug (or asked for): the traceback is the report
+            raise
         # Our errors name the problem and the fix; a traceback would bury that.
-        print(f"bert-zoo {args.verb}: error: {e}", file=sys.stderr)
-        return 1
+        print(f"bert-zoo {args.verb}: error: {one_line(e)}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

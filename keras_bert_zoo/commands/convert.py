@@ -9,6 +9,8 @@ reads is dropped with one line saying so, and the backbone is kept.
 
 import sys
 
+from keras_bert_zoo.commands.common import add_overwrite_argument
+
 # Tokenizer files copied beside the converted weights.
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json")
 
@@ -17,6 +19,7 @@ def add_arguments(parser):
     parser.add_argument("--from", dest="source", required=True,
                         help="HF (config.json + model.safetensors) or Google (bert_config.json + bert_model.ckpt) directory")
     parser.add_argument("--out", required=True, help="output preset directory")
+    add_overwrite_argument(parser)
 
 
 def run(args):
@@ -25,8 +28,10 @@ def run(args):
 
     from keras_bert_zoo.convert.checkpoint import Checkpoint
     from keras_bert_zoo.convert.tasks import detect_task, task_classes
+    from keras_bert_zoo.files import check_output, output_dir
     from keras_bert_zoo.models.backbone import BertBackbone
 
+    check_output(args.out, args.overwrite)
     found = detect_task(Checkpoint(args.source))
     if found.task is None:
         if found.dropped:
@@ -35,11 +40,12 @@ def run(args):
     else:
         model = task_classes()[found.task].from_preset(args.source, preprocessor=None)
         backbone = model.backbone
-    model.save_to_preset(args.out)
-    for name in TOKENIZER_FILES:
-        src = os.path.join(args.source, name)
-        if os.path.exists(src):
-            shutil.copyfile(src, os.path.join(args.out, name))
+    with output_dir(args.out, args.overwrite) as staging:  # renamed into place once complete
+        model.save_to_preset(staging)
+        for name in TOKENIZER_FILES:
+            src = os.path.join(args.source, name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(staging, name))
     print(f"wrote {args.out}: {found.task or 'BertBackbone'} from {found.source} "
           f"({model.count_params():,} parameters, {backbone.num_layers} layers, hidden {backbone.hidden_dim})")
     return 0

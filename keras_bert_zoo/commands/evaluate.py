@@ -9,7 +9,8 @@ besides the metrics (qa: `predictions.json`, `null_odds.json`) are written next 
 import json
 import os
 
-from keras_bert_zoo.files import write_json, write_metrics
+from keras_bert_zoo.commands.common import add_overwrite_argument, batch_int
+from keras_bert_zoo.files import check_output, write_json, write_metrics
 
 
 def add_arguments(parser):
@@ -18,19 +19,22 @@ def add_arguments(parser):
     parser.add_argument("--out", default=None,
                         help="metrics.json path (default: print only); task outputs such as predictions.json go "
                              "in the same directory")
-    parser.add_argument("--batch-size", type=int, default=64)
+    add_overwrite_argument(parser)
+    parser.add_argument("--batch-size", type=batch_int, default=64)
 
 
 def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
+    if args.out:
+        check_output(args.out, args.overwrite, kind="file")  # before the work, not after
     spec = task_of_model_dir(args.model, "evaluate")
     metrics, files = spec.evaluate_outputs(args.model, args.data, batch_size=args.batch_size)
     if args.out:
         folder = os.path.dirname(os.path.abspath(args.out))
         for name, content in files.items():
             write_json(os.path.join(folder, name), content)
-        write_metrics(metrics, args.out)
+        write_metrics(metrics, args.out)  # atomic: a temporary file renamed into place
     elif files:
         print(f"(pass --out DIR/metrics.json to also write {', '.join(sorted(files))})")
     print(json.dumps(metrics, indent=2, sort_keys=True))

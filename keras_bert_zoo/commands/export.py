@@ -11,12 +11,15 @@ Examples:
 
 import time
 
+from keras_bert_zoo.commands.common import add_overwrite_argument, int_in
+
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
-    parser.add_argument("--out", required=True, help="SavedModel directory to write (replaced if it exists)")
-    parser.add_argument("--top-k", type=int, default=None, help="fill-mask (pretrainer): tokens per [MASK] (5)")
-    parser.add_argument("--max-masks", type=int, default=None, help="fill-mask (pretrainer): [MASK]s per text (8)")
+    parser.add_argument("--out", required=True, help="SavedModel directory to write")
+    add_overwrite_argument(parser)
+    parser.add_argument("--top-k", type=int_in(1, 1000), default=None, help="fill-mask (pretrainer): tokens per [MASK] (5)")
+    parser.add_argument("--max-masks", type=int_in(1, 512), default=None, help="fill-mask (pretrainer): [MASK]s per text (8)")
 
 
 def signature_summary(path):
@@ -30,13 +33,15 @@ def signature_summary(path):
 
 def run(args):
     from keras_bert_zoo.export.saved_model import export_saved_model
+    from keras_bert_zoo.files import check_output
     from keras_bert_zoo.tasks import task_of_model_dir
 
+    check_output(args.out, args.overwrite)  # before loading the model
     spec = task_of_model_dir(args.model, "export")
     model = spec.load_model(args.model)
     options = {k: v for k, v in (("top_k", args.top_k), ("max_masks", args.max_masks)) if v is not None}
     start = time.perf_counter()
-    export_saved_model(model, args.out, **options)
+    export_saved_model(model, args.out, overwrite=args.overwrite, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
     for name, (inputs, outputs) in sorted(signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")

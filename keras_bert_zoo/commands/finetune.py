@@ -9,7 +9,8 @@ Examples:
         --max-train-examples 2000 --epochs 1 --out /tmp/sst2
 """
 
-from keras_bert_zoo.commands.common import add_distribution_arguments, jit_flag
+from keras_bert_zoo.commands.common import (add_distribution_arguments, add_overwrite_argument, batch_int, count_int,
+                                            jit_flag, learning_rate_float, length_int, ratio_float, steps_int)
 
 
 def add_arguments(parser):
@@ -28,19 +29,20 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--train", required=True, help="training data file")
     parser.add_argument("--dev", required=True, help="dev data file, scored during training")
     parser.add_argument("--out", required=True, help="output directory (becomes a preset directory)")
+    add_overwrite_argument(parser)
     parser.add_argument("--vocab", default=None,
                         help="vocab.txt (or its directory) when --model is a preset name or has none")
-    parser.add_argument("--epochs", type=int, default=spec.default_epochs)
-    parser.add_argument("--batch-size", type=int, default=32, help="per replica")
-    parser.add_argument("--learning-rate", type=float, default=spec.default_learning_rate)
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--epochs", type=steps_int, default=spec.default_epochs)
+    parser.add_argument("--batch-size", type=batch_int, default=32, help="per replica")
+    parser.add_argument("--learning-rate", type=learning_rate_float, default=spec.default_learning_rate)
+    parser.add_argument("--warmup-ratio", type=ratio_float, default=0.1)
     parser.add_argument("--recipe", choices=("linear", "bert_original"), default="linear",
                         help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
                              "bert_original = google-research/bert's (no Adam bias correction)")
-    parser.add_argument("--sequence-length", type=int, default=spec.default_sequence_length)
-    parser.add_argument("--max-train-examples", type=int, default=None)
-    parser.add_argument("--max-dev-examples", type=int, default=None)
-    parser.add_argument("--eval-every", type=int, default=0,
+    parser.add_argument("--sequence-length", type=length_int, default=spec.default_sequence_length)
+    parser.add_argument("--max-train-examples", type=steps_int, default=None)
+    parser.add_argument("--max-dev-examples", type=steps_int, default=None)
+    parser.add_argument("--eval-every", type=count_int, default=0,
                         help="also score the dev file every N steps (0: once per epoch)")
     parser.add_argument("--select", choices=("final", "best"), default="final",
                         help="final: keep the model at the end of training; best: the best dev evaluation")
@@ -63,7 +65,7 @@ def run(args):
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu,
-        mixed_precision=args.mixed_precision,
+        mixed_precision=args.mixed_precision, overwrite=args.overwrite,
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0

@@ -32,6 +32,9 @@ def run(args):
     from keras_bert_zoo.tasks import task_of_model_dir
 
     spec = task_of_model_dir(args.model, "predict")
+    # Arguments that are not valid UTF-8 reach Python as lone surrogates; they become U+FFFD,
+    # as invalid bytes do everywhere else in the tokenizer.
+    args.texts = [t.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for t in args.texts]
     model = spec.load_model(args.model)
     for row in spec.predict(model, spec.predict_inputs(args, model)):
         print(json.dumps(row) if args.json else spec.format_prediction(row))

@@ -1,24 +1,29 @@
 """`bert-zoo vocab --corpus F... --size N --out vocab.txt`: learn a WordPiece vocabulary."""
 
+from keras_bert_zoo.commands.common import MAX_VOCABULARY, add_overwrite_argument, count_int, int_in
+
 
 def add_arguments(parser):
     parser.add_argument("--corpus", nargs="+", required=True, help="text files, one sentence or paragraph a line")
-    parser.add_argument("--size", type=int, required=True, help="vocabulary size (special and unused tokens included)")
+    parser.add_argument("--size", type=int_in(10, MAX_VOCABULARY), required=True, help="vocabulary size (special and unused tokens included)")
     parser.add_argument("--out", required=True, help="output vocab.txt")
+    add_overwrite_argument(parser)
     parser.add_argument("--cased", action="store_true", help="keep case (and accents, unless --strip-accents)")
     parser.add_argument("--strip-accents", choices=["auto", "yes", "no"], default="auto",
                         help="auto = strip when lowercasing (HF default)")
     parser.add_argument("--no-chinese-split", action="store_true", help="do not split CJK ideographs into words")
-    parser.add_argument("--unused", type=int, default=0, help="number of [unusedN] reserve slots")
-    parser.add_argument("--min-count", type=int, default=None,
+    parser.add_argument("--unused", type=int_in(0, MAX_VOCABULARY), default=0, help="number of [unusedN] reserve slots")
+    parser.add_argument("--min-count", type=count_int, default=None,
                         help="lowest count threshold the learner may search (default 10; lower it for small corpora)")
 
 
 def run(args):
     import time
 
+    from keras_bert_zoo.files import check_output
     from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
 
+    check_output(args.out, args.overwrite, kind="file")  # before learning, not after
     start = time.time()
     vocab = learn_vocabulary(
         args.corpus,

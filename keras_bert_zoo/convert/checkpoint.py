@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+from keras_bert_zoo.errors import UnsafeFileError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import (  # noqa: F401  (re-exported: they used to live here)
@@ -38,12 +39,14 @@ _HF_ACTIVATIONS = {
 }
 
 
-def _backbone_kwargs(config, fmt):
-    """Our `BertBackbone` arguments from an HF or Google config dict."""
+def _backbone_kwargs(config, fmt, source="the checkpoint config"):
+    """Our `BertBackbone` arguments from an HF or Google config dict, checked to make a model."""
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{source} holds a JSON {type(config).__name__}, not an object of settings.")
     pos_type = config.get("position_embedding_type", "absolute")
     if pos_type != "absolute":
         raise CheckpointError(
-            f"position_embedding_type={pos_type!r} is not supported; only 'absolute' "
+            f"{source}: position_embedding_type={pos_type!r} is not supported; only 'absolute' "
             "(learned positions, as in BERT) is."
         )
     act = config.get("hidden_act", "gelu")
@@ -53,9 +56,9 @@ def _backbone_kwargs(config, fmt):
     elif act in _HF_ACTIVATIONS:
         act = _HF_ACTIVATIONS[act]
     else:
-        raise CheckpointError(f"hidden_act={act!r} is not supported; use one of {sorted(_HF_ACTIVATIONS)}.")
+        raise CheckpointError(f"{source}: hidden_act={act!r} is not supported; use one of {sorted(_HF_ACTIVATIONS)}.")
     try:
-        return {
+        kwargs = {
             "vocabulary_size": int(config["vocab_size"]),
             "num_layers": int(config["num_hidden_layers"]),
             "num_heads": int(config["num_attention_heads"]),
@@ -69,7 +72,29 @@ def _backbone_kwargs(config, fmt):
             "initializer_range": float(config.get("initializer_range", 0.02)),
         }
     except KeyError as e:
-        raise CheckpointError(f"the checkpoint config has no {e.args[0]!r} entry.") from None
+        raise CheckpointError(f"{source} has no {e.args[0]!r} entry; it is not a BERT config.") from None
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source} has a value of the wrong type ({e}); sizes are integers.") from None
+    _check_architecture(kwargs, source)
+    return kwargs
+
+
+# Bounds that catch a corrupt config before it allocates: BERT-large is 24 x 1024 x 16.
+_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
+           "intermediate_dim": 10**6, "max_sequence_length": 10**6, "num_segments": 10**4}
+
+
+def _check_architecture(kwargs, source):
+    for key, high in _LIMITS.items():
+        value = kwargs[key]
+        if not 1 <= value <= high:
+            raise CheckpointError(f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "
+                                  "the config is damaged or not a BERT config.")
+    if kwargs["hidden_dim"] % kwargs["num_heads"]:
+        raise CheckpointError(f"{source}: hidden_size {kwargs['hidden_dim']} is not divisible by "
+                              f"num_attention_heads {kwargs['num_heads']}; fix the config (they come as a pair).")
+    if not 0.0 <= kwargs["dropout"] < 1.0 or not kwargs["layer_norm_epsilon"] > 0:
+        raise CheckpointError(f"{source}: hidden_dropout_prob must be in [0, 1) and layer_norm_eps positive.")
 
 
 def _hf_config(backbone):
@@ -116,6 +141,7 @@ class Checkpoint:
             )
         self.path = path
         files = set(os.listdir(path))
+        refuse_pickles(path, files)
         if "config.json" in files and "model.safetensors" in files:
             self.format = "hf"
             self.config = _read_json(os.path.join(path, "config.json"))
@@ -124,9 +150,10 @@ class Checkpoint:
             self.format = "google"
             self.config = _read_json(os.path.join(path, "bert_config.json"))
             self._reader = _open_tf_checkpoint(path, files)
-        elif "pytorch_model.bin" in files or "tf_model.h5" in files:
-            raise CheckpointError(
-                f"{path} holds only a pickled or Keras-2 checkpoint (pytorch_model.bin / tf_model.h5). "
+        elif any(_is_pickle_name(f) for f in files) or "tf_model.h5" in files:
+            found = sorted(f for f in files if _is_pickle_name(f) or f == "tf_model.h5")
+            raise UnsafeFileError(
+                f"{path} holds only a pickled or Keras-2 checkpoint ({', '.join(found)}). "
                 "Pickles can run code when opened, so they are never loaded here. Convert it once "
                 "with safetensors (e.g. `transformers` `save_pretrained(dir, safe_serialization=True)`) "
                 "and load the directory with model.safetensors."
@@ -136,7 +163,8 @@ class Checkpoint:
                 f"{path} is not a BERT checkpoint: expected config.json + model.safetensors (HF) "
                 f"or bert_config.json + bert_model.ckpt.* (Google); found {sorted(files)}."
             )
-        self.backbone_kwargs = _backbone_kwargs(self.config, self.format)
+        config_name = "config.json" if self.format == "hf" else "bert_config.json"
+        self.backbone_kwargs = _backbone_kwargs(self.config, self.format, os.path.join(path, config_name))
         self.extra = self.config.get(CONFIG_SECTION, {})
         self._used = set()
 
@@ -190,7 +218,13 @@ class Checkpoint:
         if not self._reader.has_tensor(name):
             return None
         self._used.add(name)
-        value = self._reader.get_tensor(name)
+        import tensorflow as tf
+
+        try:
+            value = self._reader.get_tensor(name)
+        except tf.errors.OpError as e:
+            raise CheckpointError(f"{self.path}: tensor {name!r} cannot be read from the TF checkpoint "
+                                  f"({' '.join(str(e).split())[:200]}); the .data file is damaged.") from None
         return value.T if spec.kind == "kernel" and spec.google_transposed else value
 
     def _get_hf(self, spec):
@@ -222,8 +256,37 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except ValueError as e:
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+    except ValueError as e:  # UnicodeDecodeError too
+        raise CheckpointError(f"{path} is not valid JSON ({e}); restore the file from the checkpoint's source.") from None
+
+
+# Pickle-based files (torch.save, joblib, pickle): opening them can run any code.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".joblib", ".ckpt.pt")
+# A pickle starts with the PROTO opcode (0x80) and a protocol number; torch.save's zip starts with "PK".
+_PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
+
+
+def _is_pickle_name(name):
+    return name.endswith(PICKLE_SUFFIXES) and name != "vocab.bin"
+
+
+def refuse_pickles(path, files=None):
+    """Raises `UnsafeFileError` if the weights file the loader would read is a pickle in disguise.
+
+    Pickles are recognised by their first bytes, never opened with `pickle`:
+    `model.safetensors` that starts like a pickle or a torch zip is refused.
+    """
+    files = set(os.listdir(path)) if files is None else files
+    if "model.safetensors" in files:
+        weights = os.path.join(path, "model.safetensors")
+        with open(weights, "rb") as f:
+            head = f.read(4)
+        if head.startswith(_PICKLE_MAGIC):
+            raise UnsafeFileError(
+                f"{weights} is a pickle (torch.save format), not safetensors; pickles can run code when "
+                "opened, so it is never loaded. Convert the original with safetensors "
+                "(`save_pretrained(dir, safe_serialization=True)`)."
+            )
 
 
 def _open_tf_checkpoint(path, files):
@@ -233,7 +296,12 @@ def _open_tf_checkpoint(path, files):
     if not prefixes:
         raise CheckpointError(f"{path} has bert_config.json but no TF checkpoint (*.index) beside it.")
     prefix = "bert_model.ckpt" if "bert_model.ckpt" in prefixes else prefixes[-1]
-    return tf.train.load_checkpoint(os.path.join(path, prefix))
+    try:
+        return tf.train.load_checkpoint(os.path.join(path, prefix))
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{os.path.join(path, prefix)}: the TF checkpoint cannot be read "
+                              f"({' '.join(str(e).split())[:200]}); its .index and .data files are damaged or "
+                              "do not belong together.") from None
 
 
 def read_architecture(name_or_path):
@@ -244,7 +312,7 @@ def read_architecture(name_or_path):
     for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
         path = os.path.join(str(name_or_path), name)
         if os.path.isfile(path):
-            return _backbone_kwargs(_read_json(path), fmt)
+            return _backbone_kwargs(_read_json(path), fmt, path)
     return Checkpoint(name_or_path).backbone_kwargs  # raises the checkpoint's own clear error
 
 

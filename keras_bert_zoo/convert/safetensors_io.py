@@ -7,11 +7,15 @@ this package refuses to open.
 """
 
 import json
+import math
 import os
 import struct
 
 import ml_dtypes
 import numpy as np
+
+from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.files import output_file
 
 _DTYPES = {
     "F64": np.float64,
@@ -28,44 +32,116 @@ _DTYPES = {
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
-class SafetensorsError(ValueError):
-    pass
+# A header is a few kB per hundred tensors; the safetensors package refuses more than 100 MB.
+MAX_HEADER_BYTES = 100 * 2**20
+
+
+class SafetensorsError(CheckpointError):
+    """A `.safetensors` file that is not valid; the message names the file and the fault."""
 
 
 def read_safetensors(path):
     """Returns `{name: np.ndarray}` for every tensor of a `.safetensors` file.
 
-    Arrays are read-only views of a memory map, so a large file costs no copy
-    until a tensor is used.
+    The whole header is validated before any tensor is touched, as the safetensors
+    package does: the header length fits the file, the header is a JSON object of
+    unique names, each with a known dtype, a shape of non-negative ints and
+    `data_offsets` `[start, end]` with `end - start = prod(shape) * itemsize`; sorted
+    by offset the tensors tile the data section exactly (no gap, no overlap, nothing
+    past the end). Arrays are read-only views of a memory map, so a large file costs
+    no copy until a tensor is used.
+
+    Raises:
+        SafetensorsError (a `CheckpointError`): naming the file and the first fault.
     """
+    path = os.fspath(path)
     size = os.path.getsize(path)
     if size < 8:
         raise SafetensorsError(f"{path} is not a safetensors file: it is {size} bytes long.")
-    data = np.memmap(path, dtype=np.uint8, mode="r")
-    (header_len,) = struct.unpack("<Q", data[:8].tobytes())
-    if header_len > data.size - 8:
-        raise SafetensorsError(
-            f"{path} is not a safetensors file (its header claims {header_len} bytes, "
-            f"the file has {data.size})."
-        )
+    with open(path, "rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        if header_len > min(size - 8, MAX_HEADER_BYTES):
+            raise SafetensorsError(
+                f"{path} is not a safetensors file, or is truncated: its header claims {header_len} bytes, "
+                f"the file has {size}. Download it again."
+            )
+        raw = f.read(header_len)
+    header = _parse_header(raw, path)
+    body_size = size - 8 - header_len
+    entries = _check_entries(header, body_size, path)
+    if not entries:
+        return {}
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_len, shape=(body_size,))
+    return {name: data[start:end].view(dtype).reshape(shape) for name, dtype, shape, start, end in entries}
+
+
+def _fail(path, message):
+    raise SafetensorsError(f"{path}: {message}; the file is damaged or not a safetensors file (download it again).")
+
+
+def _parse_header(raw, path):
+    def unique(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                _fail(path, f"the header names tensor {key!r} twice")
+            seen[key] = value
+        return seen
+
     try:
-        header = json.loads(data[8 : 8 + header_len].tobytes())
-    except ValueError as e:
-        raise SafetensorsError(f"{path} has an unreadable safetensors header: {e}") from None
-    body = data[8 + header_len :]
-    tensors = {}
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=unique)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        if isinstance(e, SafetensorsError):
+            raise
+        raise SafetensorsError(f"{path} has an unreadable safetensors header ({e}); the file is damaged or "
+                               "not a safetensors file.") from None
+    if not isinstance(header, dict):
+        _fail(path, f"the header is a JSON {type(header).__name__}, not an object")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        _fail(path, "__metadata__ must map names to strings")
+    return header
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _check_entries(header, body_size, path):
+    """`[(name, dtype, shape, start, end)]` sorted by offset, every rule of the format checked."""
+    entries = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] not in _DTYPES:
-            raise SafetensorsError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}.")
-        start, end = info["data_offsets"]
-        dtype = np.dtype(_DTYPES[info["dtype"]])
-        shape = tuple(info["shape"])
-        if end - start != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize or end > body.size:
-            raise SafetensorsError(f"{path}: tensor {name!r} has inconsistent offsets (file truncated?).")
-        tensors[name] = body[start:end].view(dtype).reshape(shape)
-    return tensors
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            _fail(path, f"tensor {name!r} needs exactly dtype, shape and data_offsets")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
+            _fail(path, f"tensor {name!r} has unsupported dtype {dtype!r} (known: {', '.join(_DTYPES)})")
+        if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+            _fail(path, f"tensor {name!r} has shape {shape!r}; a shape is a list of non-negative ints")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
+            _fail(path, f"tensor {name!r} has data_offsets {offsets!r}; expected [start, end]")
+        start, end = offsets
+        itemsize = np.dtype(_DTYPES[dtype]).itemsize
+        expected = math.prod(shape) * itemsize  # Python ints: no overflow on absurd shapes
+        if end < start or end - start != expected:
+            _fail(path, f"tensor {name!r} of dtype {dtype} and shape {shape} needs {expected} bytes, "
+                        f"its data_offsets {offsets} hold {end - start}")
+        entries.append((name, np.dtype(_DTYPES[dtype]), tuple(shape), start, end))
+    entries.sort(key=lambda e: (e[3], e[4]))
+    position = 0
+    for name, _, _, start, end in entries:
+        if start < position:
+            _fail(path, f"tensor {name!r} (bytes {start}-{end}) overlaps the tensor before it")
+        if start > position:
+            _fail(path, f"bytes {position}-{start} of the data section belong to no tensor")
+        position = end
+    if position != body_size:
+        what = "the tensors end past the end of the file (truncated?)" if position > body_size else \
+            f"the data section has {body_size - position} bytes after the last tensor"
+        _fail(path, what)
+    return entries
 
 
 def write_safetensors(tensors, path, metadata=None):
@@ -87,10 +163,8 @@ def write_safetensors(tensors, path, metadata=None):
     header["__metadata__"] = dict(metadata or {"format": "pt"})
     header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
     header_bytes += b" " * (-len(header_bytes) % 8)  # body starts 8-byte aligned
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with output_file(path, overwrite=True) as tmp, open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(header_bytes)))
         f.write(header_bytes)
         for array in arrays:
             f.write(array.tobytes())
-    os.replace(tmp, path)

@@ -185,7 +185,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
 
     # --- 6. export, reload, answer ----------------------------------------------------------
     steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
-    saved = export_saved_model(classifier, os.path.join(out, "saved_model"))
+    saved = export_saved_model(classifier, os.path.join(out, "saved_model"), overwrite=True)
     served = tf.saved_model.load(saved)
     signature = served.signatures["serving_default"]
     test_texts = [p for _, _, p in parts["test"]]
@@ -210,7 +210,8 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     metrics["questions_correct"] = hits
     if budget == "full":
         fill = export_saved_model(BertPretrainer.from_preset(pre_dir, preprocessor=BertPreprocessor.from_preset(pre_dir)),
-                                  os.path.join(out, "saved_model_fill_mask"), top_k=3)
+                                  os.path.join(out, "saved_model_fill_mask"), top_k=3,
+                                  overwrite=True)
         got = tf.saved_model.load(fill).signatures["fill_mask"](text=tf.constant(FILL_MASK))
         for text, tokens, scores in zip(FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
             shown = ", ".join(f"{t.decode()} {s:.2f}" for t, s in zip(tokens[0], scores[0]))

@@ -33,6 +33,8 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_bert_zoo.files import check_output, output_dir
+
 VOCAB_ASSET = "vocab.txt"
 INFO_ASSET = "export_info.json"
 _SERVINGS = {}
@@ -205,7 +207,7 @@ def _serving_class(model):
     )
 
 
-def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving_options):
+def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, **serving_options):
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
@@ -213,6 +215,8 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving
             register a `TaskServing`).
         path: output directory; written to a temporary sibling and moved into
             place, so a failed export never leaves a half-written model.
+        overwrite: replace an existing `path` (once the new SavedModel is complete);
+            False raises `OutputExistsError` before any work.
         preprocessor: a `BertPreprocessor`; defaults to `model.preprocessor`.
         text_pair: bool, whether `serving_default` takes `text_pair`; None
             decides from the model's `data_layout` (two text columns = pairs).
@@ -233,6 +237,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving
     served.signatures["serving_default"](text=tf.constant(["a fine film"]))["labels"]
     ```
     """
+    check_output(path, overwrite)
     name = type(model).__name__
     serving_cls = _serving_class(model)
     preprocessor = preprocessor if preprocessor is not None else getattr(model, "preprocessor", None)
@@ -256,9 +261,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving
     serving = serving_cls(model, preprocessor, pair, **serving_options)
 
     path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    work = tempfile.mkdtemp(prefix="bert-zoo-export-")  # the assets' sources (copied into the SavedModel)
     try:
         staging = os.path.join(work, "assets_src")
         os.makedirs(staging)
@@ -277,11 +280,8 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, **serving
         info["signatures"] = sorted(signatures)
         with open(os.path.join(staging, INFO_ASSET), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
-        out = os.path.join(work, "saved_model")
-        tf.saved_model.save(module, out, signatures=signatures)
-        if os.path.exists(path):
-            shutil.rmtree(path)
-        os.replace(out, path)
+        with output_dir(path, overwrite, flag=None) as out:  # renamed into place once complete
+            tf.saved_model.save(module, out, signatures=signatures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return path

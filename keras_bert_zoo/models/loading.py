@@ -33,8 +33,7 @@ CONFIG_SECTION = "keras_bert_zoo"  # our section of config.json (task, labels, .
 POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
 
 
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be loaded as asked; the message says why."""
+from keras_bert_zoo.errors import CheckpointError  # noqa: E402  (re-exported: it used to live here)
 
 
 # --- the hooks keras_bert_zoo.convert fills ---------------------------------------------

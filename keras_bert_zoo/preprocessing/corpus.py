@@ -14,6 +14,9 @@ Files are read line by line, so corpora larger than memory stream through.
 import os
 import re
 
+from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.files import check_text_file
+
 FORMATS = ("bert", "lines", "wikitext")
 
 # The rule: a sentence ends at `.`, `!` or `?` (optionally followed by closing quotes
@@ -52,10 +55,9 @@ def _check_paths(paths):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
     if not paths:
-        raise ValueError("no corpus files given; pass one or more text files.")
+        raise UsageError("no corpus files given; pass one or more text files.")
     for p in paths:
-        if not os.path.isfile(p):
-            raise FileNotFoundError(f"corpus file {p!r} does not exist (or is a directory).")
+        check_text_file(p, "corpus file")
     return paths
 
 
@@ -76,7 +78,7 @@ def read_documents(paths, corpus_format="bert"):
     [['A one.', 'A two.'], ['B one.']]
     """
     if corpus_format not in FORMATS:
-        raise ValueError(f"corpus_format must be one of {FORMATS}, got {corpus_format!r}.")
+        raise UsageError(f"corpus_format must be one of {FORMATS}, got {corpus_format!r}.")
     for path in _check_paths(paths):
         with open(path, encoding="utf-8", errors="replace") as f:
             if corpus_format == "bert":

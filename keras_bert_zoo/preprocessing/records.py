@@ -66,10 +66,11 @@ def write_pretraining_records(dataset, path, max_examples=None):
     Returns:
         int, examples written.
     """
+    from keras_bert_zoo.files import output_file
+
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
     count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
+    with output_file(path, overwrite=True) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         for x, y in dataset:
             x = {k: v.numpy() for k, v in x.items()}
             y = {k: v.numpy() for k, v in y.items()}
@@ -83,7 +84,6 @@ def write_pretraining_records(dataset, path, max_examples=None):
                 )
                 writer.write(example.SerializeToString())
                 count += 1
-    os.replace(tmp, path)
     return count
 
 

@@ -39,6 +39,9 @@ import dataclasses
 import json
 import os
 
+from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.files import read_text_file
+
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 _ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}
 _PREFIXES = {"IOB1": ("B", "I"), "IOB2": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
@@ -170,7 +173,7 @@ def _read_columns(path, max_examples):
                     break
                 continue
             if len(parts) < 2:
-                raise ValueError(f"{path}:{number}: one column ({parts[0]!r}) and no tag; a column file needs the "
+                raise InvalidInputError(f"{path}:{number}: one column ({parts[0]!r}) and no tag; a column file needs the "
                                  "token first and its tag last, whitespace-separated.")
             lines.append(number)
             words.append(parts[0])
@@ -190,27 +193,27 @@ def _read_jsonl(path, max_examples):
             try:
                 obj = json.loads(line)
             except ValueError as e:
-                raise ValueError(f"{path}:{number}: not valid JSON ({e}); JSON Lines needs one object "
+                raise InvalidInputError(f"{path}:{number}: not valid JSON ({e}); JSON Lines needs one object "
                                  "per line.") from None
             if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{number}: a JSON {type(obj).__name__}, expected an object "
+                raise InvalidInputError(f"{path}:{number}: a JSON {type(obj).__name__}, expected an object "
                                  '{"tokens": [...], "tags": [...]}.')
             for key in ("tokens", "tags"):
                 if key not in obj:
-                    raise ValueError(f"{path}:{number}: no key {key!r}; the object has {sorted(obj)} "
+                    raise InvalidInputError(f"{path}:{number}: no key {key!r}; the object has {sorted(obj)} "
                                      '(expected {"tokens": [...], "tags": [...]}).')
                 values = obj[key]
                 if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-                    raise ValueError(f"{path}:{number}: {key!r} must be a list of strings"
+                    raise InvalidInputError(f"{path}:{number}: {key!r} must be a list of strings"
                                      f"{' (tag names, not ids)' if key == 'tags' else ''}, got {str(values)[:60]}.")
             words, tags = obj["tokens"], obj["tags"]
             if len(words) != len(tags):
-                raise ValueError(f"{path}:{number}: {len(words)} tokens but {len(tags)} tags; give one tag per token.")
+                raise InvalidInputError(f"{path}:{number}: {len(words)} tokens but {len(tags)} tags; give one tag per token.")
             if not words:
-                raise ValueError(f"{path}:{number}: a sentence with no tokens.")
+                raise InvalidInputError(f"{path}:{number}: a sentence with no tokens.")
             bad = next((w for w in words if not w.strip()), None)
             if bad is not None:
-                raise ValueError(f"{path}:{number}: token {bad!r} is empty or whitespace; tokens must be words.")
+                raise InvalidInputError(f"{path}:{number}: token {bad!r} is empty or whitespace; tokens must be words.")
             sentences.append((number, [number] * len(words), list(words), [t.strip() for t in tags]))
     return sentences
 
@@ -243,14 +246,13 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
             token/tag count mismatch, a tag outside the scheme or the labels, no sentences.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"data file {path!r} does not exist.")
+    read_text_file(path, "data file")  # exists, is a file, is UTF-8 (else one error naming the line)
     scheme = normalize_scheme(scheme)
     kind = _file_kind(path)
     sentences = [(lines, words, tags) for _, lines, words, tags in
                  (_read_jsonl(path, max_examples) if kind == "jsonl" else _read_columns(path, max_examples))]
     if not sentences:
-        raise ValueError(f"{path} has no sentences (empty file, or only blank and -DOCSTART- lines).")
+        raise InvalidInputError(f"{path} has no sentences (empty file, or only blank and -DOCSTART- lines).")
     if max_examples:
         sentences = sentences[: int(max_examples)]
     detected = scheme or _detect_scheme(sentences)
@@ -260,9 +262,9 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
         previous = "O"
         for number, tag in zip(lines, tags):
             if not _is_tag(tag) or (tag != "O" and tag[0] not in prefixes):
-                raise ValueError(f"{path}:{number}: tag {tag!r} does not fit the {detected} scheme ({allowed}).")
+                raise InvalidInputError(f"{path}:{number}: tag {tag!r} does not fit the {detected} scheme ({allowed}).")
             if detected == "IOB2" and tag.startswith("I-") and previous[2:] != tag[2:]:
-                raise ValueError(f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
+                raise InvalidInputError(f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
                                  "(every entity starts with B-); is the file IOB1? Pass scheme='IOB1' or None.")
             previous = tag
     if detected == "IOB1":
@@ -277,7 +279,7 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
         for lines, _, tags in sentences:
             for number, tag in zip(lines, tags):
                 if tag not in known:
-                    raise ValueError(f"{path}:{number}: tag {tag!r} is not among the model's labels {names}.")
+                    raise InvalidInputError(f"{path}:{number}: tag {tag!r} is not among the model's labels {names}.")
     return TaggedExamples(words=[w for _, w, _ in sentences], tags=[t for _, _, t in sentences],
                           label_names=names, scheme=stored, path=path)
 

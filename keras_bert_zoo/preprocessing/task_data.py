@@ -19,11 +19,15 @@ Examples:
 
 import csv
 import dataclasses
+import io
 import json
 import os
 import sys
 
 import numpy as np
+
+from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.files import read_text_file
 
 # GLUE layouts: text columns, label column, label names (None = regression), header.
 # Column names are the files' own headers; CoLA has no header, so it uses indices.
@@ -143,11 +147,11 @@ def _file_kind(path):
 
 def _read_rows(path, layout):
     """Rows as dicts (header / JSON keys) or lists (no header), with line numbers."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"data file {path!r} does not exist.")
+    text = read_text_file(path, "data file")
+    # The GLUE MRPC files start with a byte-order mark.
+    text = text[1:] if text.startswith("\ufeff") else text
     kind = "delimited" if layout.delimiter else _file_kind(path)
-    # utf-8-sig: the GLUE MRPC files start with a byte-order mark.
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with io.StringIO(text, newline="") as f:
         if kind == "jsonl":
             rows = []
             for i, line in enumerate(f, 1):
@@ -156,7 +160,7 @@ def _read_rows(path, layout):
                 try:
                     rows.append((i, json.loads(line)))
                 except ValueError as e:
-                    raise ValueError(f"{path}:{i}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+                    raise InvalidInputError(f"{path}:{i}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
             return rows, None
         csv.field_size_limit(sys.maxsize)
         # GLUE TSVs are not quoted (MRPC sentences contain bare `"`): QUOTE_NONE as GLUE's own reader.
@@ -169,6 +173,11 @@ def _read_rows(path, layout):
         return [], None
     if layout.header:
         header = [h.strip() for h in lines[0][1]]
+        for n, row in lines[1:]:
+            if len(row) > len(header):
+                raise InvalidInputError(
+                    f"{path}:{n}: {len(row)} columns, the header has {len(header)}"
+                    f"{' (a tab inside the text?)' if kind == 'tsv' else ''}; fix the line or the header.")
         return lines[1:], header
     return lines, None
 
@@ -177,9 +186,9 @@ def _column_index(column, header, path):
     if isinstance(column, int) or (isinstance(column, str) and column.isdigit() and header is None):
         return int(column)
     if header is None:
-        raise ValueError(f"{path}: column {column!r} is a name but the file has no header; give a 0-based index.")
+        raise InvalidInputError(f"{path}: column {column!r} is a name but the file has no header; give a 0-based index.")
     if column not in header:
-        raise ValueError(f"{path}: no column {column!r}; the header has {header}. "
+        raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. "
                          "Check --text-column/--label-column or --task.")
     return header.index(column)
 
@@ -190,7 +199,7 @@ def _parse_labels(raw, layout, label_names, path, line_numbers):
             return np.asarray([float(v) for v in raw], dtype=np.float32), None
         except ValueError:
             bad = next(i for i, v in enumerate(raw) if not _is_float(v))
-            raise ValueError(f"{path}:{line_numbers[bad]}: label {raw[bad]!r} is not a number (regression).") from None
+            raise InvalidInputError(f"{path}:{line_numbers[bad]}: label {raw[bad]!r} is not a number (regression).") from None
     if layout.problem_type == "multi_label":
         raw = [_split_multi(v) for v in raw]
         seen = sorted({n for names in raw for n in names})
@@ -211,7 +220,7 @@ def _parse_labels(raw, layout, label_names, path, line_numbers):
 
 def _lookup(index, value, path, line):
     if value not in index:
-        raise ValueError(
+        raise InvalidInputError(
             f"{path}:{line}: unknown label {value!r}; the model's labels are {sorted(index)}. "
             "Fix the file or train with a file that has this label."
         )
@@ -258,7 +267,7 @@ def read_examples(path, layout, label_names=None, max_examples=None):
     """
     rows, header = _read_rows(path, layout)
     if not rows:
-        raise ValueError(f"{path} has no examples (empty file or header only).")
+        raise InvalidInputError(f"{path} has no examples (empty file or header only).")
     if max_examples:
         rows = rows[: int(max_examples)]
     line_numbers = [n for n, _ in rows]
@@ -266,21 +275,21 @@ def read_examples(path, layout, label_names=None, max_examples=None):
     if _file_kind(path) == "jsonl" and not layout.delimiter:
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
-            raise ValueError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "
+            raise InvalidInputError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "
                              "Check --text-column/--label-column.")
         values = []
         for n, obj in rows:
             try:
                 values.append([obj[c] for c in columns])
             except KeyError as e:
-                raise ValueError(f"{path}:{n}: no key {e.args[0]!r}.") from None
+                raise InvalidInputError(f"{path}:{n}: no key {e.args[0]!r}.") from None
     else:
         idx = [_column_index(c, header, path) for c in columns]
         need = max(idx) + 1
         values = []
         for n, row in rows:
             if len(row) < need:
-                raise ValueError(f"{path}:{n}: {len(row)} columns, the layout needs at least {need} "
+                raise InvalidInputError(f"{path}:{n}: {len(row)} columns, the layout needs at least {need} "
                                  f"(text {list(layout.text_columns)}, label {layout.label_column!r}).")
             values.append([row[i] for i in idx])
     texts = tuple([str(v[i]) for v in values] for i in range(len(layout.text_columns)))

@@ -9,7 +9,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_zoo.files import write_text
+from keras_bert_zoo.errors import InvalidInputError, MissingPathError
+from keras_bert_zoo.files import read_text_file, write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
 
@@ -20,31 +21,36 @@ MAX_CHARS_PER_WORD = 100
 
 def read_vocabulary(vocabulary):
     """A list of tokens from a `vocab.txt` path or a list, checked for the special tokens."""
+    source = "the vocabulary"
     if isinstance(vocabulary, (str, os.PathLike)):
         path = os.fspath(vocabulary)
         if os.path.isdir(path):
             path = os.path.join(path, "vocab.txt")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"vocabulary file not found: {path} (expected a vocab.txt, one token a line).")
-        with open(path, encoding="utf-8") as f:
-            # Only the line break ends a token: a vocabulary may hold tokens with spaces.
-            tokens = [line.rstrip("\n").rstrip("\r") for line in f]
+            raise MissingPathError(f"vocabulary file not found: {path} (expected a vocab.txt, one token a line).")
+        source = path
+        # Only the line break ends a token: a vocabulary may hold tokens with spaces.
+        tokens = [line.rstrip("\r") for line in read_text_file(path, "vocabulary file").split("\n")]
         if tokens and tokens[-1] == "":
             tokens = tokens[:-1]
     else:
         tokens = list(vocabulary)
     if not all(isinstance(t, str) for t in tokens):
         raise ValueError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
+    if not tokens:
+        raise InvalidInputError(f"{source} is empty; a vocab.txt has one token a line, "
+                                f"{' '.join(SPECIAL_TOKENS)} among them.")
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
-        raise ValueError(
-            f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT vocabulary needs "
+        raise InvalidInputError(
+            f"{source} lacks the special token(s) {', '.join(missing)}; a BERT vocabulary needs "
             f"all of {' '.join(SPECIAL_TOKENS)}. Add them (e.g. learn_vocabulary() puts them first)."
         )
     seen = {}
     for i, t in enumerate(tokens):
         if t in seen:
-            raise ValueError(f"the vocabulary has {t!r} twice (lines {seen[t] + 1} and {i + 1}); tokens must be unique.")
+            raise InvalidInputError(f"{source} has {t!r} twice (lines {seen[t] + 1} and {i + 1}); "
+                                    "tokens must be unique: remove one.")
         seen[t] = i
     return tokens
 
@@ -431,7 +437,7 @@ class BertTokenizer(PreprocessingLayer):
         """
         path = os.fspath(path)
         if not os.path.isdir(path):
-            raise FileNotFoundError(f"preset directory not found: {path}")
+            raise MissingPathError(f"preset directory not found: {path}; give a directory holding vocab.txt.")
         config = {}
         config_path = os.path.join(path, "tokenizer_config.json")
         if os.path.exists(config_path):

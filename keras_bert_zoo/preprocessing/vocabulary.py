@@ -6,7 +6,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.files import write_text
+from keras_bert_zoo.errors import InvalidInputError, UsageError
+from keras_bert_zoo.files import check_text_file, write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.tokenizer import SPECIAL_TOKENS
 
@@ -20,11 +21,8 @@ def _text_dataset(dataset_or_files, batch_size):
         return ds.batch(batch_size) if spec.shape.rank == 0 else ds
     files = [dataset_or_files] if isinstance(dataset_or_files, (str, os.PathLike)) else list(dataset_or_files)
     if not files:
-        raise ValueError("no corpus given: pass text files or a tf.data.Dataset of lines.")
-    files = [os.fspath(f) for f in files]
-    missing = [f for f in files if not os.path.isfile(f)]
-    if missing:
-        raise FileNotFoundError(f"corpus file(s) not found: {', '.join(missing)}")
+        raise UsageError("no corpus given: pass text files or a tf.data.Dataset of lines.")
+    files = [check_text_file(os.fspath(f), "corpus file") for f in files]
     return tf.data.TextLineDataset(files).batch(batch_size)
 
 
@@ -91,18 +89,19 @@ def learn_vocabulary(
 
     reserved = list(SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused_tokens)]
     if not isinstance(vocabulary_size, int) or vocabulary_size <= len(reserved):
-        raise ValueError(
+        raise UsageError(
             f"`vocabulary_size` must be an int larger than the {len(reserved)} reserved tokens, got {vocabulary_size!r}."
         )
     counts = count_words(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size)
     if not counts:
-        raise ValueError("the corpus has no words after normalisation; check the files are UTF-8 text.")
+        raise InvalidInputError("the corpus has no words after normalisation (empty or blank files?); "
+                                "give UTF-8 text files with one sentence or paragraph a line.")
     kwargs = {"max_token_length": max_token_length}
     if min_count is not None:
         kwargs["lower_thresh"] = int(min_count)
     vocab = learner.learn(list(counts.items()), vocabulary_size, reserved, **kwargs)
     if len(vocab) > vocabulary_size:
-        raise ValueError(
+        raise UsageError(
             f"the learner found no threshold giving at most {vocabulary_size} tokens (got {len(vocab)}): "
             "the corpus alphabet alone may be too large. Raise the vocabulary size."
         )

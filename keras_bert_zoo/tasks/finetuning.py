@@ -8,11 +8,11 @@ each epoch end, and writes `out/` as a preset directory with `metrics.json` and
 """
 
 import os
-import tempfile
 
 import numpy as np
 
-from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
+from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.tasks.registry import get_task
 
 SELECTIONS = ("final", "best")
@@ -20,12 +20,17 @@ SELECTIONS = ("final", "best")
 
 def vocab_dir_for(model, vocab=None):
     """The directory holding the `vocab.txt` to use, checked to exist."""
+    from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+
+    if model not in BACKBONE_PRESETS and not os.path.isdir(str(model)):
+        raise MissingPathError(f"--model {model!r} is neither a preset name nor a directory; give a checkpoint "
+                               f"directory or one of {', '.join(sorted(BACKBONE_PRESETS))}.")
     if vocab:
         path = vocab if os.path.isdir(vocab) else os.path.dirname(os.path.abspath(vocab))
     else:
         path = model if os.path.isdir(str(model)) else None
     if path is None or not os.path.isfile(os.path.join(path, "vocab.txt")):
-        raise ValueError(
+        raise UsageError(
             f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
             "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."
         )
@@ -36,17 +41,18 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
     from keras_bert_zoo.convert.checkpoint import read_architecture
 
+    from keras_bert_zoo.preprocessing.tokenizer import read_vocabulary
+
     arch = read_architecture(model)
-    with open(os.path.join(vocab_dir, "vocab.txt"), encoding="utf-8") as f:
-        size = sum(1 for _ in f)
+    size = len(read_vocabulary(os.path.join(vocab_dir, "vocab.txt")))
     if size != arch["vocabulary_size"]:
-        raise ValueError(
+        raise CheckpointError(
             f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "
             f"{os.path.join(vocab_dir, 'vocab.txt')} has {size} entries: the token ids would not match the "
             "embedding table. Use the vocabulary the model was trained with (--vocab) or a matching --model."
         )
     if sequence_length is not None and sequence_length > arch["max_sequence_length"]:
-        raise ValueError(
+        raise UsageError(
             f"--sequence-length {sequence_length} is longer than the model's {arch['max_sequence_length']} "
             "learned positions; use at most that."
         )
@@ -56,7 +62,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
              bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
-             verbose="auto", **task_options):
+             verbose="auto", overwrite=False, **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -89,6 +95,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
         verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
+        overwrite: replace an existing `out` (once the new one is complete); without it an
+            existing `out` raises `OutputExistsError` before any work. Everything is written
+            to a temporary sibling of `out` first, so a failed run leaves `out` as it was.
         **task_options: the task's layout options, applied to `layout` (e.g. qa's
             `doc_stride=128, stride_mode="overlap"`).
 
@@ -114,8 +123,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training.curves import plot_finetuning
 
     spec = get_task(task) if isinstance(task, str) else task
+    check_output(out, overwrite)
     if select not in SELECTIONS:
-        raise ValueError(f"select={select!r}; use one of {SELECTIONS}.")
+        raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
     epochs = spec.default_epochs if epochs is None else epochs
     layout = spec.layout_from_options(layout, **task_options)
@@ -131,80 +141,81 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     distribution = make_strategy(strategy, tpu=tpu)
     chief = is_chief(distribution)
-    global_batch = global_batch_size(batch_size, distribution)
-    set_precision(mixed_precision)
-    keras.utils.set_random_seed(seed)
-    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
-    with distribution.scope():
-        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+    # Every file goes to a temporary sibling of `out`, renamed into place once all is written;
+    # non-chief workers (multi-worker) write to a scratch directory nobody reads.
+    with output_dir(out, overwrite) if chief else scratch_dir() as save_dir:
+        global_batch = global_batch_size(batch_size, distribution)
+        set_precision(mixed_precision)
+        keras.utils.set_random_seed(seed)
+        preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
+        with distribution.scope():
+            task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
 
-    # --- data ---------------------------------------------------------------------------
-    from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+        # --- data ---------------------------------------------------------------------------
+        from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
 
-    train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
-                            bucketing=bucketing)
-    dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
-    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
-    train_ds, steps_per_epoch = with_known_cardinality(train_ds)
-    with distribution.scope():
-        optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
-                                     warmup_ratio=warmup_ratio, recipe=recipe)
-        task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
+                                bucketing=bucketing)
+        dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
+        # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
+        train_ds, steps_per_epoch = with_known_cardinality(train_ds)
+        with distribution.scope():
+            optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
+                                         warmup_ratio=warmup_ratio, recipe=recipe)
+            task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
 
-    # --- train, scoring dev ---------------------------------------------------------------
-    primary = spec.primary_metric(layout)
-    # Non-chief workers (multi-worker) save where nobody reads; only the chief writes `out`.
-    save_dir = out if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
-    best = {"value": -np.inf, "step": -1, "metrics": {}}
+        # --- train, scoring dev ---------------------------------------------------------------
+        primary = spec.primary_metric(layout)
+        best = {"value": -np.inf, "step": -1, "metrics": {}}
 
-    def on_result(step, metrics):
-        if metrics[primary] > best["value"]:
-            best.update(value=metrics[primary], step=step, metrics=metrics)
-            if select == "best":
-                task_model.save_to_preset(save_dir)
-                return "best, saved"
-            return "best so far"
-        return None
+        def on_result(step, metrics):
+            if metrics[primary] > best["value"]:
+                best.update(value=metrics[primary], step=step, metrics=metrics)
+                if select == "best":
+                    task_model.save_to_preset(save_dir)
+                    return "best, saved"
+                return "best so far"
+            return None
 
-    steps = StepLog()
-    evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
-                                    prefix="dev_", on_result=on_result, label="dev",
-                                    shown=spec.shown_metrics(layout))
-    if verbose == "auto":
-        verbose = 1 if os.isatty(1) else 2
-    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
-          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
-          flush=True)
-    history = task_model.fit(train_ds, epochs=epochs, callbacks=[steps, evaluation], verbose=verbose,
-                             shuffle=False)  # the dataset shuffles itself, seeded
-    if select == "final":
-        task_model.save_to_preset(save_dir)
-    else:  # the returned model is the one saved
-        task_model = spec.model_class().from_preset(save_dir, preprocessor=preprocessor)
+        steps = StepLog()
+        evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
+                                        prefix="dev_", on_result=on_result, label="dev",
+                                        shown=spec.shown_metrics(layout))
+        if verbose == "auto":
+            verbose = 1 if os.isatty(1) else 2
+        print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
+              f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+              flush=True)
+        history = task_model.fit(train_ds, epochs=epochs, callbacks=[steps, evaluation], verbose=verbose,
+                                 shuffle=False)  # the dataset shuffles itself, seeded
+        if select == "final":
+            task_model.save_to_preset(save_dir)
+        else:  # the returned model is the one saved
+            task_model = spec.model_class().from_preset(save_dir, preprocessor=preprocessor)
 
-    final = evaluation.last
-    kept = best["metrics"] if select == "best" else final
-    losses = history.history.get("loss", [float("nan")])
-    metrics = dict(kept)
-    metrics.update({
-        f"best_dev_{primary}": best["value"],
-        "best_step": best["step"],
-        "selection_best": int(select == "best"),
-        "steps": steps.steps,
-        "epochs": epochs,
-        "train_examples": len(train_examples),
-        "dev_examples": len(dev_examples),
-        "train_seconds": steps.train_seconds,
-        "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
-        / max(steps.train_seconds, 1e-9),
-        "final_train_loss": float(losses[-1]),
-    })
-    if chief:
-        write_metrics(metrics, os.path.join(out, "metrics.json"))
-        plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(out, "training_curve.png"))
-    if not np.isfinite(losses[-1]):
-        print("warning: the training loss is not finite; lower the learning rate.")
-    return task_model, metrics
+        final = evaluation.last
+        kept = best["metrics"] if select == "best" else final
+        losses = history.history.get("loss", [float("nan")])
+        metrics = dict(kept)
+        metrics.update({
+            f"best_dev_{primary}": best["value"],
+            "best_step": best["step"],
+            "selection_best": int(select == "best"),
+            "steps": steps.steps,
+            "epochs": epochs,
+            "train_examples": len(train_examples),
+            "dev_examples": len(dev_examples),
+            "train_seconds": steps.train_seconds,
+            "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
+            / max(steps.train_seconds, 1e-9),
+            "final_train_loss": float(losses[-1]),
+        })
+        if chief:
+            write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
+            plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(save_dir, "training_curve.png"))
+        if not np.isfinite(losses[-1]):
+            print("warning: the training loss is not finite; lower the learning rate.")
+        return task_model, metrics
 
 
 def _check_recipe(**values):
@@ -213,6 +224,6 @@ def _check_recipe(**values):
         bad = value is None or not np.isfinite(value) or value < 0 or (value == 0 and name != "warmup_ratio")
         if bad or (name == "warmup_ratio" and value > 1):
             allowed = "within [0, 1]" if name == "warmup_ratio" else "positive"
-            raise ValueError(f"--{name.replace('_', '-')} {value} must be {allowed}.")
+            raise UsageError(f"--{name.replace('_', '-')} {value} must be {allowed}.")
     if values["sequence_length"] < 8:
-        raise ValueError(f"--sequence-length {values['sequence_length']} is too short; use at least 8 (128 is usual).")
+        raise UsageError(f"--sequence-length {values['sequence_length']} is too short; use at least 8 (128 is usual).")

@@ -13,8 +13,9 @@ of training and out of the vocabulary). `out` receives TensorBoard logs (`logs/`
 import math
 import os
 
+from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
-from keras_bert_zoo.files import write_metrics
+from keras_bert_zoo.files import check_input_file, check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.tasks.base import TaskSpec
 
 
@@ -30,9 +31,40 @@ def _is_records(paths):
 def _check_paths(paths, flag="--corpus"):
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     for p in paths:
-        if not os.path.isfile(p):
-            raise FileNotFoundError(f"{flag} file {p!r} does not exist.")
+        check_input_file(p, f"{flag} file")
     return paths
+
+
+def check_corpus(paths, corpus_format, nsp, flag="--corpus"):
+    """Raises before training when a text corpus cannot make pretraining pairs.
+
+    Every file is scanned once (binary data, lines over 10 MB), then documents are
+    counted until two are found: NSP and SOP need sentence pairs, and NSP draws its
+    "random next" sentences from another document.
+    """
+    from keras_bert_zoo.files import check_text_file
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+
+    for p in paths:
+        check_text_file(p, f"{flag} file")
+    documents = sentences = 0
+    for document in read_documents(paths, corpus_format):
+        documents += 1
+        sentences += len(document)
+        if documents >= 2 and sentences >= 2:
+            return
+    shown = ", ".join(paths)
+    if not sentences:
+        raise InvalidInputError(f"{shown} has no text (empty, or blank lines only); give a corpus with one "
+                                "sentence per line and a blank line between documents.")
+    if nsp == "nsp" and documents < 2:
+        raise InvalidInputError(
+            f"{shown} holds {documents} document ({sentences} sentence(s)) in the {corpus_format!r} format; "
+            "next-sentence prediction draws its negatives from other documents: separate documents with a "
+            "blank line (--corpus-format bert), or pass --nsp none.")
+    if nsp != "none" and sentences < 2:
+        raise InvalidInputError(f"{shown} has a single sentence; sentence pairs need at least two "
+                                "(add text, or pass --nsp none).")
 
 
 def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercase=True, document_filter=None):
@@ -46,11 +78,11 @@ def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercas
     from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
 
     if size < 100:
-        raise ValueError(f"--vocab-size {size} is too small; use at least a few thousand (e.g. 8000).")
+        raise UsageError(f"--vocab-size {size} is too small; use at least a few thousand (e.g. 8000).")
     sentences = [s for i, doc in enumerate(read_documents(corpus, corpus_format))
                  if document_filter is None or document_filter(i) for s in doc]
     if not sentences:
-        raise ValueError(f"{corpus} has no training sentences to learn a vocabulary from.")
+        raise InvalidInputError(f"{corpus} has no training sentences to learn a vocabulary from.")
     vocab = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences), size, lowercase=lowercase)
     if out_path is not None:
         save_vocabulary(vocab, out_path)
@@ -63,13 +95,13 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
 
     if preset is not None:
         if preset not in BACKBONE_PRESETS:
-            raise ValueError(f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} "
+            raise UsageError(f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} "
                              "or pass --model DIR.")
         return BertPretrainer.from_preset(preset, backbone_kwargs={"vocabulary_size": len(vocabulary)},
                                           data_layout=data_layout)
     model = BertPretrainer.from_preset(model_dir, preprocessor=None, data_layout=data_layout)
     if model.backbone.vocabulary_size != len(vocabulary):
-        raise ValueError(
+        raise CheckpointError(
             f"the vocabulary has {len(vocabulary)} tokens but {model_dir} was trained with "
             f"{model.backbone.vocabulary_size}; use that checkpoint's own vocab.txt (omit --vocab)."
         )
@@ -81,7 +113,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
              jit_compile=True, strategy="default", tpu=None, mixed_precision="none", time_budget=None,
-             verbose=None):
+             verbose=None, overwrite=False):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -105,6 +137,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
         strategy, tpu, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
+        overwrite: replace an existing `out` once the new one is complete (without it an
+            existing `out` is an error). Everything is written to a temporary sibling of
+            `out` first, so a failed run leaves `out` as it was.
 
     Returns:
         `(model, metrics)`; on non-chief workers `metrics` is empty.
@@ -125,16 +160,21 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.training.curves import plot_pretraining
 
     corpus = _check_paths(corpus)
+    check_output(out, overwrite)
+    if not _is_records(corpus):
+        check_corpus(corpus, corpus_format, nsp)
+    if eval_corpus:
+        check_corpus(_check_paths(eval_corpus, "--eval-corpus"), corpus_format, "none", "--eval-corpus")
     if (preset is None) == (model is None):
-        raise ValueError("give exactly one of --preset (architecture, random init) and --model (checkpoint).")
+        raise UsageError("give exactly one of --preset (architecture, random init) and --model (checkpoint).")
     for name, value in (("steps", steps), ("batch-size", batch_size), ("eval-every", eval_every),
                         ("eval-batches", eval_batches)):
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"--{name} {value} must be a positive integer.")
+            raise UsageError(f"--{name} {value} must be a positive integer.")
     if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise ValueError(f"--learning-rate {learning_rate} must be a positive number.")
+        raise UsageError(f"--learning-rate {learning_rate} must be a positive number.")
     if sequence_length < 16 or sequence_length > 512:
-        raise ValueError(f"--sequence-length {sequence_length} must be within [16, 512].")
+        raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     records = _is_records(corpus)
     # The strategy comes first: --batch-size is per replica, the data is batched globally.
@@ -144,103 +184,106 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     # Held-out documents stay out of training and out of the vocabulary.
     train_docs = (lambda i: not split_documents(i, holdout_every)) if holdout_every else None
 
-    # --- vocabulary (in memory; written with the preset, by the chief only) ---
-    if vocab_size:
+    # Every file goes to a temporary sibling of `out`, renamed into place once all is written;
+    # non-chief workers (multi-worker) write nothing (a scratch directory nobody reads).
+    with output_dir(out, overwrite) if chief else scratch_dir() as save_dir:
+        # --- vocabulary (in memory; written with the preset, by the chief only) ---
+        if vocab_size:
+            if records:
+                raise UsageError("--vocab-size learns from text; TFRecords already hold ids: pass --vocab.")
+            vocabulary = learn_vocabulary_file(corpus, vocab_size, None, corpus_format, lowercase,
+                                               document_filter=train_docs)
+        else:
+            if vocab is None:
+                if model is None:
+                    raise UsageError("--preset needs a vocabulary: pass --vocab vocab.txt or --vocab-size N.")
+                vocab = os.path.join(model, "vocab.txt")
+                if not os.path.isfile(vocab):
+                    raise UsageError(f"{model} has no vocab.txt; pass --vocab.")
+            elif os.path.isdir(vocab):
+                vocab = os.path.join(vocab, "vocab.txt")
+            vocabulary = load_vocabulary(vocab)
+
+        data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
+                       "corpus_format": corpus_format, "lowercase": lowercase,
+                       "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
+                       "holdout_every": holdout_every}
+
+        # --- data ---
+        heldout = None
         if records:
-            raise ValueError("--vocab-size learns from text; TFRecords already hold ids: pass --vocab.")
-        vocabulary = learn_vocabulary_file(corpus, vocab_size, None, corpus_format, lowercase,
-                                           document_filter=train_docs)
-    else:
-        if vocab is None:
-            if model is None:
-                raise ValueError("--preset needs a vocabulary: pass --vocab vocab.txt or --vocab-size N.")
-            vocab = os.path.join(model, "vocab.txt")
-            if not os.path.isfile(vocab):
-                raise ValueError(f"{model} has no vocab.txt; pass --vocab.")
-        elif os.path.isdir(vocab):
-            vocab = os.path.join(vocab, "vocab.txt")
-        vocabulary = load_vocabulary(vocab)
+            train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
+                                             use_nsp=nsp != "none", shuffle=True, repeat=True,
+                                             drop_remainder=True, seed=seed)
+        else:
+            common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
+                          whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
+                          lowercase=lowercase)
+            train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
+                                        seed=seed, document_filter=train_docs, **common)
+            if eval_corpus:
+                eval_corpus = _check_paths(eval_corpus, "--eval-corpus")
+                heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                              **common).take(eval_batches).cache()
+            elif holdout_every:
+                heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                              document_filter=lambda i: split_documents(i, holdout_every),
+                                              **common).take(eval_batches).cache()
 
-    data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
-                   "corpus_format": corpus_format, "lowercase": lowercase,
-                   "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
-                   "holdout_every": holdout_every}
+        if heldout is not None:
+            # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
+            heldout, _ = with_known_cardinality(heldout)
 
-    # --- data ---
-    heldout = None
-    if records:
-        train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
-                                         use_nsp=nsp != "none", shuffle=True, repeat=True,
-                                         drop_remainder=True, seed=seed)
-    else:
-        common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
-                      whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
-                      lowercase=lowercase)
-        train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
-                                    seed=seed, document_filter=train_docs, **common)
-        if eval_corpus:
-            eval_corpus = _check_paths(eval_corpus, "--eval-corpus")
-            heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
-                                          **common).take(eval_batches).cache()
-        elif holdout_every:
-            heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
-                                          document_filter=lambda i: split_documents(i, holdout_every),
-                                          **common).take(eval_batches).cache()
+        # --- model ---
+        set_precision(mixed_precision)
+        with distribution.scope():
+            pretrainer = _build_model(preset, model, vocabulary, data_layout)
+            if pretrainer.backbone.max_sequence_length < sequence_length:
+                raise UsageError(f"--sequence-length {sequence_length} exceeds the model's "
+                                 f"{pretrainer.backbone.max_sequence_length} positions.")
+            warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
+            pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
+                                                          recipe=recipe),
+                               jit_compile=jit_compile)
 
-    if heldout is not None:
-        # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
-        heldout, _ = with_known_cardinality(heldout)
+        # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
+        interval = min(eval_every, steps)
+        log = StepLog(max_steps=steps, time_budget=time_budget)
+        callbacks = [log]
+        evaluation = None
+        if heldout is not None:
+            evaluation = PeriodicEvaluation(lambda: pretrainer.evaluate(heldout, return_dict=True, verbose=0),
+                                            prefix="heldout_", label="held-out")
+            callbacks.append(evaluation)
+        if chief:
+            callbacks.append(ScalarLogger(os.path.join(save_dir, "logs"), every=max(1, interval // 10)))
+        if verbose is None:
+            verbose = 1 if os.isatty(1) else 2
+        history = pretrainer.fit(train, steps_per_epoch=interval, epochs=-(-steps // interval), callbacks=callbacks,
+                                 verbose=verbose, shuffle=False)  # the stream shuffles itself, seeded
 
-    # --- model ---
-    set_precision(mixed_precision)
-    with distribution.scope():
-        pretrainer = _build_model(preset, model, vocabulary, data_layout)
-        if pretrainer.backbone.max_sequence_length < sequence_length:
-            raise ValueError(f"--sequence-length {sequence_length} exceeds the model's "
-                             f"{pretrainer.backbone.max_sequence_length} positions.")
-        warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
-        pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
-                                                      recipe=recipe),
-                           jit_compile=jit_compile)
-
-    # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
-    interval = min(eval_every, steps)
-    log = StepLog(max_steps=steps, time_budget=time_budget)
-    callbacks = [log]
-    evaluation = None
-    if heldout is not None:
-        evaluation = PeriodicEvaluation(lambda: pretrainer.evaluate(heldout, return_dict=True, verbose=0),
-                                        prefix="heldout_", label="held-out")
-        callbacks.append(evaluation)
-    if chief:
-        callbacks.append(ScalarLogger(os.path.join(out, "logs"), every=max(1, interval // 10)))
-    if verbose is None:
-        verbose = 1 if os.isatty(1) else 2
-    history = pretrainer.fit(train, steps_per_epoch=interval, epochs=-(-steps // interval), callbacks=callbacks,
-                             verbose=verbose, shuffle=False)  # the stream shuffles itself, seeded
-
-    if not chief:
-        return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
-    pretrainer.save_to_preset(out)
-    BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(out)
-    last = {k: float(v[-1]) for k, v in history.history.items()}
-    metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
-    metrics.update({
-        "steps": log.steps,
-        "train_seconds": log.train_seconds,
-        # Sequence positions per second (batch x length), after the compiling first
-        # steps: the unit of the reference throughput table.
-        "tokens_per_second": log.steady_rate(batch_size * sequence_length),
-        "sequence_length": sequence_length,
-        "batch_size": batch_size,
-    })
-    if evaluation is not None:
-        metrics.update(evaluation.last)
-    else:
-        metrics.update({k: v for k, v in last.items() if k in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss")})
-    write_metrics(metrics, os.path.join(out, "metrics.json"))
-    plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(out, "loss_curves.png"))
-    return pretrainer, metrics
+        if not chief:
+            return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
+        pretrainer.save_to_preset(save_dir)
+        BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(save_dir)
+        last = {k: float(v[-1]) for k, v in history.history.items()}
+        metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
+        metrics.update({
+            "steps": log.steps,
+            "train_seconds": log.train_seconds,
+            # Sequence positions per second (batch x length), after the compiling first
+            # steps: the unit of the reference throughput table.
+            "tokens_per_second": log.steady_rate(batch_size * sequence_length),
+            "sequence_length": sequence_length,
+            "batch_size": batch_size,
+        })
+        if evaluation is not None:
+            metrics.update(evaluation.last)
+        else:
+            metrics.update({k: v for k, v in last.items() if k in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss")})
+        write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
+        plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(save_dir, "loss_curves.png"))
+        return pretrainer, metrics
 
 
 def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
@@ -261,7 +304,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     data_paths = _check_paths(data_paths, "--data")
     vocab = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(vocab):
-        raise ValueError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
+        raise CheckpointError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
                          "evaluate a directory written by `bert-zoo pretrain`.")
     model = BertPretrainer.from_preset(model_dir, preprocessor=None)
     model.compile(jit_compile=False)
@@ -282,7 +325,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     sequences = sum(int(x["token_ids"].shape[0]) for x, _ in ds)
     ds, _ = with_known_cardinality(ds)  # Keras warns "ran out of data" on streams of unknown length
     if sequences == 0:
-        raise ValueError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
+        raise InvalidInputError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
                          f"({cfg['corpus_format']!r}).")
     metrics = {k: float(v) for k, v in model.evaluate(ds, return_dict=True, verbose=0).items()}
     metrics["sequences"] = sequences
@@ -306,7 +349,7 @@ class PretrainTask(TaskSpec):
 
     def predict(self, model, texts):
         if not any("[MASK]" in t for t in texts):
-            raise ValueError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
+            raise InvalidInputError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
                              "'The capital of France is [MASK] .'")
         return [{"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
                 for text, answer in zip(texts, model.fill_mask(list(texts)))]

@@ -10,6 +10,8 @@ import json
 import os
 import pkgutil
 
+from keras_bert_zoo.errors import CheckpointError
+
 # Modules of the package that hold machinery, not a task.
 _NOT_TASKS = {"base", "registry", "finetuning"}
 _TASKS = None
@@ -56,16 +58,16 @@ def task_of_model_dir(model_dir, verb="this command"):
     """
     path = os.path.join(str(model_dir), "config.json")
     if not os.path.isfile(path):
-        raise ValueError(f"--model {model_dir!r} has no config.json; give a directory written by "
+        raise CheckpointError(f"--model {model_dir!r} has no config.json; give a directory written by "
                          "`bert-zoo finetune` or `bert-zoo pretrain`.")
     try:
         with open(path, encoding="utf-8") as f:
             task = json.load(f).get("keras_bert_zoo", {}).get("task")
     except ValueError as e:
-        raise ValueError(f"{path} is not valid JSON ({e}).") from None
+        raise CheckpointError(f"{path} is not valid JSON ({e}).") from None
     tasks = _discover()
     if task not in tasks:
         known = sorted({s.model_class_name for s in tasks.values()})
-        raise ValueError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
+        raise CheckpointError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
                          "(fine-tune or pretrain one first).")
     return tasks[task]

@@ -88,15 +88,15 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     assert set(lines[0]["probabilities"]) == {"negative", "positive"}
 
 
-@pytest.mark.parametrize("case, message", [
-    ("unknown_label", "dev.tsv:.*unknown label '7'"),
-    ("missing_column", "no column 'label'"),
-    ("empty", "has no examples"),
-    ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries"),
-    ("preset_without_vocab", "no vocab.txt for --model 'bert_tiny_uncased'"),
-    ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions"),
+@pytest.mark.parametrize("case, message, code", [  # exit code 1: data/model, 2: usage (a flag)
+    ("unknown_label", "dev.tsv:.*unknown label '7'", 1),
+    ("missing_column", "no column 'label'", 1),
+    ("empty", "has no examples", 1),
+    ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries", 1),
+    ("preset_without_vocab", "no vocab.txt for --model 'bert_tiny_uncased'", 2),
+    ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions", 2),
 ])
-def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
+def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message, code):
     train = _sentiment_file(tmp_path / "train.tsv", 20, seed=0)
     dev = _sentiment_file(tmp_path / "dev.tsv", 10, seed=1)
     model = tiny_model
@@ -117,7 +117,7 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
         model = "bert_tiny_uncased"
     out = str(tmp_path / "out")
     extra = ["--sequence-length", "64"] if case == "too_long" else []
-    assert _finetune(model, train, dev, out, *extra) == 1
+    assert _finetune(model, train, dev, out, *extra) == code
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
     import re

@@ -76,7 +76,7 @@ def test_evaluate_verb_scores_a_pretrained_dir(pretrained, tmp_path, capsys):
 
 def test_clear_errors(tmp_path, capsys):
     corpus = shared_data("pretrain_text", "sample_text.txt")
-    assert main(tiny_args(corpus, str(tmp_path / "a"))) == 1
+    assert main(tiny_args(corpus, str(tmp_path / "a"))) == 2  # a usage error: a flag is missing
     assert "--vocab" in capsys.readouterr().err
     assert main(tiny_args(str(tmp_path / "missing.txt"), str(tmp_path / "b"), "--vocab-size", "500")) == 1
     assert "does not exist" in capsys.readouterr().err

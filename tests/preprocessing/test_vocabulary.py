@@ -63,11 +63,11 @@ def test_cli_vocab(tmp_path, capsys):
 def test_bad_arguments(tmp_path, capsys):
     with pytest.raises(ValueError, match="larger than the 5 reserved"):
         learn_vocabulary(["x.txt"], 5)
-    with pytest.raises(FileNotFoundError, match="not found"):
+    with pytest.raises(FileNotFoundError, match="missing.txt does not exist"):
         learn_vocabulary([str(tmp_path / "missing.txt")], 100)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no words"):
         learn_vocabulary([str(empty)], 100)
     code = cli.main(["vocab", "--corpus", str(tmp_path / "missing.txt"), "--size", "100", "--out", str(tmp_path / "v")])
-    assert code == 1 and "not found" in capsys.readouterr().err
+    assert code == 1 and "missing.txt does not exist" in capsys.readouterr().err
