@@ -54,8 +54,9 @@ def main(argv=None):
         return 2
     try:
         return int(_module(args.verb).run(args) or 0)
-    except (ValueError, FileNotFoundError) as e:
-        # Our errors name the problem and the fix; a traceback would bury that.
+    except (ValueError, FileNotFoundError, FloatingPointError) as e:
+        # Our errors name the problem and the fix; a traceback would bury that. FloatingPointError:
+        # a non-finite training loss (training.loop.NonFiniteLossError).
         print(f"bert-zoo {args.verb}: error: {e}", file=sys.stderr)
         return 1
 

@@ -9,7 +9,7 @@ Examples:
         --max-train-examples 2000 --epochs 1 --out /tmp/sst2
 """
 
-from keras_bert_zoo.commands.common import add_distribution_arguments, jit_flag
+from keras_bert_zoo.commands.common import add_checkpoint_arguments, add_distribution_arguments, checkpoint_options, jit_flag
 
 
 def add_arguments(parser):
@@ -47,6 +47,7 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
     add_distribution_arguments(parser)
+    add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",
                         help="XLA compilation of the train step")
 
@@ -62,8 +63,8 @@ def run(args):
         recipe=args.recipe, sequence_length=args.sequence_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
-        jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu,
-        mixed_precision=args.mixed_precision,
+        jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
+        mixed_precision=args.mixed_precision, **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0

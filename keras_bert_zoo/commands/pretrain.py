@@ -7,7 +7,7 @@ Examples:
     bert-zoo evaluate --model /tmp/mini --data held_out.txt
 """
 
-from keras_bert_zoo.commands.common import add_distribution_arguments, jit_flag
+from keras_bert_zoo.commands.common import add_checkpoint_arguments, add_distribution_arguments, checkpoint_options, jit_flag
 
 
 def add_arguments(parser):
@@ -48,6 +48,7 @@ def add_arguments(parser):
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
                         help="XLA compilation of the train step (about 2x faster on CPU)")
     add_distribution_arguments(parser)
+    add_checkpoint_arguments(parser)
     parser.add_argument("--time-budget", type=float, default=None,
                         help="stop after this many seconds of training (benchmarks)")
 
@@ -55,7 +56,9 @@ def add_arguments(parser):
 def run(args):
     from keras_bert_zoo.tasks import pretrain
 
-    options = {k: v for k, v in vars(args).items() if k not in ("verb", "no_lowercase", "jit_compile")}
-    _, metrics = pretrain(**options, lowercase=not args.no_lowercase, jit_compile=jit_flag(args.jit_compile))
+    skip = ("verb", "no_lowercase", "jit_compile", "checkpoint_every", "no_resume", "deterministic")
+    options = {k: v for k, v in vars(args).items() if k not in skip}
+    _, metrics = pretrain(**options, lowercase=not args.no_lowercase, jit_compile=jit_flag(args.jit_compile),
+                          **checkpoint_options(args))
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
     return 0

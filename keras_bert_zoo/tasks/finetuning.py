@@ -55,8 +55,8 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
-             bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
-             verbose="auto"):
+             bucketing=True, jit_compile=False, strategy="default", tpu=None, replicas=None,
+             mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, verbose="auto"):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -84,8 +84,13 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
         seed: initialisation, dropout and shuffling seed.
         bucketing: batch examples of similar length (much faster on real data).
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default).
-        strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
+        strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
+        checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
+            every N steps and at each epoch end; `resume` continues from the newest
+            (same arguments), False starts over; `deterministic` turns on TF op
+            determinism (a resumed run then ends bit-identical to an uninterrupted
+            one). See `keras_bert_zoo.training.loop`.
         verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
 
     Returns:
@@ -105,9 +110,11 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     """
     import keras
 
-    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
+                                         set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
     from keras_bert_zoo.training.curves import plot_finetuning
+    from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
     if select not in SELECTIONS:
@@ -117,16 +124,18 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                   sequence_length=sequence_length, warmup_ratio=warmup_ratio)
 
+    # The strategy first: logical devices (--replicas) must exist before any TF op runs.
+    distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
     # --- validate everything before the first step ------------------------------------
     train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
     dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
     vocab_dir = vocab_dir_for(model, vocab)
     check_vocabulary(model, vocab_dir, sequence_length)
 
-    distribution = make_strategy(strategy, tpu=tpu)
     chief = is_chief(distribution)
     global_batch = global_batch_size(batch_size, distribution)
     set_precision(mixed_precision)
+    set_determinism(deterministic)
     keras.utils.set_random_seed(seed)
     preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
     with distribution.scope():
@@ -149,11 +158,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     primary = spec.primary_metric(layout)
     # Non-chief workers (multi-worker) save where nobody reads; only the chief writes `out`.
     save_dir = out if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
-    best = {"value": -np.inf, "step": -1, "metrics": {}}
 
-    def on_result(step, metrics):
-        if metrics[primary] > best["value"]:
-            best.update(value=metrics[primary], step=step, metrics=metrics)
+    def on_result(step, metrics):  # evaluation.history holds every result so far (restored on resume)
+        if metrics[primary] > max((m[primary] for _, m in evaluation.history[:-1]), default=-np.inf):
             if select == "best":
                 task_model.save_to_preset(save_dir)
                 return "best, saved"
@@ -169,20 +176,31 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
     print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
           f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
           flush=True)
-    history = task_model.fit(train_ds, epochs=epochs, callbacks=[steps, evaluation], verbose=verbose,
-                             shuffle=False)  # the dataset shuffles itself, seeded
+    signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
+                 "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
+                 "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
+                 "steps_per_epoch": steps_per_epoch, "seed": seed, "bucketing": bool(bucketing),
+                 "select": select, "mixed_precision": mixed_precision}
+    history = train_loop(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                         callbacks=[steps, evaluation], verbose=verbose,
+                         checkpoint_dir=os.path.join(out, "checkpoints"), checkpoint_every=checkpoint_every,
+                         resume=resume, signature=signature, writer=chief,
+                         position="replay" if worker_info(distribution)[0] > 1 else "iterator",
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
     if select == "final":
         task_model.save_to_preset(save_dir)
     else:  # the returned model is the one saved
         task_model = spec.model_class().from_preset(save_dir, preprocessor=preprocessor)
 
     final = evaluation.last
-    kept = best["metrics"] if select == "best" else final
+    # The first evaluation with the highest score (on_result's rule).
+    best_step, best_metrics = max(evaluation.history, key=lambda r: (r[1][primary], -r[0]))
+    kept = best_metrics if select == "best" else final
     losses = history.history.get("loss", [float("nan")])
     metrics = dict(kept)
     metrics.update({
-        f"best_dev_{primary}": best["value"],
-        "best_step": best["step"],
+        f"best_dev_{primary}": best_metrics[primary],
+        "best_step": best_step,
         "selection_best": int(select == "best"),
         "steps": steps.steps,
         "epochs": epochs,

@@ -80,8 +80,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
-             jit_compile=True, strategy="default", tpu=None, mixed_precision="none", time_budget=None,
-             verbose=None):
+             jit_compile=True, strategy="default", tpu=None, replicas=None, mixed_precision="none",
+             time_budget=None, checkpoint_every=0, resume=True, deterministic=False, verbose=None):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -103,8 +103,15 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
         eval_every, eval_batches: held-out evaluation interval and size.
         jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
-        strategy, tpu, mixed_precision: see `keras_bert_zoo.training`.
+        strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
+        checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
+            every N steps and after each evaluation interval; `resume` continues from
+            the newest (same arguments), False starts over; `deterministic` turns on
+            TF op determinism (a resumed run then ends bit-identical to an
+            uninterrupted one). Text corpora resume by replaying the seeded stream up
+            to the checkpoint (a Python generator cannot be serialised); TFRecords
+            restore the `tf.data` iterator. See `keras_bert_zoo.training.loop`.
 
     Returns:
         `(model, metrics)`; on non-chief workers `metrics` is empty.
@@ -120,9 +127,11 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary, pretraining_dataset, split_documents
     from keras_bert_zoo.preprocessing.records import read_pretraining_records
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
-    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
+                                         set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
     from keras_bert_zoo.training.curves import plot_pretraining
+    from keras_bert_zoo.training.loop import train as train_loop
 
     corpus = _check_paths(corpus)
     if (preset is None) == (model is None):
@@ -138,8 +147,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     records = _is_records(corpus)
     # The strategy comes first: --batch-size is per replica, the data is batched globally.
-    distribution = make_strategy(strategy, tpu=tpu)
+    distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
     chief = is_chief(distribution)
+    set_determinism(deterministic)
     batch_size = global_batch_size(batch_size, distribution)
     # Held-out documents stay out of training and out of the vocabulary.
     train_docs = (lambda i: not split_documents(i, holdout_every)) if holdout_every else None
@@ -193,6 +203,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
 
     # --- model ---
     set_precision(mixed_precision)
+    import keras
+
+    keras.utils.set_random_seed(seed)  # initialisation and dropout: the same run every time
     with distribution.scope():
         pretrainer = _build_model(preset, model, vocabulary, data_layout)
         if pretrainer.backbone.max_sequence_length < sequence_length:
@@ -216,8 +229,17 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         callbacks.append(ScalarLogger(os.path.join(out, "logs"), every=max(1, interval // 10)))
     if verbose is None:
         verbose = 1 if os.isatty(1) else 2
-    history = pretrainer.fit(train, steps_per_epoch=interval, epochs=-(-steps // interval), callbacks=callbacks,
-                             verbose=verbose, shuffle=False)  # the stream shuffles itself, seeded
+    signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
+                 "vocabulary_size": len(vocabulary), "steps": steps, "global_batch": batch_size,
+                 "learning_rate": learning_rate, "warmup_steps": warmup, "recipe": recipe, "seed": seed,
+                 "eval_every": interval, "mixed_precision": mixed_precision, **data_layout}
+    # A Python generator cannot be serialised: text corpora resume by replaying the seeded stream.
+    position = "iterator" if records and worker_info(distribution)[0] == 1 else "replay"
+    history = train_loop(pretrainer, train, epochs=-(-steps // interval), steps_per_epoch=interval,
+                         max_steps=steps, callbacks=callbacks, verbose=verbose,
+                         checkpoint_dir=os.path.join(out, "checkpoints"), checkpoint_every=checkpoint_every,
+                         resume=resume, signature=signature, position=position, writer=chief,
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
 
     if not chief:
         return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
