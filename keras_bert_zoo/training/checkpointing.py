@@ -121,7 +121,8 @@ class RunCheckpoints:
 
     def _remove_partial(self):
         for entry in os.listdir(self.directory):
-            if entry.startswith("tmp-"):
+            incomplete = entry.startswith("ckpt-") and not os.path.isfile(os.path.join(self.directory, entry, META))
+            if entry.startswith("tmp-") or incomplete:
                 shutil.rmtree(os.path.join(self.directory, entry), ignore_errors=True)
 
     def _complete(self):
@@ -167,7 +168,8 @@ class RunCheckpoints:
             raise CheckpointMismatchError(f"{path} was written by a different run ({shown}); {fix}.")
         model_vars, opt_vars = self._variables()
         for part, now in (("model", model_vars), ("optimizer", opt_vars)):
-            if meta[part] != _manifest(now):
+            # Shapes and dtypes: paths carry Keras' per-process name suffixes (dense_1, ...).
+            if [entry[1:] for entry in meta[part]] != [entry[1:] for entry in _manifest(now)]:
                 raise CheckpointMismatchError(
                     f"{path} holds {len(meta[part])} {part} variables that do not match this run's "
                     f"{len(now)} (another architecture or vocabulary); {fix}.")
