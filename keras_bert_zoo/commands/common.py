@@ -11,6 +11,9 @@ def add_distribution_arguments(parser):
     parser.add_argument("--replicas", type=int, default=None,
                         help="--strategy mirrored: use N local devices (GPUs; without GPUs the CPU is split "
                              "into N logical devices)")
+    parser.add_argument("--check-tpu-compat", action="store_true",
+                        help="dry run: check the input has static shapes and every step compiles with XLA "
+                             "(jit_compile=True), as a TPU needs; trains nothing, writes nothing")
     parser.add_argument("--mixed-precision", choices=tuple(PRECISIONS), default="none",
                         help="bf16 (CPU/TPU/GPU) or fp16 (GPU, with loss scaling)")
 

@@ -64,6 +64,7 @@ def run(args):
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
+        check_tpu_compat=args.check_tpu_compat,
         mixed_precision=args.mixed_precision, **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))

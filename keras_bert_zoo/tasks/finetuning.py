@@ -56,7 +56,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
              bucketing=True, jit_compile=False, strategy="default", tpu=None, replicas=None,
-             mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, verbose="auto"):
+             mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
+             verbose="auto"):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -91,6 +92,10 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
             (same arguments), False starts over; `deterministic` turns on TF op
             determinism (a resumed run then ends bit-identical to an uninterrupted
             one). See `keras_bert_zoo.training.loop`.
+        check_tpu_compat: dry run: check the batches are static and every step
+            compiles with XLA (`keras_bert_zoo.training.tpu_compat`); returns
+            `(model, {"tpu_compat": 1})` without training or writing.
+            `strategy="tpu"` trains on the same static batches.
         verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
 
     Returns:
@@ -143,16 +148,27 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=3, ba
 
     # --- data ---------------------------------------------------------------------------
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+    from keras_bert_zoo.training import tpu_compat
+
+    static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
+    bucketing = bucketing and not static
+    jit_compile = True if static else jit_compile
 
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
                             bucketing=bucketing)
     dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
     # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
+    if static:
+        train_ds = tpu_compat.static_batches(train_ds, global_batch)
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
     with distribution.scope():
         optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
                                      warmup_ratio=warmup_ratio, recipe=recipe)
         task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
+
+    if check_tpu_compat:
+        print(tpu_compat.describe(tpu_compat.check_tpu_compat(task_model, train_ds), train_ds), flush=True)
+        return task_model, {"tpu_compat": 1}
 
     # --- train, scoring dev ---------------------------------------------------------------
     primary = spec.primary_metric(layout)

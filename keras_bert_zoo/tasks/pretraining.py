@@ -81,7 +81,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
              jit_compile=True, strategy="default", tpu=None, replicas=None, mixed_precision="none",
-             time_budget=None, checkpoint_every=0, resume=True, deterministic=False, verbose=None):
+             time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
+             verbose=None):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -105,6 +106,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
+        check_tpu_compat: dry run: the batches are static and every step compiles
+            with XLA (`keras_bert_zoo.training.tpu_compat`); returns
+            `(model, {"tpu_compat": 1})` without training or writing.
         checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
             every N steps and after each evaluation interval; `resume` continues from
             the newest (same arguments), False starts over; `deterministic` turns on
@@ -146,6 +150,10 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         raise ValueError(f"--sequence-length {sequence_length} must be within [16, 512].")
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     records = _is_records(corpus)
+    if strategy == "tpu" and not records:
+        raise ValueError("--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
+                         "them once with keras_bert_zoo.preprocessing.records.write_pretraining_records and "
+                         "pass the .tfrecord files as --corpus.")
     # The strategy comes first: --batch-size is per replica, the data is batched globally.
     distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
     chief = is_chief(distribution)
@@ -215,6 +223,15 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
                                                       recipe=recipe),
                            jit_compile=jit_compile)
+
+    if check_tpu_compat:
+        from keras_bert_zoo.training import tpu_compat
+
+        print(tpu_compat.describe(tpu_compat.check_tpu_compat(pretrainer, train), train), flush=True)
+        if not records:
+            print("tpu-compat: the input is read by a Python generator here; on a TPU pass TFRecords as --corpus",
+                  flush=True)
+        return pretrainer, {"tpu_compat": 1}
 
     # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
     interval = min(eval_every, steps)
