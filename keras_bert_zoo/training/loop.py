@@ -80,6 +80,55 @@ def distribute_batch(strategy, batch):
     return strategy.experimental_distribute_values_from_function(rows)
 
 
+def worker_rows(dataset, num_workers, index):
+    """Each global batch -> this worker's rows of it (worker `index` of `num_workers`).
+
+    The workers together take exactly the global batch a single process would, so N
+    workers train like one process on the same global batch. The batches are cheap
+    to form when the pipeline caches its expensive part (fine-tuning tokenizes once
+    into memory); a stream that does its work per batch (pretraining on text) is
+    then computed by every worker; see docs/scaling.md.
+    """
+    import tensorflow as tf
+
+    if num_workers == 1:
+        return dataset
+
+    def rows(*batch):
+        def part(t):
+            n = tf.shape(t)[0]
+            return t[(index * n) // num_workers: ((index + 1) * n) // num_workers]
+        batch = batch[0] if len(batch) == 1 else batch
+        return tf.nest.map_structure(part, batch)
+
+    return dataset.map(rows)
+
+
+def train_function(model):
+    """The one-step function: Keras' own, except under multi-worker.
+
+    Keras 3.15 reduces the step's logs across workers with
+    `strategy.reduce("MEAN", v, axis=0)`, which fails on the scalar metrics
+    ("Invalid reduction dimension 0 for input with 0 dimensions"; part of
+    keras-team/keras#20585); here they are averaged over replicas instead, as
+    Keras does on one host.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.training.strategies import worker_info
+
+    strategy = model.distribute_strategy
+    if worker_info(strategy)[0] == 1:
+        model.make_train_function()
+        return lambda batch: model.train_function([batch])
+
+    def one_step(batch):
+        outputs = strategy.run(model.train_step, args=(batch,))
+        return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), outputs)
+
+    return tf.function(one_step, reduce_retracing=True, jit_compile=bool(model.jit_compile))
+
+
 def _resumable(callbacks):
     return [cb for cb in callbacks if hasattr(cb, "resume_state")]
 
@@ -91,8 +140,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
 
     Args:
         model: a compiled Keras model (built in the strategy's scope if any).
-        dataset: `tf.data.Dataset` of batches: global batches, or this worker's
-            shard of them under multi-worker; repeated as needed.
+        dataset: `tf.data.Dataset` of global batches, repeated as needed; under
+            multi-worker each worker keeps its rows of each (`worker_rows`).
         epochs, steps_per_epoch: the run is `epochs * steps_per_epoch` steps (or
             `max_steps` if smaller); epoch ends run the epoch callbacks and save.
         callbacks: Keras callbacks; those with `resume_state()` /
@@ -120,7 +169,10 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
 
     if position not in POSITIONS:
         raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
+    from keras_bert_zoo.training.strategies import worker_info
+
     strategy = model.distribute_strategy
+    dataset = worker_rows(dataset, *worker_info(strategy))
     total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
     repeated = dataset.repeat()
     iterator = iter(repeated) if position == "iterator" else None
@@ -162,7 +214,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
                                      verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
     model.stop_training = False
-    model.make_train_function()
+    step_function = train_function(model)
     callback_list.on_train_begin()
     step, logs, epoch_logs, saved = start, {}, {}, start
     for epoch in range(start // steps_per_epoch, epochs):
@@ -172,7 +224,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         callback_list.on_epoch_begin(epoch)
         for batch in range(step - epoch * steps_per_epoch, steps_per_epoch):
             callback_list.on_train_batch_begin(batch)
-            logs = model.train_function([distribute_batch(strategy, next(iterator))])
+            logs = step_function(distribute_batch(strategy, next(iterator)))
             step += 1
             loss = float(logs["loss"]) if "loss" in logs else 0.0
             if not math.isfinite(loss):
