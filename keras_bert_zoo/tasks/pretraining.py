@@ -135,6 +135,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                                          set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
     from keras_bert_zoo.training.curves import plot_pretraining
+    from keras_bert_zoo.training.loop import evaluate as evaluate_model
     from keras_bert_zoo.training.loop import train as train_loop
 
     corpus = _check_paths(corpus)
@@ -239,7 +240,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     callbacks = [log]
     evaluation = None
     if heldout is not None:
-        evaluation = PeriodicEvaluation(lambda: pretrainer.evaluate(heldout, return_dict=True, verbose=0),
+        evaluation = PeriodicEvaluation(lambda: evaluate_model(pretrainer, heldout),
                                         prefix="heldout_", label="held-out")
         callbacks.append(evaluation)
     if chief:

@@ -129,6 +129,29 @@ def train_function(model):
     return tf.function(one_step, reduce_retracing=True, jit_compile=bool(model.jit_compile))
 
 
+def evaluate(model, dataset):
+    """`model.evaluate(dataset)` as a dict of floats, also under multi-worker.
+
+    Keras' `evaluate` fails under `MultiWorkerMirroredStrategy` in Keras 3.15 (it
+    cannot rebuild from the distributed batch); there each worker scores its rows
+    of every batch with the model's `test_step` and the metrics are read across
+    workers.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.training.strategies import worker_info
+
+    strategy = model.distribute_strategy
+    workers = worker_info(strategy)
+    if workers[0] == 1:
+        return {k: float(v) for k, v in model.evaluate(dataset, return_dict=True, verbose=0).items()}
+    step = tf.function(lambda batch: strategy.run(model.test_step, args=(batch,)))
+    model.reset_metrics()
+    for batch in worker_rows(dataset, *workers):
+        step(distribute_batch(strategy, batch))
+    return {k: float(v) for k, v in model.get_metrics_result().items()}
+
+
 def _resumable(callbacks):
     return [cb for cb in callbacks if hasattr(cb, "resume_state")]
 
@@ -177,8 +200,10 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     repeated = dataset.repeat()
     iterator = iter(repeated) if position == "iterator" else None
     if model._distribute_strategy is not None:  # create metric/optimizer variables in the scope, as fit does
+        # From the element spec, not a batch: a second iterator would advance a reshuffling
+        # dataset's seed, and the run would then see another order than a one-device run.
         with strategy.scope():
-            model._symbolic_build(data_batch=next(iter(dataset.take(1))))
+            model._symbolic_build(data_batch=dataset.element_spec)
 
     checkpoints, start, latest = None, 0, None
     if checkpoint_dir:

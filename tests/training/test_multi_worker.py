@@ -2,11 +2,9 @@
 
 Each case starts the same `bert-zoo` command twice with the same `--out`, worker 0 and worker 1
 of a two-worker cluster, `--batch-size 4` per replica (global batch 8), and compares the chief's
-result with one process training on the same global batch of 8 as 2 replicas
-(`--strategy mirrored --replicas 2`). Two replicas, not one device: dropout draws its masks per
-replica, so with dropout on (the jobs' defaults) only a 2-replica run can be bit-comparable;
-that 2 replicas train like one device is `test_strategies.py`'s REPLICA_CASES test (dropout 0).
-Slow: three processes per case.
+result with one process on one device with `--batch-size 8`. Dropout is switched off in these
+processes: each replica draws its own dropout masks, so with dropout no data-parallel run can
+equal one device. Slow: three processes per case.
 """
 
 import json
@@ -20,7 +18,14 @@ import pytest
 
 from tests.helpers import REPO_ROOT, minilm_path, shared_data
 
-RUN = "import sys; from keras_bert_zoo.cli import main; sys.exit(main(sys.argv[1:]))"
+# Dropout off for the comparison: each replica draws its own masks, so with dropout no
+# data-parallel run equals one device (test-only: the jobs have no dropout flag).
+RUN = """
+import sys, keras
+keras.layers.Dropout.call = lambda self, inputs, training=False: inputs
+from keras_bert_zoo.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def _free_ports(n):
@@ -42,6 +47,8 @@ def _env(tf_config=None):
 
 
 def run_two_workers(args):
+    """`args` with `--batch-size 4` per replica on each of 2 workers: global batch 8."""
+    args = [*args, "--batch-size", "4"]
     cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
     workers = [subprocess.Popen([sys.executable, "-c", RUN, *args, "--strategy", "multi_worker"],
                                 env=_env({"cluster": cluster, "task": {"type": "worker", "index": i}}),
@@ -53,7 +60,8 @@ def run_two_workers(args):
 
 
 def run_one_process(args):
-    result = subprocess.run([sys.executable, "-c", RUN, *args, "--strategy", "mirrored", "--replicas", "2"],
+    """`args` on one device with the same global batch, 8."""
+    result = subprocess.run([sys.executable, "-c", RUN, *args, "--batch-size", "8"],
                             env=_env(), capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -67,6 +75,17 @@ def assert_same_weights(a, b, atol=1e-5):
     assert sorted(wa) == sorted(wb)
     worst = max(float(np.abs(wa[k] - wb[k]).max()) for k in wa)
     assert worst <= atol, worst
+
+
+def moved(before, after):
+    """Largest change of a backbone weight between two preset directories."""
+    from keras_bert_zoo.convert.safetensors_io import read_safetensors
+
+    wa = read_safetensors(os.path.join(before, "model.safetensors"))
+    wb = {k.removeprefix("bert."): v for k, v in read_safetensors(os.path.join(after, "model.safetensors")).items()}
+    shared = [k.removeprefix("bert.") for k in wa if k.removeprefix("bert.") in wb]
+    assert shared
+    return max(float(np.abs(wa["bert." + k if "bert." + k in wa else k] - wb[k]).max()) for k in shared)
 
 
 def only_the_chief_wrote(root, out):
@@ -104,13 +123,14 @@ def test_finetune_classify_on_two_workers_equals_one_process(classify_inputs):
 
     def args(out):
         return ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue",
-                "sst2", "--epochs", "2", "--batch-size", "4", "--learning-rate", "1e-3", "--sequence-length", "16",
+                "sst2", "--epochs", "2", "--learning-rate", "1e-3", "--sequence-length", "16",
                 "--no-bucketing", "--checkpoint-every", "4", "--out", out]
 
     chief_out, _ = run_two_workers(args(str(root / "multi")))
     run_one_process(args(str(root / "single")))
     assert "batch 8" in chief_out, chief_out
     assert_same_weights(str(root / "multi"), str(root / "single"))
+    assert moved(str(root / "model"), str(root / "multi")) > 1e-3  # training changed what is compared
     only_the_chief_wrote(root, str(root / "multi"))
     with open(root / "multi" / "metrics.json") as f, open(root / "single" / "metrics.json") as g:
         multi, single = json.load(f), json.load(g)
@@ -125,7 +145,7 @@ def test_pretrain_on_two_workers_equals_one_process(tmp_path):
 
     def args(out):
         return ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab, "--steps", "6",
-                "--batch-size", "4", "--sequence-length", "32", "--eval-every", "3", "--eval-batches", "1",
+                "--sequence-length", "32", "--eval-every", "3", "--eval-batches", "1",
                 "--holdout-every", "3", "--jit-compile", "false", "--out", out]
 
     run_two_workers(args(str(tmp_path / "multi")))
