@@ -152,3 +152,31 @@ def test_pretrain_on_two_workers_equals_one_process(tmp_path):
     run_one_process(args(str(tmp_path / "single")))
     assert_same_weights(str(tmp_path / "multi"), str(tmp_path / "single"))
     only_the_chief_wrote(tmp_path, str(tmp_path / "multi"))
+
+
+@pytest.mark.slow
+def test_replicas_2_splits_the_cpu_for_finetune_and_pretrain(classify_inputs):
+    """`--strategy mirrored --replicas 2` on a CPU-only machine: 2 logical devices, the jobs run and agree
+    with one device on the same global batch (dropout off; model-level equality per task model is the
+    REPLICA_CASES test)."""
+    root = classify_inputs
+    data = str(root / "data.tsv")
+    finetune = ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue",
+                "sst2", "--epochs", "1", "--learning-rate", "1e-3", "--sequence-length", "16"]
+    mirrored = subprocess.run([sys.executable, "-c", RUN, *finetune, "--batch-size", "4", "--strategy", "mirrored",
+                               "--replicas", "2", "--out", str(root / "mirrored")],
+                              env=_env(), capture_output=True, text=True, timeout=900)
+    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
+    assert "batch 8" in mirrored.stdout
+    run_one_process([*finetune, "--out", str(root / "single")])
+    assert_same_weights(str(root / "mirrored"), str(root / "single"))
+
+    corpus = shared_data("pretrain_text", "sample_text.txt")
+    pretrain = ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab",
+                os.path.join(minilm_path(), "vocab.txt"), "--steps", "3", "--sequence-length", "32", "--eval-every",
+                "3", "--jit-compile", "false", "--batch-size", "2", "--strategy", "mirrored", "--replicas", "2",
+                "--out", str(root / "pretrained")]
+    result = subprocess.run([sys.executable, "-c", RUN, *pretrain], env=_env(), capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.load(open(root / "pretrained" / "metrics.json"))["batch_size"] == 4
