@@ -95,7 +95,9 @@ def exit_code_of(error):
     """
     if isinstance(error, BertZooError):
         return error.exit_code
-    if isinstance(error, (OSError, ValueError)):  # UnicodeDecodeError is a ValueError
+    # UnicodeDecodeError is a ValueError; FloatingPointError: a non-finite training loss
+    # (training.loop.NonFiniteLossError), whose message names the step and the causes.
+    if isinstance(error, (OSError, ValueError, FloatingPointError)):
         return 1
     return None
 

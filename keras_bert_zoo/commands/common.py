@@ -8,6 +8,12 @@ def add_distribution_arguments(parser):
     parser.add_argument("--strategy", choices=STRATEGIES, default="default",
                         help="tf.distribute strategy; multi_worker reads TF_CONFIG")
     parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="--strategy mirrored: use N local devices (GPUs; without GPUs the CPU is split "
+                             "into N logical devices)")
+    parser.add_argument("--check-tpu-compat", action="store_true",
+                        help="dry run: check the input has static shapes and every step compiles with XLA "
+                             "(jit_compile=True), as a TPU needs; trains nothing, writes nothing")
     parser.add_argument("--mixed-precision", choices=tuple(PRECISIONS), default="none",
                         help="bf16 (CPU/TPU/GPU) or fp16 (GPU, with loss scaling)")
 
@@ -74,3 +80,19 @@ def add_overwrite_argument(parser, what="--out"):
     """`--overwrite`: replace an existing output, once the new one is complete."""
     parser.add_argument("--overwrite", action="store_true",
                         help=f"replace an existing {what} (only once the new output is complete)")
+
+
+def add_checkpoint_arguments(parser):
+    """`--checkpoint-every`, `--no-resume` and `--deterministic`, shared by the training verbs."""
+    parser.add_argument("--checkpoint-every", type=count_int, default=0,
+                        help="also write OUT/checkpoints/ every N steps (always at each epoch end); rerunning "
+                             "the same command resumes from the newest")
+    parser.add_argument("--no-resume", action="store_true", help="delete OUT/checkpoints/ and start over")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="TensorFlow op determinism: bit-identical runs (and resumed runs)")
+
+
+def checkpoint_options(args):
+    """The `finetune`/`pretrain` keywords of the flags above."""
+    return {"checkpoint_every": args.checkpoint_every, "resume": not args.no_resume,
+            "deterministic": args.deterministic}

@@ -9,8 +9,9 @@ Examples:
         --max-train-examples 2000 --epochs 1 --out /tmp/sst2
 """
 
-from keras_bert_zoo.commands.common import (add_distribution_arguments, add_overwrite_argument, batch_int, count_int,
-                                            jit_flag, learning_rate_float, length_int, ratio_float, steps_int)
+from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
+                                            batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
+                                            length_int, ratio_float, steps_int)
 
 
 def add_arguments(parser):
@@ -49,6 +50,7 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
     add_distribution_arguments(parser)
+    add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",
                         help="XLA compilation of the train step")
 
@@ -64,8 +66,9 @@ def run(args):
         recipe=args.recipe, sequence_length=args.sequence_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
         eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
-        jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu,
-        mixed_precision=args.mixed_precision, overwrite=args.overwrite,
+        jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
+        check_tpu_compat=args.check_tpu_compat, mixed_precision=args.mixed_precision, overwrite=args.overwrite,
+        **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0

@@ -7,9 +7,9 @@ Examples:
     bert-zoo evaluate --model /tmp/mini --data held_out.txt
 """
 
-from keras_bert_zoo.commands.common import (MAX_VOCABULARY, add_distribution_arguments, add_overwrite_argument,
-                                            batch_int, count_int, float_in, int_in, jit_flag, learning_rate_float, length_int,
-                                            steps_int)
+from keras_bert_zoo.commands.common import (MAX_VOCABULARY, add_checkpoint_arguments, add_distribution_arguments,
+                                            add_overwrite_argument, batch_int, checkpoint_options, count_int, float_in,
+                                            int_in, jit_flag, learning_rate_float, length_int, steps_int)
 
 
 def add_arguments(parser):
@@ -51,6 +51,7 @@ def add_arguments(parser):
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
                         help="XLA compilation of the train step (about 2x faster on CPU)")
     add_distribution_arguments(parser)
+    add_checkpoint_arguments(parser)
     parser.add_argument("--time-budget", type=float_in(0.0, 1e9), default=None,
                         help="stop after this many seconds of training (benchmarks)")
 
@@ -58,7 +59,9 @@ def add_arguments(parser):
 def run(args):
     from keras_bert_zoo.tasks import pretrain
 
-    options = {k: v for k, v in vars(args).items() if k not in ("verb", "no_lowercase", "jit_compile")}
-    _, metrics = pretrain(**options, lowercase=not args.no_lowercase, jit_compile=jit_flag(args.jit_compile))
+    skip = ("verb", "no_lowercase", "jit_compile", "checkpoint_every", "no_resume", "deterministic")
+    options = {k: v for k, v in vars(args).items() if k not in skip}
+    _, metrics = pretrain(**options, lowercase=not args.no_lowercase, jit_compile=jit_flag(args.jit_compile),
+                          **checkpoint_options(args))
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
     return 0

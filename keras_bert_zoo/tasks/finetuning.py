@@ -8,12 +8,14 @@ each epoch end, and writes `out/` as a preset directory with `metrics.json` and
 """
 
 import os
+import tempfile
 
 import numpy as np
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.tasks.registry import get_task
+from keras_bert_zoo.training.checkpointing import is_run_directory, keep_checkpoints
 
 SELECTIONS = ("final", "best")
 
@@ -61,7 +63,8 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
-             bucketing=True, jit_compile=False, strategy="default", tpu=None, mixed_precision="none",
+             bucketing=True, jit_compile=False, strategy="default", tpu=None, replicas=None,
+             mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
              verbose="auto", overwrite=False, **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
@@ -92,8 +95,17 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             Tagging cuts random batches to a bucket; `"by_length"` groups them by
             length instead (faster still, see `make_tagging_dataset`).
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default).
-        strategy, tpu, mixed_precision: see `keras_bert_zoo.training.make_strategy`
+        strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
+        checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
+            every N steps and at each epoch end; `resume` continues from the newest
+            (same arguments), False starts over; `deterministic` turns on TF op
+            determinism (a resumed run then ends bit-identical to an uninterrupted
+            one). See `keras_bert_zoo.training.loop`.
+        check_tpu_compat: dry run: check the batches are static and every step
+            compiles with XLA (`keras_bert_zoo.training.tpu_compat`); returns
+            `(model, {"tpu_compat": 1})` without training or writing.
+            `strategy="tpu"` trains on the same static batches.
         verbose: Keras `fit` verbosity; `"auto"`: a bar on a terminal, a line per epoch otherwise.
         overwrite: replace an existing `out` (once the new one is complete); without it an
             existing `out` raises `OutputExistsError` before any work. Everything is written
@@ -118,12 +130,15 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     """
     import keras
 
-    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
+                                         set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
     from keras_bert_zoo.training.curves import plot_finetuning
+    from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
-    check_output(out, overwrite)
+    # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
+    check_output(out, overwrite or (resume and is_run_directory(out)))
     if select not in SELECTIONS:
         raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
@@ -133,89 +148,116 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                   sequence_length=sequence_length, warmup_ratio=warmup_ratio)
 
+    # The strategy first: logical devices (--replicas) must exist before any TF op runs.
+    distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
     # --- validate everything before the first step ------------------------------------
     train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
     dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
     vocab_dir = vocab_dir_for(model, vocab)
     check_vocabulary(model, vocab_dir, sequence_length)
 
-    distribution = make_strategy(strategy, tpu=tpu)
     chief = is_chief(distribution)
-    # Every file goes to a temporary sibling of `out`, renamed into place once all is written;
-    # non-chief workers (multi-worker) write to a scratch directory nobody reads.
-    with output_dir(out, overwrite) if chief else scratch_dir() as save_dir:
-        global_batch = global_batch_size(batch_size, distribution)
-        set_precision(mixed_precision)
-        keras.utils.set_random_seed(seed)
-        preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
-        with distribution.scope():
-            task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+    global_batch = global_batch_size(batch_size, distribution)
+    set_precision(mixed_precision)
+    set_determinism(deterministic)
+    keras.utils.set_random_seed(seed)
+    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
+    with distribution.scope():
+        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
 
-        # --- data ---------------------------------------------------------------------------
-        from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+    # --- data ---------------------------------------------------------------------------
+    from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
+    from keras_bert_zoo.training import tpu_compat
 
-        train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
-                                bucketing=bucketing)
-        dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
-        # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
-        train_ds, steps_per_epoch = with_known_cardinality(train_ds)
-        with distribution.scope():
-            optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
-                                         warmup_ratio=warmup_ratio, recipe=recipe)
-            task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
+    static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
+    bucketing = bucketing and not static
+    jit_compile = True if static else jit_compile
 
-        # --- train, scoring dev ---------------------------------------------------------------
-        primary = spec.primary_metric(layout)
-        best = {"value": -np.inf, "step": -1, "metrics": {}}
+    train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
+                            bucketing=bucketing)
+    dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
+    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
+    if static:
+        train_ds = tpu_compat.static_batches(train_ds, global_batch)
+    train_ds, steps_per_epoch = with_known_cardinality(train_ds)
+    with distribution.scope():
+        optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
+                                     warmup_ratio=warmup_ratio, recipe=recipe)
+        task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
 
-        def on_result(step, metrics):
-            if metrics[primary] > best["value"]:
-                best.update(value=metrics[primary], step=step, metrics=metrics)
-                if select == "best":
-                    task_model.save_to_preset(save_dir)
-                    return "best, saved"
-                return "best so far"
-            return None
+    if check_tpu_compat:
+        print(tpu_compat.describe(tpu_compat.check_tpu_compat(task_model, train_ds), train_ds), flush=True)
+        return task_model, {"tpu_compat": 1}
 
-        steps = StepLog()
-        evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
-                                        prefix="dev_", on_result=on_result, label="dev",
-                                        shown=spec.shown_metrics(layout))
-        if verbose == "auto":
-            verbose = 1 if os.isatty(1) else 2
-        print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
-              f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
-              flush=True)
-        history = task_model.fit(train_ds, epochs=epochs, callbacks=[steps, evaluation], verbose=verbose,
-                                 shuffle=False)  # the dataset shuffles itself, seeded
-        if select == "final":
-            task_model.save_to_preset(save_dir)
-        else:  # the returned model is the one saved
-            task_model = spec.model_class().from_preset(save_dir, preprocessor=preprocessor)
+    # --- train, scoring dev ---------------------------------------------------------------
+    primary = spec.primary_metric(layout)
+    # Checkpoints (and, with select="best", the best model so far) live in `out/checkpoints/`
+    # so that a killed run resumes; the outputs are staged and renamed into place at the end.
+    # Non-chief workers (multi-worker) write nowhere that anybody reads.
+    checkpoint_dir = os.path.join(out, "checkpoints")
+    best_dir = os.path.join(checkpoint_dir, "best") if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
 
-        final = evaluation.last
-        kept = best["metrics"] if select == "best" else final
-        losses = history.history.get("loss", [float("nan")])
-        metrics = dict(kept)
-        metrics.update({
-            f"best_dev_{primary}": best["value"],
-            "best_step": best["step"],
-            "selection_best": int(select == "best"),
-            "steps": steps.steps,
-            "epochs": epochs,
-            "train_examples": len(train_examples),
-            "dev_examples": len(dev_examples),
-            "train_seconds": steps.train_seconds,
-            "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
-            / max(steps.train_seconds, 1e-9),
-            "final_train_loss": float(losses[-1]),
-        })
+    def on_result(step, metrics):  # evaluation.history holds every result so far (restored on resume)
+        if metrics[primary] > max((m[primary] for _, m in evaluation.history[:-1]), default=-np.inf):
+            if select == "best":
+                task_model.save_to_preset(best_dir)
+                return "best, saved"
+            return "best so far"
+        return None
+
+    steps = StepLog()
+    evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
+                                    prefix="dev_", on_result=on_result, label="dev",
+                                    shown=spec.shown_metrics(layout))
+    if verbose == "auto":
+        verbose = 1 if os.isatty(1) else 2
+    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
+          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+          flush=True)
+    signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
+                 "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
+                 "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
+                 "steps_per_epoch": steps_per_epoch, "seed": seed, "bucketing": bool(bucketing),
+                 "select": select, "mixed_precision": mixed_precision}
+    history = train_loop(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                         callbacks=[steps, evaluation], verbose=verbose,
+                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                         resume=resume, signature=signature, writer=chief,
+                         position="replay" if worker_info(distribution)[0] > 1 else "iterator",
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
+    if select == "best":  # the returned model is the one saved
+        task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
+
+    final = evaluation.last
+    # The first evaluation with the highest score (on_result's rule).
+    best_step, best_metrics = max(evaluation.history, key=lambda r: (r[1][primary], -r[0]))
+    kept = best_metrics if select == "best" else final
+    losses = history.history.get("loss", [float("nan")])
+    metrics = dict(kept)
+    metrics.update({
+        f"best_dev_{primary}": best_metrics[primary],
+        "best_step": best_step,
+        "selection_best": int(select == "best"),
+        "steps": steps.steps,
+        "epochs": epochs,
+        "train_examples": len(train_examples),
+        "dev_examples": len(dev_examples),
+        "train_seconds": steps.train_seconds,
+        "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
+        / max(steps.train_seconds, 1e-9),
+        "final_train_loss": float(losses[-1]),
+    })
+    # Every output goes to a temporary sibling of `out`, which takes `out`'s place once all is
+    # written (the checkpoints move along, so rerunning a finished run trains nothing).
+    with output_dir(out, overwrite=True) if chief else scratch_dir() as save_dir:
+        task_model.save_to_preset(save_dir)
         if chief:
             write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
             plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(save_dir, "training_curve.png"))
-        if not np.isfinite(losses[-1]):
-            print("warning: the training loss is not finite; lower the learning rate.")
-        return task_model, metrics
+            keep_checkpoints(checkpoint_dir, save_dir)
+    if not np.isfinite(losses[-1]):
+        print("warning: the training loss is not finite; lower the learning rate.")
+    return task_model, metrics
 
 
 def _check_recipe(**values):

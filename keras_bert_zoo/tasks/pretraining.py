@@ -15,8 +15,9 @@ import os
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
-from keras_bert_zoo.files import check_input_file, check_output, output_dir, scratch_dir, write_metrics
+from keras_bert_zoo.files import check_input_file, check_output, output_dir, write_metrics
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.training.checkpointing import is_run_directory, keep_checkpoints
 
 
 def default_max_predictions(sequence_length):
@@ -112,7 +113,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
-             jit_compile=True, strategy="default", tpu=None, mixed_precision="none", time_budget=None,
+             jit_compile=True, strategy="default", tpu=None, replicas=None, mixed_precision="none",
+             time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
              verbose=None, overwrite=False):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
@@ -135,11 +137,21 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
         eval_every, eval_batches: held-out evaluation interval and size.
         jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
-        strategy, tpu, mixed_precision: see `keras_bert_zoo.training`.
+        strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
         overwrite: replace an existing `out` once the new one is complete (without it an
             existing `out` is an error). Everything is written to a temporary sibling of
             `out` first, so a failed run leaves `out` as it was.
+        check_tpu_compat: dry run: the batches are static and every step compiles
+            with XLA (`keras_bert_zoo.training.tpu_compat`); returns
+            `(model, {"tpu_compat": 1})` without training or writing.
+        checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
+            every N steps and after each evaluation interval; `resume` continues from
+            the newest (same arguments), False starts over; `deterministic` turns on
+            TF op determinism (a resumed run then ends bit-identical to an
+            uninterrupted one). Text corpora resume by replaying the seeded stream up
+            to the checkpoint (a Python generator cannot be serialised); TFRecords
+            restore the `tf.data` iterator. See `keras_bert_zoo.training.loop`.
 
     Returns:
         `(model, metrics)`; on non-chief workers `metrics` is empty.
@@ -155,12 +167,16 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary, pretraining_dataset, split_documents
     from keras_bert_zoo.preprocessing.records import read_pretraining_records
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
-    from keras_bert_zoo.training import create_optimizer, global_batch_size, is_chief, make_strategy, set_precision
+    from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
+                                         set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
     from keras_bert_zoo.training.curves import plot_pretraining
+    from keras_bert_zoo.training.loop import evaluate as evaluate_model
+    from keras_bert_zoo.training.loop import train as train_loop
 
     corpus = _check_paths(corpus)
-    check_output(out, overwrite)
+    # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
+    check_output(out, overwrite or (resume and is_run_directory(out)))
     if not _is_records(corpus):
         check_corpus(corpus, corpus_format, nsp)
     if eval_corpus:
@@ -177,113 +193,143 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     records = _is_records(corpus)
+    if strategy == "tpu" and not records:
+        raise ValueError("--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
+                         "them once with keras_bert_zoo.preprocessing.records.write_pretraining_records and "
+                         "pass the .tfrecord files as --corpus.")
     # The strategy comes first: --batch-size is per replica, the data is batched globally.
-    distribution = make_strategy(strategy, tpu=tpu)
+    distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
     chief = is_chief(distribution)
+    set_determinism(deterministic)
     batch_size = global_batch_size(batch_size, distribution)
     # Held-out documents stay out of training and out of the vocabulary.
     train_docs = (lambda i: not split_documents(i, holdout_every)) if holdout_every else None
 
-    # Every file goes to a temporary sibling of `out`, renamed into place once all is written;
-    # non-chief workers (multi-worker) write nothing (a scratch directory nobody reads).
-    with output_dir(out, overwrite) if chief else scratch_dir() as save_dir:
-        # --- vocabulary (in memory; written with the preset, by the chief only) ---
-        if vocab_size:
-            if records:
-                raise UsageError("--vocab-size learns from text; TFRecords already hold ids: pass --vocab.")
-            vocabulary = learn_vocabulary_file(corpus, vocab_size, None, corpus_format, lowercase,
-                                               document_filter=train_docs)
-        else:
-            if vocab is None:
-                if model is None:
-                    raise UsageError("--preset needs a vocabulary: pass --vocab vocab.txt or --vocab-size N.")
-                vocab = os.path.join(model, "vocab.txt")
-                if not os.path.isfile(vocab):
-                    raise UsageError(f"{model} has no vocab.txt; pass --vocab.")
-            elif os.path.isdir(vocab):
-                vocab = os.path.join(vocab, "vocab.txt")
-            vocabulary = load_vocabulary(vocab)
-
-        data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
-                       "corpus_format": corpus_format, "lowercase": lowercase,
-                       "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
-                       "holdout_every": holdout_every}
-
-        # --- data ---
-        heldout = None
+    # --- vocabulary (in memory; written with the preset, by the chief only) ---
+    if vocab_size:
         if records:
-            train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
-                                             use_nsp=nsp != "none", shuffle=True, repeat=True,
-                                             drop_remainder=True, seed=seed)
-        else:
-            common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
-                          whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
-                          lowercase=lowercase)
-            train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
-                                        seed=seed, document_filter=train_docs, **common)
-            if eval_corpus:
-                eval_corpus = _check_paths(eval_corpus, "--eval-corpus")
-                heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
-                                              **common).take(eval_batches).cache()
-            elif holdout_every:
-                heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
-                                              document_filter=lambda i: split_documents(i, holdout_every),
-                                              **common).take(eval_batches).cache()
+            raise UsageError("--vocab-size learns from text; TFRecords already hold ids: pass --vocab.")
+        vocabulary = learn_vocabulary_file(corpus, vocab_size, None, corpus_format, lowercase,
+                                           document_filter=train_docs)
+    else:
+        if vocab is None:
+            if model is None:
+                raise UsageError("--preset needs a vocabulary: pass --vocab vocab.txt or --vocab-size N.")
+            vocab = os.path.join(model, "vocab.txt")
+            if not os.path.isfile(vocab):
+                raise UsageError(f"{model} has no vocab.txt; pass --vocab.")
+        elif os.path.isdir(vocab):
+            vocab = os.path.join(vocab, "vocab.txt")
+        vocabulary = load_vocabulary(vocab)
 
-        if heldout is not None:
-            # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
-            heldout, _ = with_known_cardinality(heldout)
+    data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
+                   "corpus_format": corpus_format, "lowercase": lowercase,
+                   "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
+                   "holdout_every": holdout_every}
 
-        # --- model ---
-        set_precision(mixed_precision)
-        with distribution.scope():
-            pretrainer = _build_model(preset, model, vocabulary, data_layout)
-            if pretrainer.backbone.max_sequence_length < sequence_length:
-                raise UsageError(f"--sequence-length {sequence_length} exceeds the model's "
-                                 f"{pretrainer.backbone.max_sequence_length} positions.")
-            warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
-            pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
-                                                          recipe=recipe),
-                               jit_compile=jit_compile)
+    # --- data ---
+    heldout = None
+    if records:
+        train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
+                                         use_nsp=nsp != "none", shuffle=True, repeat=True,
+                                         drop_remainder=True, seed=seed)
+    else:
+        common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
+                      whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
+                      lowercase=lowercase)
+        train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
+                                    seed=seed, document_filter=train_docs, **common)
+        if eval_corpus:
+            eval_corpus = _check_paths(eval_corpus, "--eval-corpus")
+            heldout = pretraining_dataset(eval_corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                          **common).take(eval_batches).cache()
+        elif holdout_every:
+            heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
+                                          document_filter=lambda i: split_documents(i, holdout_every),
+                                          **common).take(eval_batches).cache()
 
-        # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
-        interval = min(eval_every, steps)
-        log = StepLog(max_steps=steps, time_budget=time_budget)
-        callbacks = [log]
-        evaluation = None
-        if heldout is not None:
-            evaluation = PeriodicEvaluation(lambda: pretrainer.evaluate(heldout, return_dict=True, verbose=0),
-                                            prefix="heldout_", label="held-out")
-            callbacks.append(evaluation)
-        if chief:
-            callbacks.append(ScalarLogger(os.path.join(save_dir, "logs"), every=max(1, interval // 10)))
-        if verbose is None:
-            verbose = 1 if os.isatty(1) else 2
-        history = pretrainer.fit(train, steps_per_epoch=interval, epochs=-(-steps // interval), callbacks=callbacks,
-                                 verbose=verbose, shuffle=False)  # the stream shuffles itself, seeded
+    if heldout is not None:
+        # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
+        heldout, _ = with_known_cardinality(heldout)
 
-        if not chief:
-            return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
+
+    # --- model ---
+    set_precision(mixed_precision)
+    import keras
+
+    keras.utils.set_random_seed(seed)  # initialisation and dropout: the same run every time
+    with distribution.scope():
+        pretrainer = _build_model(preset, model, vocabulary, data_layout)
+        if pretrainer.backbone.max_sequence_length < sequence_length:
+            raise UsageError(f"--sequence-length {sequence_length} exceeds the model's "
+                             f"{pretrainer.backbone.max_sequence_length} positions.")
+        warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
+        pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
+                                                      recipe=recipe),
+                           jit_compile=jit_compile)
+
+    if check_tpu_compat:
+        from keras_bert_zoo.training import tpu_compat
+
+        print(tpu_compat.describe(tpu_compat.check_tpu_compat(pretrainer, train), train), flush=True)
+        if not records:
+            print("tpu-compat: the input is read by a Python generator here; on a TPU pass TFRecords as --corpus",
+                  flush=True)
+        return pretrainer, {"tpu_compat": 1}
+
+    # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
+    interval = min(eval_every, steps)
+    log = StepLog(max_steps=steps, time_budget=time_budget)
+    callbacks = [log]
+    evaluation = None
+    if heldout is not None:
+        evaluation = PeriodicEvaluation(lambda: evaluate_model(pretrainer, heldout),
+                                        prefix="heldout_", label="held-out")
+        callbacks.append(evaluation)
+    if chief:
+        callbacks.append(ScalarLogger(os.path.join(out, "logs"), every=max(1, interval // 10)))
+    if verbose is None:
+        verbose = 1 if os.isatty(1) else 2
+    signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
+                 "vocabulary_size": len(vocabulary), "steps": steps, "global_batch": batch_size,
+                 "learning_rate": learning_rate, "warmup_steps": warmup, "recipe": recipe, "seed": seed,
+                 "eval_every": interval, "mixed_precision": mixed_precision, **data_layout}
+    # A Python generator cannot be serialised: text corpora resume by replaying the seeded stream.
+    position = "iterator" if records and worker_info(distribution)[0] == 1 else "replay"
+    history = train_loop(pretrainer, train, epochs=-(-steps // interval), steps_per_epoch=interval,
+                         max_steps=steps, callbacks=callbacks, verbose=verbose,
+                         checkpoint_dir=os.path.join(out, "checkpoints"), checkpoint_every=checkpoint_every,
+                         resume=resume, signature=signature, position=position, writer=chief,
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
+
+    if not chief:
+        return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
+    last = {k: float(v[-1]) for k, v in history.history.items()}
+    metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
+    metrics.update({
+        "steps": log.steps,
+        "train_seconds": log.train_seconds,
+        # Sequence positions per second (batch x length), after the compiling first
+        # steps: the unit of the reference throughput table.
+        "tokens_per_second": log.steady_rate(batch_size * sequence_length),
+        "sequence_length": sequence_length,
+        "batch_size": batch_size,
+    })
+    if evaluation is not None:
+        metrics.update(evaluation.last)
+    else:
+        metrics.update({k: v for k, v in last.items() if k in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss")})
+    # Every output goes to a temporary sibling of `out`, which takes `out`'s place once all is
+    # written; the checkpoints and the TensorBoard logs (written live) move along.
+    with output_dir(out, overwrite=True) as save_dir:
         pretrainer.save_to_preset(save_dir)
         BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(save_dir)
-        last = {k: float(v[-1]) for k, v in history.history.items()}
-        metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
-        metrics.update({
-            "steps": log.steps,
-            "train_seconds": log.train_seconds,
-            # Sequence positions per second (batch x length), after the compiling first
-            # steps: the unit of the reference throughput table.
-            "tokens_per_second": log.steady_rate(batch_size * sequence_length),
-            "sequence_length": sequence_length,
-            "batch_size": batch_size,
-        })
-        if evaluation is not None:
-            metrics.update(evaluation.last)
-        else:
-            metrics.update({k: v for k, v in last.items() if k in ("mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss")})
         write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
         plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(save_dir, "loss_curves.png"))
-        return pretrainer, metrics
+        keep_checkpoints(os.path.join(out, "checkpoints"), save_dir)
+        if os.path.isdir(os.path.join(out, "logs")):
+            os.replace(os.path.join(out, "logs"), os.path.join(save_dir, "logs"))
+    return pretrainer, metrics
 
 
 def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):

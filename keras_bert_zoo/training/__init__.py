@@ -8,8 +8,11 @@ from keras_bert_zoo.training.schedules import (  # noqa: F401
     make_schedule,
 )
 from keras_bert_zoo.training.strategies import (  # noqa: F401
+    configure_replicas,
     global_batch_size,
     is_chief,
     make_strategy,
+    set_determinism,
     set_precision,
+    worker_info,
 )

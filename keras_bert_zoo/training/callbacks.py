@@ -17,6 +17,8 @@ import time
 
 import keras
 
+MAX_SAVED_ROWS = 2000  # step rows a checkpoint keeps for the curves (thinned evenly beyond that)
+
 
 class StepLog(keras.callbacks.Callback):
     """Per-step logs and timing; stops training after `max_steps` or `time_budget` seconds.
@@ -36,6 +38,7 @@ class StepLog(keras.callbacks.Callback):
         super().__init__()
         self.max_steps, self.time_budget, self.warmup_steps = max_steps, time_budget, warmup_steps
         self.rows, self.steps = [], 0
+        self.steady_steps, self._steps_here = 0, 0  # steps in this process (a resumed run compiles again)
         self.train_seconds = self.steady_seconds = 0.0
         self._t = None
 
@@ -46,17 +49,29 @@ class StepLog(keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._t
         self.train_seconds += elapsed
         self.steps += 1
-        if self.steps > self.warmup_steps:
+        self._steps_here += 1
+        if self._steps_here > self.warmup_steps:
             self.steady_seconds += elapsed
+            self.steady_steps += 1
         self.rows.append({"step": self.steps, **{k: float(v) for k, v in (logs or {}).items()}})
         if (self.max_steps and self.steps >= self.max_steps) or \
                 (self.time_budget and self.train_seconds >= self.time_budget):
             self.model.stop_training = True
 
+    def resume_state(self):
+        """Counters and the step rows (thinned to at most `MAX_SAVED_ROWS`) for a checkpoint."""
+        keep = max(1, -(-len(self.rows) // MAX_SAVED_ROWS))
+        return {"steps": self.steps, "train_seconds": self.train_seconds, "steady_seconds": self.steady_seconds,
+                "steady_steps": self.steady_steps, "rows": self.rows[::keep]}
+
+    def load_resume_state(self, state):
+        self.steps, self.rows = state["steps"], list(state["rows"])
+        self.train_seconds, self.steady_seconds = state["train_seconds"], state["steady_seconds"]
+        self.steady_steps = state["steady_steps"]
+
     def steady_rate(self, items_per_step):
         """Items (examples, tokens) per second after the compiling first steps."""
-        steady = max(self.steps - self.warmup_steps, 0)
-        return steady * items_per_step / max(self.steady_seconds, 1e-9)
+        return self.steady_steps * items_per_step / max(self.steady_seconds, 1e-9)
 
 
 class PeriodicEvaluation(keras.callbacks.Callback):
@@ -105,6 +120,13 @@ class PeriodicEvaluation(keras.callbacks.Callback):
         shown = ", ".join(f"{k} {metrics[k]:.4f}" for k in keys if k in metrics)
         print(f"step {self.step}: {self.label} {shown}" + (f"  ({note})" if note else ""), flush=True)
 
+    def resume_state(self):
+        return {"step": self.step, "history": self.history, "eval_seconds": self.eval_seconds}
+
+    def load_resume_state(self, state):
+        self.step, self.eval_seconds = state["step"], state["eval_seconds"]
+        self.history = [(step, metrics) for step, metrics in state["history"]]
+
     @property
     def last(self):
         return self.history[-1][1] if self.history else {}
@@ -138,6 +160,12 @@ class ScalarLogger(keras.callbacks.Callback):
         self.step += 1
         if self.step % self.every == 0:
             self._write("train", logs or {})
+
+    def resume_state(self):
+        return {"step": self.step}
+
+    def load_resume_state(self, state):
+        self.step = state["step"]
 
     def on_epoch_end(self, epoch, logs=None):
         evals = {k[len(self.eval_prefix):]: v for k, v in (logs or {}).items() if k.startswith(self.eval_prefix)}

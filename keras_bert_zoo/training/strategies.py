@@ -19,7 +19,36 @@ STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
-def make_strategy(name="default", tpu=None):
+def configure_replicas(replicas):
+    """Makes `replicas` local devices for `MirroredStrategy`; returns their names.
+
+    With that many GPUs, the first `replicas` GPUs. Without GPUs, the CPU is split into
+    `replicas` logical devices (`tf.config.set_logical_device_configuration`), so the
+    multi-replica path (per-replica batches, all-reduce) runs on any machine. It must
+    run before TensorFlow initialises its devices (before the first op).
+    """
+    replicas = int(replicas)
+    if replicas < 1:
+        raise ValueError(f"--replicas {replicas} must be at least 1.")
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if replicas > len(gpus):
+            raise ValueError(f"--replicas {replicas} but this machine has {len(gpus)} GPU(s).")
+        return [f"/gpu:{i}" for i in range(replicas)]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current is None or len(current) != replicas:
+        try:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+        except RuntimeError as e:
+            raise ValueError(
+                f"--replicas {replicas}: TensorFlow has already set up its devices ({e}); call "
+                "keras_bert_zoo.training.configure_replicas(n) before running any TensorFlow op."
+            ) from None
+    return [f"/cpu:{i}" for i in range(replicas)]
+
+
+def make_strategy(name="default", tpu=None, replicas=None):
     """Returns a `tf.distribute.Strategy`.
 
     Args:
@@ -28,13 +57,17 @@ def make_strategy(name="default", tpu=None):
             variable), `"tpu"` (needs `tpu`, an address or name for
             `TPUClusterResolver`; `"local"` for a TPU VM).
         tpu: str, the TPU address for `name="tpu"`.
+        replicas: int, `"mirrored"` only: that many local devices (GPUs, or logical
+            CPU devices, see `configure_replicas`); None: every local GPU, or the CPU.
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    if replicas is not None and name != "mirrored":
+        raise ValueError(f"--replicas applies to --strategy mirrored, not {name}.")
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        return tf.distribute.MirroredStrategy(configure_replicas(replicas) if replicas else None)
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
@@ -68,6 +101,18 @@ def is_chief(strategy=None):
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def worker_info(strategy=None):
+    """`(num_workers, worker_index)` of a multi-worker cluster; `(1, 0)` otherwise."""
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return 1, 0
+    spec = resolver.cluster_spec().as_dict()
+    order = list(spec.get("chief", [])) + list(spec.get("worker", []))
+    index = resolver.task_id + (len(spec.get("chief", [])) if resolver.task_type == "worker" else 0)
+    return max(1, len(order)), index
+
+
 def global_batch_size(per_replica, strategy=None):
     """Global batch = per-replica batch x replicas in sync."""
     strategy = strategy or tf.distribute.get_strategy()
@@ -85,3 +130,16 @@ def set_precision(name):
         raise ValueError(f"Unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}.")
     keras.config.set_dtype_policy(PRECISIONS[name])
     return PRECISIONS[name]
+
+
+def set_determinism(enabled):
+    """`enabled`: TensorFlow ops give bit-identical results run to run (slower on some ops).
+
+    `tf.config.experimental.enable_op_determinism()`; seeds are set separately
+    (`keras.utils.set_random_seed`). With it, a killed and resumed run ends with
+    exactly the weights of an uninterrupted one. It cannot be turned off again in
+    the same process.
+    """
+    if enabled:
+        tf.config.experimental.enable_op_determinism()
+    return bool(enabled)

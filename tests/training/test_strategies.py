@@ -170,17 +170,29 @@ def train_one_and_two_replicas(case, mirrored):
 
     batch = global_batch_size(PER_REPLICA_BATCH, mirrored)
     build, x, y = REPLICA_CASES[case](np.random.default_rng(0), STEPS * batch)
+    from keras_bert_zoo.training.loop import train
+
     with mirrored.scope():
         distributed = build()
+        looped = build()  # trained by the jobs' own loop (training.loop.train), not fit
     single = build()
     single.set_weights(distributed.get_weights())
+    looped.set_weights(distributed.get_weights())
     initial = single.get_weights()
     logs = {}
-    for name, model in (("single", single), ("mirrored", distributed)):
-        history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=1, verbose=0).history
+    for name, model in (("single", single), ("mirrored", distributed), ("loop", looped)):
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        if name == "loop":
+            history = train(model, data, epochs=1, steps_per_epoch=STEPS, verbose=0).history
+        else:
+            history = model.fit(data, epochs=1, verbose=0).history
         logs[name] = {k: float(v[-1]) for k, v in history.items()}
+
+    def largest_difference(a, b):
+        return max(float(np.abs(u - v).max()) for u, v in zip(a.get_weights(), b.get_weights()))
+
     return {"replicas": mirrored.num_replicas_in_sync, "batch": batch,
-            "diff": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), distributed.get_weights())),
+            "diff": largest_difference(single, distributed), "loop_diff": largest_difference(single, looped),
             "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial)),
             "logs": logs}
 
@@ -217,7 +229,7 @@ print(json.dumps({"chief": is_chief(strategy), "replicas": strategy.num_replicas
 
 def run_script(script, env_extra=None):
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", **(env_extra or {})}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -250,12 +262,15 @@ def test_mirrored_two_replicas_train_like_one_device():
     for case, result in results.items():
         assert result["replicas"] == 2 and result["batch"] == 2 * PER_REPLICA_BATCH
         assert result["moved"] > 1e-3, f"{case}: training must change the weights for the comparison to mean anything"
-        single, mirrored = result["logs"]["single"], result["logs"]["mirrored"]
-        assert set(single) == set(mirrored) and "loss" in single, (case, single, mirrored)
-        # Loss and every metric (mlm_loss, nsp_loss, accuracies, ...) as logged by fit.
-        for name in single:
-            assert abs(single[name] - mirrored[name]) < 1e-5, (case, name, single[name], mirrored[name])
+        single = result["logs"]["single"]
+        for run in ("mirrored", "loop"):  # Keras fit, and the loop `pretrain`/`finetune` train with
+            other = result["logs"][run]
+            assert set(single) == set(other) and "loss" in single, (case, run, single, other)
+            # Loss and every metric (mlm_loss, nsp_loss, accuracies, ...) as logged.
+            for name in single:
+                assert abs(single[name] - other[name]) < 1e-5, (case, run, name, single[name], other[name])
         assert result["diff"] < 1e-5, (case, result["diff"])
+        assert result["loop_diff"] < 1e-5, (case, result["loop_diff"])
 
 
 def test_multi_worker_reads_tf_config_and_chief_writes():

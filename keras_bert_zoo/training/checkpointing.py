@@ -1,0 +1,193 @@
+"""Training checkpoints under `OUT/checkpoints/`: written atomically, found again, checked.
+
+A checkpoint holds everything the next step depends on: every model variable (the
+weights, and the dropout seed-generator states, which Keras keeps as model
+variables), every optimizer variable (moments, step counter), the position in the
+input (the `tf.data` iterator itself, or the number of batches consumed, see
+`training.loop`), and a small JSON state of the job (epoch, best dev score, ...).
+
+Layout (one directory per checkpoint; `latest` names the newest complete one):
+
+    OUT/checkpoints/ckpt-000120/state.index, state.data-00000-of-00001, meta.json
+    OUT/checkpoints/latest                  -> "ckpt-000120"
+
+Atomic: a checkpoint is written into `tmp-...` and renamed to `ckpt-N` only when
+complete (`meta.json` last), then `latest` is replaced (write + rename). A kill at
+any point leaves the previous checkpoint and a `latest` that names a complete one;
+left-over `tmp-*` directories are removed by the next writer.
+
+Examples:
+>>> import keras, numpy as np, tempfile
+>>> from keras_bert_zoo.training.checkpointing import RunCheckpoints
+>>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+>>> ckpts = RunCheckpoints(tempfile.mkdtemp(), model, signature={"lr": 0.1})
+>>> path = ckpts.save(step=3, state={"epoch": 0})
+>>> model.layers[0].kernel.assign(np.zeros((2, 1)))
+>>> ckpts.restore(ckpts.latest())["step"]
+3
+"""
+
+import json
+import os
+import shutil
+
+LATEST = "latest"
+META = "meta.json"
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoints in a directory come from a different run (other flags or model)."""
+
+
+def _manifest(variables):
+    return [[v.path, list(v.shape), str(v.dtype)] for v in variables]
+
+
+class RunCheckpoints:
+    """Saves and restores one training run's state in `directory`.
+
+    Args:
+        directory: `OUT/checkpoints`.
+        model: a compiled Keras model; its optimizer's variables are saved too
+            (built first if the optimizer has not stepped yet).
+        iterator: optional `tf.data` iterator whose position is saved with the
+            variables (None: the caller records the position in `state`).
+        signature: JSON-able dict of what must be equal for a resume to make
+            sense (recipe flags, data sizes); compared on `restore`.
+        writer: False on multi-worker non-chief workers: they write to a private
+            temporary directory (the save must still run everywhere), never to `directory`.
+        keep: complete checkpoints kept (the newest).
+    """
+
+    def __init__(self, directory, model, iterator=None, signature=None, writer=True, keep=1):
+        self.directory = os.path.abspath(directory)
+        self.model, self.iterator, self.writer, self.keep = model, iterator, writer, max(1, int(keep))
+        self.signature = json.loads(json.dumps(signature or {}))
+        self._scratch = None
+
+    # --- what is saved ----------------------------------------------------------------
+    def _variables(self):
+        optimizer = self.model.optimizer
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.model.trainable_variables)
+        model_vars = list(self.model.variables)
+        opt_vars = list(optimizer.variables) if optimizer is not None else []
+        return model_vars, opt_vars
+
+    def _checkpoint(self):
+        import tensorflow as tf
+
+        model_vars, opt_vars = self._variables()
+        # Keyed by position: Keras paths are not unique (every dropout's seed state is
+        # "seed_generator/seed_generator_state"); the manifest in meta.json checks them.
+        objects = {f"model_{i:05d}": v for i, v in enumerate(model_vars)}
+        objects.update({f"optimizer_{i:05d}": v for i, v in enumerate(opt_vars)})
+        if self.iterator is not None:
+            objects["iterator"] = self.iterator
+        return tf.train.Checkpoint(**objects), model_vars, opt_vars
+
+    # --- write -------------------------------------------------------------------------
+    def save(self, step, state=None):
+        """Writes the checkpoint of `step`; returns its directory (or None off the chief)."""
+        checkpoint, model_vars, opt_vars = self._checkpoint()
+        name = f"ckpt-{int(step):06d}"
+        if not self.writer:  # multi-worker: every worker saves (collectives), only the chief keeps it
+            import tempfile
+
+            self._scratch = self._scratch or tempfile.mkdtemp(prefix="bert-zoo-worker-ckpt-")
+            checkpoint.write(os.path.join(self._scratch, "state"))
+            return None
+        os.makedirs(self.directory, exist_ok=True)
+        self._remove_partial()
+        tmp = os.path.join(self.directory, f"tmp-{name}-{os.getpid()}")
+        os.makedirs(tmp)
+        checkpoint.write(os.path.join(tmp, "state"))
+        meta = {"step": int(step), "state": state or {}, "signature": self.signature,
+                "model": _manifest(model_vars), "optimizer": _manifest(opt_vars),
+                "iterator": self.iterator is not None}
+        with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+            f.flush()
+            os.fsync(f.fileno())
+        final = os.path.join(self.directory, name)
+        if os.path.exists(final):  # the same step saved twice (resumed exactly at a save point)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        from keras_bert_zoo.files import write_text
+
+        write_text(os.path.join(self.directory, LATEST), name + "\n")
+        self._prune(keep_name=name)
+        return final
+
+    def _remove_partial(self):
+        for entry in os.listdir(self.directory):
+            incomplete = entry.startswith("ckpt-") and not os.path.isfile(os.path.join(self.directory, entry, META))
+            if entry.startswith("tmp-") or incomplete:
+                shutil.rmtree(os.path.join(self.directory, entry), ignore_errors=True)
+
+    def _complete(self):
+        if not os.path.isdir(self.directory):
+            return []
+        names = [e for e in os.listdir(self.directory)
+                 if e.startswith("ckpt-") and os.path.isfile(os.path.join(self.directory, e, META))]
+        return sorted(names, key=lambda e: int(e.split("-")[1]))
+
+    def _prune(self, keep_name):
+        for name in self._complete()[:-self.keep]:
+            if name != keep_name:
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+
+    # --- read --------------------------------------------------------------------------
+    def latest(self):
+        """The newest complete checkpoint directory, or None."""
+        pointer = os.path.join(self.directory, LATEST)
+        if os.path.isfile(pointer):
+            with open(pointer, encoding="utf-8") as f:
+                name = f.read().strip()
+            if os.path.isfile(os.path.join(self.directory, name, META)):
+                return os.path.join(self.directory, name)
+        complete = self._complete()  # `latest` lost or stale: fall back to the newest complete one
+        return os.path.join(self.directory, complete[-1]) if complete else None
+
+    def restore(self, path):
+        """Loads `path` into the model, optimizer and iterator; returns its meta dict."""
+        with open(os.path.join(path, META), encoding="utf-8") as f:
+            meta = json.load(f)
+        self._check(meta, path)
+        checkpoint, _, _ = self._checkpoint()
+        checkpoint.read(os.path.join(path, "state")).assert_consumed()
+        return meta
+
+    def _check(self, meta, path):
+        fix = "pass --no-resume to start over, or use another --out"
+        differing = sorted(k for k in set(meta["signature"]) | set(self.signature)
+                           if meta["signature"].get(k) != self.signature.get(k))
+        if differing:
+            shown = ", ".join(f"{k}: {meta['signature'].get(k)!r} there, {self.signature.get(k)!r} now"
+                              for k in differing)
+            raise CheckpointMismatchError(f"{path} was written by a different run ({shown}); {fix}.")
+        model_vars, opt_vars = self._variables()
+        for part, now in (("model", model_vars), ("optimizer", opt_vars)):
+            # Shapes and dtypes: paths carry Keras' per-process name suffixes (dense_1, ...).
+            if [entry[1:] for entry in meta[part]] != [entry[1:] for entry in _manifest(now)]:
+                raise CheckpointMismatchError(
+                    f"{path} holds {len(meta[part])} {part} variables that do not match this run's "
+                    f"{len(now)} (another architecture or vocabulary); {fix}.")
+        if meta["iterator"] != (self.iterator is not None):
+            raise CheckpointMismatchError(f"{path} records the input position differently; {fix}.")
+
+    def clear(self):
+        """Deletes every checkpoint (`--no-resume`); the chief only."""
+        if self.writer and os.path.isdir(self.directory):
+            shutil.rmtree(self.directory)
+
+
+def is_run_directory(out):
+    """True when `out` holds checkpoints of a `finetune`/`pretrain` run (killed or finished)."""
+    return os.path.isdir(os.path.join(out, "checkpoints"))
+
+
+def keep_checkpoints(checkpoint_dir, staged):
+    """Moves a run's checkpoints into its staged output directory (same file system)."""
+    if os.path.isdir(checkpoint_dir):
+        os.replace(checkpoint_dir, os.path.join(staged, "checkpoints"))

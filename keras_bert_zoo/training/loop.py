@@ -1,0 +1,273 @@
+"""`train(model, dataset, ...)`: the training loop of `pretrain` and `finetune`, resumable.
+
+Why not `model.fit`: `fit` cannot save where it is in the data. Keras'
+`BackupAndRestore` restores the epoch only (a mid-epoch kill replays the epoch from
+batch 0 with mid-epoch weights), and `fit` keeps its `tf.data` iterator to itself,
+so the iterator position and the shuffle state cannot go into a checkpoint; under
+`MultiWorkerMirroredStrategy` `fit` is reported broken since TF 2.16
+(keras-team/keras#20585). This loop is `fit`'s own loop (same `train_function`,
+same `compile()` losses and metrics, same Keras callbacks and progress bar) with
+the iterator in our hands:
+
+- the input is one host-side `tf.data` iterator over `dataset.repeat()`; each
+  step takes one global (or, multi-worker, per-worker) batch and hands each local
+  replica its rows (`experimental_distribute_values_from_function`);
+- every `checkpoint_every` steps and at each epoch end it writes a
+  `RunCheckpoints` checkpoint (model, optimizer, seed-generator states, the
+  iterator or the count of batches consumed, the callbacks' counters);
+- `resume=True` restores the newest checkpoint and continues on the very next
+  batch, so a killed and resumed run ends with the weights of an uninterrupted one
+  (bit-identical with `tf.config.experimental.enable_op_determinism()`);
+- the first non-finite loss stops training with `NonFiniteLossError` (nothing is
+  saved after it: the last checkpoint is the last good state).
+
+`position="iterator"` saves the `tf.data` iterator itself (shuffle buffers,
+random state): exact for any pipeline made of tf.data ops. `position="replay"`
+saves the number of batches consumed and, on resume, skips that many batches of a
+freshly built pipeline: needed for pipelines tf.data cannot serialise (a Python
+`from_generator`) and for multi-worker runs (only the chief writes, so a
+worker's iterator cannot be kept); exact whenever the pipeline is deterministic
+(fixed seeds), at the cost of re-reading the skipped input.
+
+Examples:
+>>> import keras, numpy as np, tensorflow as tf, tempfile
+>>> from keras_bert_zoo.training.loop import train
+>>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+>>> model.compile("sgd", "mse")
+>>> ds = tf.data.Dataset.from_tensor_slices((np.ones((8, 2)), np.ones(8))).batch(2)
+>>> _ = train(model, ds, epochs=2, steps_per_epoch=4, checkpoint_dir=tempfile.mkdtemp(), verbose=0)
+>>> int(model.optimizer.iterations)
+8
+"""
+
+import math
+
+POSITIONS = ("iterator", "replay")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite; the message names the step and likely causes."""
+
+
+def nonfinite_message(step, loss, learning_rate=None, mixed_precision="none"):
+    """The one-line explanation `NonFiniteLossError` carries."""
+    causes = []
+    if mixed_precision == "fp16":
+        causes.append("fp16 overflow (use --mixed-precision bf16, or none)")
+    lr = f" {learning_rate:g}" if learning_rate is not None else ""
+    causes.append(f"a learning rate{lr} too high for this model and batch (lower --learning-rate or "
+                  "lengthen the warm-up)")
+    causes.append("bad input values")
+    return (f"the training loss is {loss} at step {step}; stopped, nothing after the last checkpoint was kept. "
+            f"Likely cause: {'; or '.join(causes)}.")
+
+
+def distribute_batch(strategy, batch):
+    """This worker's batch -> per-replica values, rows split in order (uneven if they must be)."""
+    import tensorflow as tf
+
+    if strategy.num_replicas_in_sync == 1:
+        return batch
+    local = len(strategy.extended.worker_devices)
+
+    def rows(ctx):
+        i = ctx.replica_id_in_sync_group % local  # replica ids are worker-major
+        def part(t):
+            n = tf.shape(t)[0]
+            return t[(i * n) // local: ((i + 1) * n) // local]
+        return tf.nest.map_structure(part, batch)
+
+    return strategy.experimental_distribute_values_from_function(rows)
+
+
+def worker_rows(dataset, num_workers, index):
+    """Each global batch -> this worker's rows of it (worker `index` of `num_workers`).
+
+    The workers together take exactly the global batch a single process would, so N
+    workers train like one process on the same global batch. The batches are cheap
+    to form when the pipeline caches its expensive part (fine-tuning tokenizes once
+    into memory); a stream that does its work per batch (pretraining on text) is
+    then computed by every worker; see docs/scaling.md.
+    """
+    import tensorflow as tf
+
+    if num_workers == 1:
+        return dataset
+
+    def rows(*batch):
+        def part(t):
+            n = tf.shape(t)[0]
+            return t[(index * n) // num_workers: ((index + 1) * n) // num_workers]
+        batch = batch[0] if len(batch) == 1 else batch
+        return tf.nest.map_structure(part, batch)
+
+    return dataset.map(rows)
+
+
+def train_function(model):
+    """The one-step function: Keras' own, except under multi-worker.
+
+    Keras 3.15 reduces the step's logs across workers with
+    `strategy.reduce("MEAN", v, axis=0)`, which fails on the scalar metrics
+    ("Invalid reduction dimension 0 for input with 0 dimensions"; part of
+    keras-team/keras#20585); here they are averaged over replicas instead, as
+    Keras does on one host.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.training.strategies import worker_info
+
+    strategy = model.distribute_strategy
+    if worker_info(strategy)[0] == 1:
+        model.make_train_function()
+        return lambda batch: model.train_function([batch])
+
+    def one_step(batch):
+        outputs = strategy.run(model.train_step, args=(batch,))
+        return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), outputs)
+
+    return tf.function(one_step, reduce_retracing=True, jit_compile=bool(model.jit_compile))
+
+
+def evaluate(model, dataset):
+    """`model.evaluate(dataset)` as a dict of floats, also under multi-worker.
+
+    Keras' `evaluate` fails under `MultiWorkerMirroredStrategy` in Keras 3.15 (it
+    cannot rebuild from the distributed batch); there each worker scores its rows
+    of every batch with the model's `test_step` and the metrics are read across
+    workers.
+    """
+    import tensorflow as tf
+
+    from keras_bert_zoo.training.strategies import worker_info
+
+    strategy = model.distribute_strategy
+    workers = worker_info(strategy)
+    if workers[0] == 1:
+        return {k: float(v) for k, v in model.evaluate(dataset, return_dict=True, verbose=0).items()}
+    step = tf.function(lambda batch: strategy.run(model.test_step, args=(batch,)))
+    model.reset_metrics()
+    for batch in worker_rows(dataset, *workers):
+        step(distribute_batch(strategy, batch))
+    return {k: float(v) for k, v in model.get_metrics_result().items()}
+
+
+def _resumable(callbacks):
+    return [cb for cb in callbacks if hasattr(cb, "resume_state")]
+
+
+def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
+          checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
+          writer=True, job_state=None, nonfinite=None):
+    """Trains a compiled model on `dataset` like `fit`, with checkpoints and resume.
+
+    Args:
+        model: a compiled Keras model (built in the strategy's scope if any).
+        dataset: `tf.data.Dataset` of global batches, repeated as needed; under
+            multi-worker each worker keeps its rows of each (`worker_rows`).
+        epochs, steps_per_epoch: the run is `epochs * steps_per_epoch` steps (or
+            `max_steps` if smaller); epoch ends run the epoch callbacks and save.
+        callbacks: Keras callbacks; those with `resume_state()` /
+            `load_resume_state(state)` have their counters saved and restored.
+        verbose: as `fit`'s.
+        checkpoint_dir: `OUT/checkpoints`, or None for no checkpoints.
+        checkpoint_every: also save every N steps (0: at epoch ends only).
+        resume: continue from the newest checkpoint in `checkpoint_dir`; False
+            deletes them and starts over.
+        signature: dict that must match the checkpoint's (the run's flags).
+        position: `"iterator"` or `"replay"` (see the module docstring).
+        writer: False on non-chief workers (they never write `checkpoint_dir`).
+        job_state: optional `(get, set)` callables saving the caller's own JSON state.
+        nonfinite: dict of `nonfinite_message` keywords (learning_rate, mixed_precision).
+
+    Returns:
+        the `History` callback, as `fit` returns.
+
+    Raises:
+        NonFiniteLossError: at the first step whose loss is NaN or infinite.
+    """
+    import keras
+
+    from keras_bert_zoo.training.checkpointing import RunCheckpoints
+
+    if position not in POSITIONS:
+        raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
+    from keras_bert_zoo.training.strategies import worker_info
+
+    strategy = model.distribute_strategy
+    dataset = worker_rows(dataset, *worker_info(strategy))
+    total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+    repeated = dataset.repeat()
+    iterator = iter(repeated) if position == "iterator" else None
+    if model._distribute_strategy is not None:  # create metric/optimizer variables in the scope, as fit does
+        # From the element spec, not a batch: a second iterator would advance a reshuffling
+        # dataset's seed, and the run would then see another order than a one-device run.
+        with strategy.scope():
+            model._symbolic_build(data_batch=dataset.element_spec)
+
+    checkpoints, start, latest = None, 0, None
+    if checkpoint_dir:
+        checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
+        if not resume:
+            checkpoints.clear()
+        latest = checkpoints.latest() if resume else None
+    with strategy.scope():
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    if latest:
+        meta = checkpoints.restore(latest)
+        start = meta["step"]
+        for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", [])):
+            cb.load_resume_state(state)
+        if job_state and "job" in meta["state"]:
+            job_state[1](meta["state"]["job"])
+        where = "the end" if start >= total else \
+            f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
+        print(f"resumed from {latest}: step {start} of {total} ({where})", flush=True)
+    if iterator is None:
+        iterator = iter(repeated.skip(start))  # replay: the same deterministic stream, `start` batches on
+
+    def save(step):
+        if checkpoints is None:
+            return
+        state = {"callbacks": [cb.resume_state() for cb in _resumable(callbacks)]}
+        if job_state:
+            state["job"] = job_state[0]()
+        checkpoints.save(step, state)
+
+    callback_list = callbacks if isinstance(callbacks, keras.callbacks.CallbackList) else \
+        keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
+                                     verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
+    model.stop_training = False
+    step_function = train_function(model)
+    callback_list.on_train_begin()
+    step, logs, epoch_logs, saved = start, {}, {}, start
+    for epoch in range(start // steps_per_epoch, epochs):
+        if step >= total:
+            break
+        model.reset_metrics()
+        callback_list.on_epoch_begin(epoch)
+        for batch in range(step - epoch * steps_per_epoch, steps_per_epoch):
+            callback_list.on_train_batch_begin(batch)
+            logs = step_function(distribute_batch(strategy, next(iterator)))
+            step += 1
+            loss = float(logs["loss"]) if "loss" in logs else 0.0
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(nonfinite_message(step, loss, **(nonfinite or {})))
+            callback_list.on_train_batch_end(batch, logs)
+            if checkpoint_every and step % checkpoint_every == 0:
+                save(step)
+                saved = step
+            if model.stop_training or step >= total:
+                break
+        epoch_logs = dict(model._get_metrics_result_or_logs(logs))
+        callback_list.on_epoch_end(epoch, epoch_logs)
+        if saved != step:
+            save(step)
+            saved = step
+        if model.stop_training:
+            break
+    if isinstance(model.optimizer, keras.optimizers.Optimizer):
+        model.optimizer.finalize_variable_values(model.trainable_weights)
+    callback_list.on_train_end(logs=epoch_logs)
+    return model.history

@@ -1,0 +1,170 @@
+"""Kill -9 and resume: `finetune classify` and `pretrain` end with the weights of an uninterrupted run.
+
+Each run is a real `bert-zoo` process. A killed run is the same command started through a
+wrapper that sends itself SIGKILL: after a given training step (between checkpoints, in the
+middle of an epoch) or while a given checkpoint is being moved into place (the write is
+complete but not yet published). Rerunning the command resumes from the newest complete
+checkpoint, and the final `model.safetensors` must equal the uninterrupted run's, bit for
+bit (`--deterministic`). Slow-marked (real processes); `test_checkpointing.py` checks the same
+loop in-process in the default run.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import REPO_ROOT, minilm_path, shared_data
+
+# Sends SIGKILL to itself after step KILL_AT_STEP, or when the checkpoint directory
+# KILL_AT_SAVE is about to be renamed into place; then runs `bert-zoo ARGS`.
+KILLER = r"""
+import os, signal, sys
+from keras_bert_zoo.training import callbacks
+
+step, save = os.environ.get("KILL_AT_STEP"), os.environ.get("KILL_AT_SAVE")
+original_end = callbacks.StepLog.on_train_batch_end
+
+def on_train_batch_end(self, batch, logs=None):
+    original_end(self, batch, logs)
+    if step and self.steps == int(step):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+callbacks.StepLog.on_train_batch_end = on_train_batch_end
+real_replace = os.replace
+
+def replace(src, dst):
+    if save and os.path.basename(dst) == save:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_replace(src, dst)
+
+os.replace = replace
+from keras_bert_zoo.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def bert_zoo(args, **kill):
+    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
+           **{f"KILL_AT_{k.upper()}": str(v) for k, v in kill.items()}}
+    return subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def weights(out):
+    from keras_bert_zoo.convert.safetensors_io import read_safetensors
+
+    return read_safetensors(os.path.join(out, "model.safetensors"))
+
+
+def assert_identical(a, b):
+    wa, wb = weights(a), weights(b)
+    assert sorted(wa) == sorted(wb)
+    different = [k for k in wa if not np.array_equal(wa[k], wb[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def latest_step(out):
+    with open(os.path.join(out, "checkpoints", "latest")) as f:
+        name = f.read().strip()
+    with open(os.path.join(out, "checkpoints", name, "meta.json")) as f:
+        return json.load(f)["step"]
+
+
+def kill_then_resume(args, out, kills):
+    """Runs `args` once per kill (each must die by SIGKILL), then to the end; returns the outputs."""
+    resumed_at = []
+    for kill in kills:
+        result = bert_zoo(args, **kill)
+        assert result.returncode == -signal.SIGKILL, (kill, result.returncode, result.stderr[-2000:])
+        assert not os.path.exists(os.path.join(out, "model.safetensors")), "a killed run wrote the preset"
+        resumed_at.append(latest_step(out))
+    final = bert_zoo(args)
+    assert final.returncode == 0, final.stderr[-3000:]
+    return resumed_at, final.stdout
+
+
+@pytest.fixture(scope="module")
+def classify_setup(tmp_path_factory):
+    import keras
+
+    from keras_bert_zoo import BertBackbone
+
+    root = tmp_path_factory.mktemp("resume_classify")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "film", "was", "not"]
+    keras.utils.set_random_seed(0)
+    # Dropout on: the dropout seed-generator states must be restored too.
+    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                 max_sequence_length=16, dropout=0.1).save_to_preset(str(root / "model"))
+    (root / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
+    rng = np.random.default_rng(0)
+    rows = ["sentence\tlabel"]
+    for _ in range(96):
+        label = int(rng.integers(2))
+        rows.append(f"the film was {'not ' * int(rng.integers(2))}{'good' if label else 'bad'}\t{label}")
+    (root / "data.tsv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def classify_args(root, out, *extra):
+    data = str(root / "data.tsv")
+    return ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue", "sst2",
+            "--epochs", "2", "--batch-size", "8", "--learning-rate", "1e-3", "--sequence-length", "16",
+            "--checkpoint-every", "5", "--deterministic", "--out", out, *extra]
+
+
+@pytest.mark.slow  # seven `bert-zoo` processes: about 3 minutes on 2 busy cores
+def test_finetune_killed_mid_epoch_and_during_a_checkpoint_write_resumes_to_identical_weights(classify_setup):
+    root = classify_setup
+    reference = str(root / "uninterrupted")
+    result = bert_zoo(classify_args(root, reference))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed" not in result.stdout
+
+    out = str(root / "killed")
+    # 96 examples / 8 = 12 steps per epoch, checkpoints at 5, 10, 12 (epoch end), 15, 20, 24.
+    # Killed at step 8 (mid-epoch 1: resumes from 5), then while moving checkpoint 15 into
+    # place (mid-epoch 2: the half-published 15 is ignored, resumes from 12).
+    resumed_at, stdout = kill_then_resume(classify_args(root, out), out,
+                                          [{"step": 8}, {"save": "ckpt-000015"}])
+    assert resumed_at == [5, 12]
+    assert "resumed from" in stdout and "step 12 of 24 (epoch 2, batch 0 of 12)" in stdout, stdout
+    assert_identical(reference, out)
+    assert not [e for e in os.listdir(os.path.join(out, "checkpoints")) if e.startswith("tmp-")]
+    with open(os.path.join(out, "metrics.json")) as f, open(os.path.join(reference, "metrics.json")) as g:
+        resumed, uninterrupted = json.load(f), json.load(g)
+    assert resumed["steps"] == uninterrupted["steps"] == 24
+    assert resumed["accuracy"] == uninterrupted["accuracy"]
+
+    # The same command again: nothing left to train. --no-resume starts over.
+    again = bert_zoo(classify_args(root, out))
+    assert again.returncode == 0 and "step 24 of 24 (the end)" in again.stdout, again.stdout
+    fresh = bert_zoo(classify_args(root, out, "--no-resume"))
+    assert fresh.returncode == 0 and "resumed" not in fresh.stdout
+    assert_identical(reference, out)
+
+
+def pretrain_args(corpus, vocab, out):
+    return ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab, "--steps", "10",
+            "--batch-size", "4", "--sequence-length", "32", "--eval-every", "4", "--eval-batches", "1",
+            "--holdout-every", "3", "--checkpoint-every", "3", "--jit-compile", "false", "--deterministic",
+            "--out", out]
+
+
+@pytest.mark.slow  # three `bert-zoo` processes
+def test_pretrain_killed_mid_interval_resumes_to_identical_weights(tmp_path):
+    corpus = shared_data("pretrain_text", "sample_text.txt")
+    vocab = os.path.join(minilm_path(), "vocab.txt")
+    reference, out = str(tmp_path / "uninterrupted"), str(tmp_path / "killed")
+    result = bert_zoo(pretrain_args(corpus, vocab, reference))
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Checkpoints at 3, 4 (interval end), 6, 8, 9, 10; killed after step 7: resumes from 6,
+    # replaying the seeded text stream (a Python generator) up to batch 6.
+    resumed_at, stdout = kill_then_resume(pretrain_args(corpus, vocab, out), out, [{"step": 7}])
+    assert resumed_at == [6]
+    assert "step 6 of 10 (epoch 2, batch 2 of 4)" in stdout, stdout
+    assert_identical(reference, out)
