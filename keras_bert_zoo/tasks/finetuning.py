@@ -15,7 +15,7 @@ import numpy as np
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.tasks.registry import get_task
-from keras_bert_zoo.training.checkpointing import is_run_directory, keep_checkpoints
+from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
 
 SELECTIONS = ("final", "best")
 
@@ -194,7 +194,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     # Checkpoints (and, with select="best", the best model so far) live in `out/checkpoints/`
     # so that a killed run resumes; the outputs are staged and renamed into place at the end.
     # Non-chief workers (multi-worker) write nowhere that anybody reads.
-    checkpoint_dir = os.path.join(out, "checkpoints")
+    run_dir = run_directory(out)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
     best_dir = os.path.join(checkpoint_dir, "best") if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
 
     def on_result(step, metrics):  # evaluation.history holds every result so far (restored on resume)
@@ -219,6 +220,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                  "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
                  "steps_per_epoch": steps_per_epoch, "seed": seed, "bucketing": bool(bucketing),
                  "select": select, "mixed_precision": mixed_precision}
+    if chief:
+        prepare_run_directory(run_dir, out)
     history = train_loop(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
                          callbacks=[steps, evaluation], verbose=verbose,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
@@ -254,7 +257,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         if chief:
             write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
             plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(save_dir, "training_curve.png"))
-            keep_checkpoints(checkpoint_dir, save_dir)
+            keep_run_files(run_dir, save_dir)
     if not np.isfinite(losses[-1]):
         print("warning: the training loss is not finite; lower the learning rate.")
     return task_model, metrics

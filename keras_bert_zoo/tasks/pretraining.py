@@ -17,7 +17,7 @@ from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.files import check_input_file, check_output, output_dir, write_metrics
 from keras_bert_zoo.tasks.base import TaskSpec
-from keras_bert_zoo.training.checkpointing import is_run_directory, keep_checkpoints
+from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
 
 
 def default_max_predictions(sequence_length):
@@ -279,6 +279,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
 
     # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
     interval = min(eval_every, steps)
+    run_dir = run_directory(out)  # checkpoints and live logs (see `run_directory`)
     log = StepLog(max_steps=steps, time_budget=time_budget)
     callbacks = [log]
     evaluation = None
@@ -287,7 +288,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                                         prefix="heldout_", label="held-out")
         callbacks.append(evaluation)
     if chief:
-        callbacks.append(ScalarLogger(os.path.join(out, "logs"), every=max(1, interval // 10)))
+        prepare_run_directory(run_dir, out)
+        callbacks.append(ScalarLogger(os.path.join(run_dir, "logs"), every=max(1, interval // 10)))
     if verbose is None:
         verbose = 1 if os.isatty(1) else 2
     signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
@@ -298,7 +300,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     position = "iterator" if records and worker_info(distribution)[0] == 1 else "replay"
     history = train_loop(pretrainer, train, epochs=-(-steps // interval), steps_per_epoch=interval,
                          max_steps=steps, callbacks=callbacks, verbose=verbose,
-                         checkpoint_dir=os.path.join(out, "checkpoints"), checkpoint_every=checkpoint_every,
+                         checkpoint_dir=os.path.join(run_dir, "checkpoints"), checkpoint_every=checkpoint_every,
                          resume=resume, signature=signature, position=position, writer=chief,
                          nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
 
@@ -326,9 +328,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(save_dir)
         write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
         plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(save_dir, "loss_curves.png"))
-        keep_checkpoints(os.path.join(out, "checkpoints"), save_dir)
-        if os.path.isdir(os.path.join(out, "logs")):
-            os.replace(os.path.join(out, "logs"), os.path.join(save_dir, "logs"))
+        keep_run_files(run_dir, save_dir)
     return pretrainer, metrics
 
 

@@ -182,12 +182,44 @@ class RunCheckpoints:
             shutil.rmtree(self.directory)
 
 
+def run_directory(out):
+    """Where a run's live files (`checkpoints/`, `logs/`) go while it trains.
+
+    `out` itself when it does not exist yet or already holds a run's checkpoints (the
+    issue's `OUT/checkpoints/`); when `out` is an earlier output being overwritten, a
+    hidden sibling `.NAME.run`, so the old output stays untouched until the new one
+    replaces it. Rerunning the same command finds the checkpoints in either place.
+    """
+    out = os.path.abspath(os.fspath(out))
+    sibling = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.run")
+    if os.path.isdir(os.path.join(sibling, "checkpoints")):
+        return sibling
+    if not os.path.exists(out) or os.path.isdir(os.path.join(out, "checkpoints")):
+        return out
+    return sibling
+
+
 def is_run_directory(out):
-    """True when `out` holds checkpoints of a `finetune`/`pretrain` run (killed or finished)."""
-    return os.path.isdir(os.path.join(out, "checkpoints"))
+    """True when `out` (or its hidden `.NAME.run` sibling) holds a `finetune`/`pretrain` run's checkpoints."""
+    return os.path.isdir(os.path.join(run_directory(out), "checkpoints"))
 
 
-def keep_checkpoints(checkpoint_dir, staged):
-    """Moves a run's checkpoints into its staged output directory (same file system)."""
-    if os.path.isdir(checkpoint_dir):
-        os.replace(checkpoint_dir, os.path.join(staged, "checkpoints"))
+def prepare_run_directory(run_dir, out):
+    """Creates `run_dir/checkpoints`, or raises `OutputError` naming `--out` and the fix."""
+    from keras_bert_zoo.errors import OutputError
+
+    try:
+        os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot write --out {out}: {e.strerror} ({e.filename}); choose a writable path.") from None
+
+
+def keep_run_files(run_dir, staged):
+    """At the end of a successful run: its `logs/` move into the staged output directory
+    (same file system) and its checkpoints are deleted (a finished output holds the model,
+    not the optimizer's state; rerunning it needs `--overwrite`)."""
+    if os.path.isdir(os.path.join(run_dir, "logs")):
+        os.replace(os.path.join(run_dir, "logs"), os.path.join(staged, "logs"))
+    shutil.rmtree(os.path.join(run_dir, "checkpoints"), ignore_errors=True)
+    if os.path.basename(run_dir).endswith(".run") and os.path.isdir(run_dir) and not os.listdir(run_dir):
+        os.rmdir(run_dir)

@@ -11,12 +11,14 @@ import json
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import cli
 from keras_bert_zoo.demo import corpus
 
 
+@pytest.mark.slow  # over a minute together with the others: kept out of the 20-minute default run
 def test_demo_small_budget(tmp_path, capsys):
     out = str(tmp_path / "demo")
     assert cli.main(["demo", "--budget", "small", "--out", out]) == 0

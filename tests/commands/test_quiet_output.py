@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from keras_bert_zoo.quiet import TF_NOISE
 from tests.helpers import minilm_path, shared_data
 
@@ -24,6 +26,7 @@ def _run(args, tmp_path):
     return done.stdout + done.stderr
 
 
+@pytest.mark.slow  # over a minute together with the others: kept out of the 20-minute default run
 def test_finetune_and_pretrain_print_no_tensorflow_or_keras_noise(tmp_path):
     train = tmp_path / "train.tsv"
     train.write_text("sentence\tlabel\n" + "".join(f"a good film {i}\t1\nbad plot {i}\t0\n" for i in range(24)))

@@ -459,12 +459,15 @@ def test_predict_empty_huge_and_invalid_utf8_text(models, capsys):
 # --- a run that fails late leaves --out as it was --------------------------------------------
 def test_failed_finetune_leaves_existing_out_byte_identical(models, tmp_path, capsys, monkeypatch):
     """`--overwrite` over a finished run, and the new run fails after training, while writing its
-    last file: the old output is byte-identical and no staging directory is left."""
+    last file: the old output is byte-identical and no staging directory is left. The new run's
+    checkpoints stay in the hidden `.NAME.run/` beside it (resume state, #14: rerunning the
+    command resumes from them), and nothing else is added."""
     import keras_bert_zoo.training.curves as curves
 
     w = World(tmp_path / "w", models)
     out = existing_out(w, "model")
     before = tree_hash(w.root)
+    run_state = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.run")
 
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device", os.path.join(out, "training_curve.png"))
@@ -472,6 +475,8 @@ def test_failed_finetune_leaves_existing_out_byte_identical(models, tmp_path, ca
     monkeypatch.setattr(curves, "plot_finetuning", disk_full)
     code, _, err = run_cli(w.finetune("--epochs", "1", "--batch-size", "8", "--overwrite", out=out), capsys)
     check_failure(code, err, 1, r"training_curve\.png: No space left on device")
+    assert os.listdir(run_state) == ["checkpoints"]
+    shutil.rmtree(run_state)
     assert tree_hash(w.root) == before
 
 

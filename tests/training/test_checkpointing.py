@@ -126,9 +126,14 @@ def test_fp16_names_overflow():
     assert "fp16 overflow" in nonfinite_message(3, float("inf"), 1e-4, "fp16")
 
 
-def test_bert_zoo_exits_1_naming_the_step_and_keeps_out_as_it_was(tmp_path, capsys):
+def test_bert_zoo_exits_1_naming_the_step_and_keeps_out_as_it_was(tmp_path, capsys, monkeypatch):
     from keras_bert_zoo import BertBackbone
     from keras_bert_zoo.cli import main
+    from keras_bert_zoo.commands import finetune as finetune_command
+
+    # The parser refuses a learning rate above 1 (a usage error, exit 2); let 1e30 through
+    # to make the loss overflow, which is what this test is about.
+    monkeypatch.setattr(finetune_command, "learning_rate_float", float)
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
     BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,

@@ -9,7 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from keras_bert_zoo.training import global_batch_size, is_chief, make_strategy, set_precision
+from keras_bert_zoo.training import (
+    global_batch_size,
+    is_chief,
+    make_strategy,
+    set_precision,
+)
 from tests.helpers import REPO_ROOT
 
 # --- N replicas train like one device, for every task model ----------------------------------
@@ -256,6 +261,7 @@ def test_every_task_model_has_a_replica_case():
     assert not missing, f"add a REPLICA_CASES entry (tests/training/test_strategies.py) for {missing}"
 
 
+@pytest.mark.slow  # over a minute together with the others: kept out of the 20-minute default run
 def test_mirrored_two_replicas_train_like_one_device():
     results = run_script(MIRRORED_SCRIPT)
     assert set(results) == set(REPLICA_CASES)

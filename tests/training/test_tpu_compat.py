@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.training.tpu_compat import TPUCompatError, check_tpu_compat, static_batches
+from keras_bert_zoo.training.tpu_compat import (
+    TPUCompatError,
+    check_tpu_compat,
+    static_batches,
+)
 from tests.training.test_strategies import PER_REPLICA_BATCH, REPLICA_CASES
 
 
@@ -54,6 +58,7 @@ def test_int64_and_string_inputs_are_refused(dtype, match):
         check_tpu_compat(build(), tf.data.Dataset.from_tensor_slices((x, y)).batch(4, drop_remainder=True))
 
 
+@pytest.mark.slow  # over a minute together with the others: kept out of the 20-minute default run
 def test_finetune_and_pretrain_dry_runs_check_the_real_pipelines(tmp_path, capsys):
     """`--check-tpu-compat` on the real jobs: static batches of the task's own pipeline, XLA steps, nothing written."""
     from keras_bert_zoo import BertBackbone
