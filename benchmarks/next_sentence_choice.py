@@ -50,7 +50,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conll import _git_commit, _minilm, _now, _read, _uptime, _versions, _write, hf_train  # noqa: E402
+from common import git_commit, hf_train, minilm_path, now, read_json, uptime, versions, write_json  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -136,10 +136,10 @@ def write_questions(out, variant, train_questions, dev_questions, seed):
 def run_ours(out, epochs):
     from keras_bert_zoo import finetune
 
-    load_before, uptime_before = os.getloadavg(), _uptime()
+    load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
-        "choice", _minilm(), os.path.join(out, "train.jsonl"), os.path.join(out, "dev.jsonl"),
+        "choice", minilm_path(), os.path.join(out, "train.jsonl"), os.path.join(out, "dev.jsonl"),
         os.path.join(out, "ours_model"), epochs=epochs, batch_size=RECIPE["batch_size"],
         learning_rate=RECIPE["learning_rate"], warmup_ratio=RECIPE["warmup_ratio"],
         sequence_length=RECIPE["sequence_length"], select="final", seed=RECIPE["seed"], verbose=2)
@@ -149,14 +149,14 @@ def run_ours(out, epochs):
         "steps": metrics["steps"], "train_questions": metrics["train_examples"],
         "dev_questions": metrics["dev_examples"], "final_train_loss": metrics["final_train_loss"],
         "wall_seconds": time.perf_counter() - start, "loadavg_before": list(load_before),
-        "loadavg_after": list(os.getloadavg()), "uptime_before": uptime_before, "uptime_after": _uptime(),
-        "date": _now(), "git_commit": _git_commit(), "versions": _versions("tensorflow", "keras"),
+        "loadavg_after": list(os.getloadavg()), "uptime_before": uptime_before, "uptime_after": uptime(),
+        "date": now(), "git_commit": git_commit(), "versions": versions("tensorflow", "keras"),
         "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
         # CPU time of the whole process (all threads: loading, tokenizing, training, dev): under a loaded
         # machine the sides get different shares of the cores, and this shows it.
         "process_cpu_seconds": time.process_time(),
     }
-    _write(os.path.join(out, "ours.json"), record)
+    write_json(os.path.join(out, "ours.json"), record)
     print(f"ours: dev accuracy {record['accuracy']:.4f}, {record['questions_per_second']:.2f} train questions/s "
           f"over {record['train_seconds']:.0f} s", flush=True)
     return record
@@ -203,8 +203,8 @@ def run_hf(out, epochs):
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
     train, dev = _read_jsonl(os.path.join(out, "train.jsonl")), _read_jsonl(os.path.join(out, "dev.jsonl"))
-    tokenizer = AutoTokenizer.from_pretrained(_minilm())
-    model = BertForMultipleChoice.from_pretrained(_minilm())
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    model = BertForMultipleChoice.from_pretrained(minilm_path())
     t = time.perf_counter()
     train_features = _encode(tokenizer, train, RECIPE["sequence_length"])
     tokenize_seconds = time.perf_counter() - t
@@ -226,11 +226,11 @@ def run_hf(out, epochs):
         "system": "hf", "accuracy": correct / len(dev), **trained,
         "questions_per_second": len(train) * epochs / train_seconds,
         "train_questions": len(train), "dev_questions": len(dev), "tokenize_train_seconds": tokenize_seconds,
-        "uptime_after": _uptime(), "date": _now(), "git_commit": _git_commit(),
-        "versions": _versions("torch", "transformers"), "torch_threads": torch.get_num_threads(),
+        "uptime_after": uptime(), "date": now(), "git_commit": git_commit(),
+        "versions": versions("torch", "transformers"), "torch_threads": torch.get_num_threads(),
         "tensorflow_in_process": "tensorflow" in sys.modules, "process_cpu_seconds": time.process_time(),
     }
-    _write(os.path.join(out, "hf.json"), record)
+    write_json(os.path.join(out, "hf.json"), record)
     print(f"HF: dev accuracy {record['accuracy']:.4f}, {record['questions_per_second']:.2f} train questions/s over "
           f"{train_seconds:.0f} s", flush=True)
     return record
@@ -245,7 +245,7 @@ def print_table(run, variants):
     print("|---|---|---|---|---|---|---|---|---|")
     for variant in variants:
         for name, key in (("ours (keras_bert_zoo, TF)", "ours"), ("HF transformers (PyTorch, 2 threads)", "hf")):
-            r = _read(os.path.join(run, variant, f"{key}.json"))
+            r = read_json(os.path.join(run, variant, f"{key}.json"))
             if r is None:
                 print(f"| {variant} | {name} | (not run) | | | | | | |")
                 continue
@@ -276,20 +276,20 @@ def main(argv=None):
     command = " ".join([os.path.basename(sys.executable)] + sys.argv)
     for variant in args.variants:
         out = os.path.join(run, variant)
-        started, uptime_start, commit_start = _now(), _uptime(), _git_commit()
+        started, uptime_start, commit_start = now(), uptime(), git_commit()
         data = write_questions(out, variant, args.train_questions, args.dev_questions, args.seed)
         print(f"{started} {variant}: {json.dumps(data)}\n{uptime_start}", flush=True)
         for side in ("ours", "hf"):  # each in a fresh process: TF and PyTorch thread pools never mixed
             subprocess.run([sys.executable, os.path.abspath(__file__), "--only", side, "--variants", variant,
                             "--epochs", str(args.epochs), "--train-questions", str(args.train_questions),
                             "--root", args.root], check=True)
-        _write(os.path.join(out, "results.json"), {
-            "ours": _read(os.path.join(out, "ours.json")), "hf": _read(os.path.join(out, "hf.json")), "data": data,
+        write_json(os.path.join(out, "results.json"), {
+            "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")), "data": data,
             "recipe": {**RECIPE, "epochs": args.epochs, "variant": variant, "data_seed": args.seed,
-                       "model": _minilm(), "source": WIKITEXT},
-            "command": command, "started": started, "finished": _now(), "uptime_start": uptime_start,
-            "uptime_end": _uptime(), "cpus": os.cpu_count(), "git_commit_start": commit_start,
-            "git_commit_end": _git_commit()})
+                       "model": minilm_path(), "source": WIKITEXT},
+            "command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
+            "uptime_end": uptime(), "cpus": os.cpu_count(), "git_commit_start": commit_start,
+            "git_commit_end": git_commit()})
     print_table(run, args.variants)
 
 

@@ -239,11 +239,9 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
 
     # Same thread count for both: 2 intra-op threads, ops one at a time (PyTorch eager runs
     # them in sequence). Only possible before TensorFlow runs its first op in this process.
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    except RuntimeError:
-        print("warning: TensorFlow already initialised; its thread pools keep their sizes")
+    from common import set_tf_threads
+
+    set_tf_threads(threads)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)

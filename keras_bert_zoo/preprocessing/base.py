@@ -33,6 +33,14 @@ class PreprocessingLayer(keras.layers.Layer):
     def get_build_config(self):
         return None
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        # Preprocessors keep their tokenizer as a nested, serialised layer.
+        if isinstance(config.get("tokenizer"), dict):
+            config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return super().from_config(config)
+
 
 def to_string_tensor(text, name="text"):
     """Converts python/numpy text to a `tf.string` tensor, refusing other dtypes clearly."""

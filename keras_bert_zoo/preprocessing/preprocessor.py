@@ -113,12 +113,6 @@ class BertPreprocessor(PreprocessingLayer):
         )
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
 
 def _is_text_list(x):
     """A python list of strings is one batch of texts, not a (text_a, text_b) pair."""

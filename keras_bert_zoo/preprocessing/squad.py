@@ -236,12 +236,6 @@ class SpanQAPreprocessor(PreprocessingLayer):
         config.update({"tokenizer": keras.saving.serialize_keras_object(self.tokenizer), **self._settings()})
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
 
 # --- host side: whole files ------------------------------------------------------------------
 @dataclasses.dataclass

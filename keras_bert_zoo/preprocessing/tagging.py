@@ -374,12 +374,6 @@ class TaggingPreprocessor(PreprocessingLayer):
         })
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
-        return cls(**config)
-
 
 # --- host side: whole files ------------------------------------------------------------------
 @dataclasses.dataclass

