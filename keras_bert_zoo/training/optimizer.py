@@ -23,10 +23,13 @@ class BertAdamW(keras.optimizers.AdamW):
     """AdamW whose `global_clipnorm` clips the gradient of the *global* batch, with
     optional Adam bias correction and serialisable weight-decay exclusions.
 
-    With `bias_correction=False` the step is `lr * m / (sqrt(v) + epsilon)`, without
-    Adam's `sqrt(1 - beta_2^t) / (1 - beta_1^t)` factor: google-research/bert's
-    `AdamWeightDecayOptimizer` (its early steps are larger than Adam's). The decoupled
-    decay `lr * weight_decay * param` is the same in both.
+    With `bias_correction=True` the step is torch's `AdamW` to float rounding:
+    `lr * m_hat / (sqrt(v_hat) + epsilon)` with the bias-corrected moments (Keras'
+    own Adam adds epsilon before the correction, a larger effective epsilon early on).
+    With `bias_correction=False` it is `lr * m / (sqrt(v) + epsilon)`: google-research/
+    bert's `AdamWeightDecayOptimizer` (its early steps are larger than Adam's). The
+    decoupled decay `lr * weight_decay * param` is the same in both. `amsgrad` is not
+    supported.
 
     `no_decay_names`: variables whose name contains one of these are not decayed
     (Keras' `exclude_from_weight_decay(var_names=...)`, which by itself is not saved
@@ -42,6 +45,8 @@ class BertAdamW(keras.optimizers.AdamW):
     """
 
     def __init__(self, *args, clip_after_all_reduce=True, bias_correction=True, no_decay_names=None, **kwargs):
+        if kwargs.get("amsgrad"):
+            raise ValueError("BertAdamW does not support amsgrad=True; use keras.optimizers.AdamW.")
         super().__init__(*args, **kwargs)
         self.clip_after_all_reduce = clip_after_all_reduce
         self.bias_correction = bool(bias_correction)
@@ -55,15 +60,25 @@ class BertAdamW(keras.optimizers.AdamW):
         return self._learning_rate
 
     def update_step(self, gradient, variable, learning_rate):
-        if not self.bias_correction:
-            # Keras' Adam multiplies the rate by sqrt(1 - beta_2^t) / (1 - beta_1^t);
-            # hand it the rate with that factor divided out. (Weight decay is applied
-            # separately, with the plain rate.)
-            step = ops.cast(self.iterations + 1, variable.dtype)
-            beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
-            beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
-            learning_rate = ops.cast(learning_rate, variable.dtype) * (1 - beta_1_power) / ops.sqrt(1 - beta_2_power)
-        return super().update_step(gradient, variable, learning_rate)
+        # Written out rather than inherited: Keras' Adam adds epsilon to the raw
+        # sqrt(v) and folds the bias correction into the rate, torch's (HF's) adds it
+        # to the bias-corrected sqrt(v). Early in training, when 1 - beta_2^t is
+        # small, Keras' epsilon is in effect up to 30x larger, which damps the first
+        # few hundred steps of a short fine-tuning run. We follow torch exactly.
+        dtype = variable.dtype
+        learning_rate = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        if self.bias_correction:  # torch.optim.AdamW
+            step = ops.cast(self.iterations + 1, dtype)
+            m_hat = ops.divide(m, 1 - ops.power(ops.cast(self.beta_1, dtype), step))
+            v_hat = ops.divide(v, 1 - ops.power(ops.cast(self.beta_2, dtype), step))
+        else:  # google-research/bert AdamWeightDecayOptimizer: no correction
+            m_hat, v_hat = m, v
+        self.assign_sub(variable, ops.multiply(learning_rate, ops.divide(m_hat, ops.add(ops.sqrt(v_hat), self.epsilon))))
 
     def _clip_gradients(self, grads):
         if self.global_clipnorm and self.clip_after_all_reduce and keras.backend.backend() == "tensorflow":

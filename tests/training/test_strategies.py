@@ -24,6 +24,7 @@ from tests.helpers import REPO_ROOT
 # function and one more REPLICA_CASES entry; `test_every_task_model_has_a_replica_case`
 # fails until it has one.
 STEPS = 3
+LEARNING_RATE = 1e-2
 PER_REPLICA_BATCH = 4
 LENGTH = 8
 VOCAB = 30
@@ -39,7 +40,7 @@ def _tiny_backbone():
 def _optimizer():
     from keras_bert_zoo.training import create_optimizer
 
-    return create_optimizer(1e-2, total_steps=STEPS, warmup_steps=0)
+    return create_optimizer(LEARNING_RATE, total_steps=STEPS, warmup_steps=0)
 
 
 def _token_inputs(rng, n):

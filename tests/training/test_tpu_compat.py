@@ -14,7 +14,11 @@ from keras_bert_zoo.training.tpu_compat import (
     check_tpu_compat,
     static_batches,
 )
-from tests.training.test_strategies import PER_REPLICA_BATCH, REPLICA_CASES
+from tests.training.test_strategies import LEARNING_RATE, PER_REPLICA_BATCH, REPLICA_CASES
+
+# The biases added equally to every logit of one softmax: span start/end over positions,
+# a multiple-choice score over the choices.
+SHIFT_INVARIANT_BIASES = {"BertSpanQA": "qa_outputs/bias", "BertMultipleChoice": "classifier/bias"}
 
 
 @pytest.mark.parametrize("case", sorted(REPLICA_CASES))
@@ -29,8 +33,14 @@ def test_every_step_lowers_to_xla_and_the_compiled_train_step_matches_the_plain_
     batch = next(iter(dataset))
     plain._symbolic_build(data_batch=batch)
     plain_logs = tf.function(plain.train_step)(batch)
-    for a, b in zip(xla.get_weights(), plain.get_weights()):
-        np.testing.assert_allclose(a, b, atol=2e-5)
+    for variable, a, b in zip(xla.weights, xla.get_weights(), plain.get_weights()):
+        if variable.path == SHIFT_INVARIANT_BIASES.get(case):
+            # Its exact gradient is 0 (a softmax does not see a shift of all its logits), so
+            # each side's is float noise, and Adam's first step, lr * g / (|g| + eps), is
+            # up to lr in either direction.
+            assert np.abs(a - b).max() <= 2 * LEARNING_RATE
+            continue
+        np.testing.assert_allclose(a, b, atol=2e-5, err_msg=variable.path)
     assert np.isfinite(float(plain_logs["loss"]))
 
 
