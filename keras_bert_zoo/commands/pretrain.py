@@ -48,6 +48,9 @@ def add_arguments(parser):
     parser.add_argument("--eval-every", type=steps_int, default=200, help="steps between held-out evaluations")
     parser.add_argument("--eval-batches", type=steps_int, default=50, help="held-out batches per evaluation")
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--input-shards", type=int_in(1, 4096), default=1,
+                        help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
+                             "under --strategy multi_worker each worker reads only its shards' files")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
                         help="XLA compilation of the train step (about 2x faster on CPU)")
     add_distribution_arguments(parser)

@@ -13,6 +13,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import UsageError
+
 
 def feature_spec(sequence_length, max_predictions):
     """The original `run_pretraining.py` `name_to_features`."""
@@ -104,7 +106,7 @@ def _infer_shapes(path):
 
 def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_predictions=None,
                              use_nsp=True, masker=None, seed=0, shuffle=False, repeat=False,
-                             drop_remainder=False):
+                             drop_remainder=False, input_shards=1, num_workers=1, worker_index=0):
     """A dataset of `(x, y)` batches for `BertPretrainer.fit` from original-format records.
 
     Args:
@@ -117,32 +119,36 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
             drawn for every batch (dynamic masking on static data).
         seed: int, seed of the dynamic masks and the shuffle.
         shuffle, repeat, drop_remainder: the usual `tf.data` options.
+        input_shards: read the files as this many shards (file `i` in shard
+            `i % input_shards`), each its own shuffled stream; every batch takes
+            `batch_size / input_shards` rows from each shard, in shard order. So the
+            batches depend on `input_shards`, not on how many processes read them.
+        num_workers, worker_index: with `input_shards > 1`, this worker reads only its
+            `input_shards / num_workers` shards (their files alone) and returns its
+            rows of each batch; the workers' rows together are the one-process batch.
 
     Examples:
     >>> # ds = read_pretraining_records("wiki_*.tfrecord", batch_size=32, repeat=True)
     >>> # model.fit(ds, steps_per_epoch=1000)
     """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    files = []
-    for p in paths:
-        matched = tf.io.gfile.glob(os.fspath(p))
-        if not matched:
-            raise FileNotFoundError(f"no record file matches {os.fspath(p)!r}.")
-        files += sorted(matched)
+    files = _record_files(paths)
     if sequence_length is None or max_predictions is None:
         seq, pred = _infer_shapes(files[0])
         sequence_length = sequence_length or seq
         max_predictions = max_predictions or pred
     spec = feature_spec(sequence_length, max_predictions)
-    ds = tf.data.TFRecordDataset(files)
-    if shuffle:
-        ds = ds.shuffle(10_000, seed=seed)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder).enumerate()
+    mine = _my_shards(files, batch_size, input_shards, num_workers, worker_index)
+    rows = batch_size // input_shards
 
-    def parse(index, raw):
+    def shard_stream(shard):
+        ds = tf.data.TFRecordDataset(files[shard::input_shards])
+        if shuffle:
+            ds = ds.shuffle(10_000, seed=seed + shard)
+        if repeat:
+            ds = ds.repeat()
+        return ds.batch(rows, drop_remainder=drop_remainder or input_shards > 1).enumerate()
+
+    def parse(index, raw, shard=0):
         f = tf.io.parse_example(raw, spec)
         # The model takes int32 ids (the original casts int64 to int32 as well: TPUs).
         f = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in f.items()}
@@ -151,14 +157,60 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
         y = {"mask_ids": f["masked_lm_ids"], "mask_weights": f["masked_lm_weights"]}
         if masker is not None:
             original = restore_masked_ids(x["token_ids"], x["mask_positions"], y["mask_ids"], y["mask_weights"])
-            masked = masker(original, seed=tf.stack([tf.constant(seed, tf.int64), index]))
+            # Per batch and shard: the masks of a row do not depend on who reads it.
+            masked = masker(original, seed=tf.stack([tf.constant(seed, tf.int64), index * input_shards + shard]))
             x["token_ids"], x["mask_positions"] = masked["token_ids"], masked["mask_positions"]
             y = {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
         if use_nsp:
             y["next_sentence_labels"] = f["next_sentence_labels"][:, 0]
         return x, y
 
-    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    if len(mine) == 1:
+        ds = shard_stream(mine[0]).map(lambda i, raw: parse(i, raw, mine[0]), num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        parsed = tuple(shard_stream(k).map(lambda i, raw, k=k: parse(i, raw, k), num_parallel_calls=tf.data.AUTOTUNE)
+                       for k in mine)
+        ds = tf.data.Dataset.zip(parsed).map(
+            lambda *parts: tf.nest.map_structure(lambda *t: tf.concat(t, axis=0), *parts))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _record_files(paths):
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = []
+    for p in paths:
+        matched = tf.io.gfile.glob(os.fspath(p))
+        if not matched:
+            raise FileNotFoundError(f"no record file matches {os.fspath(p)!r}.")
+        files += sorted(matched)
+    return files
+
+
+def worker_files(paths, batch_size, input_shards=1, num_workers=1, worker_index=0):
+    """The record files worker `worker_index` reads (see `read_pretraining_records`)."""
+    files = _record_files(paths)
+    shards = _my_shards(files, batch_size, input_shards, num_workers, worker_index)
+    return [f for k in shards for f in files[k::input_shards]]
+
+
+def _my_shards(files, batch_size, input_shards, num_workers, worker_index):
+    """The shard indices this worker reads; checks that the split is even."""
+    if not isinstance(input_shards, int) or input_shards < 1:
+        raise UsageError(f"--input-shards {input_shards!r} must be a positive integer.")
+    if input_shards == 1:
+        return [0]  # one stream; a multi-worker run slices rows from it (training.loop.worker_rows)
+    if len(files) < input_shards:
+        raise UsageError(f"--input-shards {input_shards} needs at least {input_shards} record files; "
+                         f"there are {len(files)}. Write the records into more files or lower --input-shards.")
+    if batch_size % input_shards:
+        raise UsageError(f"the global batch {batch_size} must be a multiple of --input-shards {input_shards} "
+                         "(each batch takes the same number of rows from every shard).")
+    if input_shards % num_workers:
+        raise UsageError(f"--input-shards {input_shards} must be a multiple of the {num_workers} workers "
+                         "(each worker reads the same number of shards).")
+    per_worker = input_shards // num_workers
+    return list(range(worker_index * per_worker, (worker_index + 1) * per_worker))
 
 
 def restore_masked_ids(token_ids, mask_positions, mask_ids, mask_weights):

@@ -115,7 +115,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
              jit_compile=True, strategy="default", tpu=None, replicas=None, mixed_precision="none",
              time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose=None, overwrite=False):
+             verbose=None, overwrite=False, input_shards=1):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -142,6 +142,10 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         overwrite: replace an existing `out` once the new one is complete (without it an
             existing `out` is an error). Everything is written to a temporary sibling of
             `out` first, so a failed run leaves `out` as it was.
+        input_shards: TFRecord corpora only: read the files as N shards, every batch
+            taking an equal share of rows from each; under multi-worker each worker
+            reads only its shards' files (N a multiple of the workers), and the run
+            equals a one-process run with the same N. See `read_pretraining_records`.
         check_tpu_compat: dry run: the batches are static and every step compiles
             with XLA (`keras_bert_zoo.training.tpu_compat`); returns
             `(model, {"tpu_compat": 1})` without training or writing.
@@ -165,7 +169,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     """
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary, pretraining_dataset, split_documents
-    from keras_bert_zoo.preprocessing.records import read_pretraining_records
+    from keras_bert_zoo.preprocessing.records import read_pretraining_records, worker_files
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
     from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
                                          set_determinism, set_precision, worker_info)
@@ -193,6 +197,11 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     records = _is_records(corpus)
+    if not isinstance(input_shards, int) or input_shards < 1:
+        raise UsageError(f"--input-shards {input_shards} must be a positive integer.")
+    if input_shards > 1 and not records:
+        raise UsageError("--input-shards splits TFRecord files; a text corpus is read as one stream. Write "
+                         "the records once (keras_bert_zoo.preprocessing.records.write_pretraining_records).")
     if strategy == "tpu" and not records:
         raise ValueError("--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
                          "them once with keras_bert_zoo.preprocessing.records.write_pretraining_records and "
@@ -230,9 +239,15 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     # --- data ---
     heldout = None
     if records:
+        workers = worker_info(distribution)
         train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
                                          use_nsp=nsp != "none", shuffle=True, repeat=True,
-                                         drop_remainder=True, seed=seed)
+                                         drop_remainder=True, seed=seed, input_shards=input_shards,
+                                         num_workers=workers[0], worker_index=workers[1])
+        if input_shards > 1:
+            mine = worker_files(corpus, batch_size, input_shards, *workers)
+            print(f"worker {workers[1]} of {workers[0]} reads {len(mine)} of {input_shards} input shard files: "
+                  + ", ".join(os.path.basename(f) for f in mine), flush=True)
     else:
         common = dict(sequence_length=sequence_length, max_predictions=max_predictions, nsp=nsp,
                       whole_word_masking=whole_word_masking, max_ngram=max_ngram, corpus_format=corpus_format,
@@ -295,14 +310,16 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
                  "vocabulary_size": len(vocabulary), "steps": steps, "global_batch": batch_size,
                  "learning_rate": learning_rate, "warmup_steps": warmup, "recipe": recipe, "seed": seed,
-                 "eval_every": interval, "mixed_precision": mixed_precision, **data_layout}
+                 "eval_every": interval, "mixed_precision": mixed_precision, "input_shards": input_shards,
+                 **data_layout}
     # A Python generator cannot be serialised: text corpora resume by replaying the seeded stream.
     position = "iterator" if records and worker_info(distribution)[0] == 1 else "replay"
     history = train_loop(pretrainer, train, epochs=-(-steps // interval), steps_per_epoch=interval,
                          max_steps=steps, callbacks=callbacks, verbose=verbose,
                          checkpoint_dir=os.path.join(run_dir, "checkpoints"), checkpoint_every=checkpoint_every,
                          resume=resume, signature=signature, position=position, writer=chief,
-                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision},
+                         per_worker_input=records and input_shards > 1)
 
     if not chief:
         return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)

@@ -158,7 +158,7 @@ def _resumable(callbacks):
 
 def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
           checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
-          writer=True, job_state=None, nonfinite=None):
+          writer=True, job_state=None, nonfinite=None, per_worker_input=False):
     """Trains a compiled model on `dataset` like `fit`, with checkpoints and resume.
 
     Args:
@@ -179,6 +179,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         writer: False on non-chief workers (they never write `checkpoint_dir`).
         job_state: optional `(get, set)` callables saving the caller's own JSON state.
         nonfinite: dict of `nonfinite_message` keywords (learning_rate, mixed_precision).
+        per_worker_input: `dataset` already holds only this worker's rows of each
+            global batch (a sharded reader); otherwise each worker slices its rows.
 
     Returns:
         the `History` callback, as `fit` returns.
@@ -195,7 +197,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     from keras_bert_zoo.training.strategies import worker_info
 
     strategy = model.distribute_strategy
-    dataset = worker_rows(dataset, *worker_info(strategy))
+    if not per_worker_input:
+        dataset = worker_rows(dataset, *worker_info(strategy))
     total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
     repeated = dataset.repeat()
     iterator = iter(repeated) if position == "iterator" else None

@@ -156,3 +156,71 @@ def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
     again = first_batches(0)
     np.testing.assert_array_equal(again[0][0], pos1)  # reproducible
     np.testing.assert_array_equal(again[1][1], ids2)
+
+
+def _numbered_records(directory, files, per_file):
+    """`files` record files; record r of file f has input_ids starting [101, 1000 + 100 f + r]."""
+    paths = []
+    for f in range(files):
+        path = os.path.join(directory, f"part-{f}.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for r in range(per_file):
+                ids = [101, 1000 + 100 * f + r] + [1050] * (SEQ - 3) + [102]
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
+                    "segment_ids": _create_int_feature([0] * SEQ),
+                    "masked_lm_positions": _create_int_feature([0] * PRED),
+                    "masked_lm_ids": _create_int_feature([0] * PRED),
+                    "masked_lm_weights": _create_float_feature([0.0] * PRED),
+                    "next_sentence_labels": _create_int_feature([f % 2]),
+                })).SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def test_input_shards_give_each_worker_its_files_and_together_the_one_process_batches(tmp_path):
+    from keras_bert_zoo.preprocessing.records import worker_files
+
+    paths = _numbered_records(str(tmp_path), files=4, per_file=6)
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, 1600)]
+    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+    common = dict(batch_size=8, input_shards=4, shuffle=True, repeat=True, seed=3,
+                  masker=make_masker(vocabulary, max_predictions=PRED))
+
+    def take(ds, n=5):  # five batches: more than one pass over each 6-record file
+        return [(x, y) for x, y in ds.take(n)]
+
+    one = take(read_pretraining_records(paths, **common))
+    parts = [take(read_pretraining_records(paths, num_workers=2, worker_index=w, **common)) for w in range(2)]
+    for (x, y), (x0, y0), (x1, y1) in zip(one, *parts):
+        for k in x:
+            np.testing.assert_array_equal(x[k], np.concatenate([x0[k], x1[k]]))
+        for k in y:
+            np.testing.assert_array_equal(y[k], np.concatenate([y0[k], y1[k]]))
+    # A worker's rows come from its files only: worker 0 reads shards 0, 1 = files 0, 1.
+    assert worker_files(paths, 8, 4, 2, 0) == paths[:2] and worker_files(paths, 8, 4, 2, 1) == paths[2:]
+    # Each batch holds 2 rows of every file, in file order (ids with the masks undone).
+    files_of_rows = [int(v - 1000) // 100 for v in restore_ids(one[0])[:, 1]]
+    assert files_of_rows == [0, 0, 1, 1, 2, 2, 3, 3]
+    # The shuffle is per shard: different seeds, different order within a shard.
+    other = take(read_pretraining_records(paths, **{**common, "seed": 4}), 1)
+    assert not np.array_equal(restore_ids(other[0]), restore_ids(one[0]))
+
+
+def restore_ids(batch):
+    from keras_bert_zoo.preprocessing.records import restore_masked_ids
+
+    x, y = batch
+    return restore_masked_ids(x["token_ids"], x["mask_positions"], y["mask_ids"], y["mask_weights"]).numpy()
+
+
+def test_input_shards_that_cannot_split_evenly_are_refused(tmp_path):
+    from keras_bert_zoo.errors import UsageError
+
+    paths = _numbered_records(str(tmp_path), files=3, per_file=2)
+    with pytest.raises(UsageError, match="at least 4 record files"):
+        read_pretraining_records(paths, batch_size=8, input_shards=4)
+    with pytest.raises(UsageError, match="multiple of --input-shards 3"):
+        read_pretraining_records(paths, batch_size=8, input_shards=3)
+    with pytest.raises(UsageError, match="multiple of the 2 workers"):
+        read_pretraining_records(paths, batch_size=9, input_shards=3, num_workers=2)

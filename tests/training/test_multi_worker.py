@@ -180,3 +180,32 @@ def test_replicas_2_splits_the_cpu_for_finetune_and_pretrain(classify_inputs):
                             timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.load(open(root / "pretrained" / "metrics.json"))["batch_size"] == 4
+
+
+@pytest.mark.slow
+def test_pretrain_on_two_workers_reading_their_own_record_files_equals_one_process(tmp_path):
+    """`--input-shards 2`: each worker reads one of the two record files (it says which), and the
+    run equals one process reading both files as the same two shards."""
+    from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
+    from keras_bert_zoo.preprocessing.records import write_pretraining_records
+
+    vocab = os.path.join(minilm_path(), "vocab.txt")
+    batches = list(pretraining_dataset([shared_data("pretrain_text", "sample_text.txt")], vocab,
+                                       sequence_length=32, max_predictions=5, batch_size=8))
+    records = tmp_path / "records"
+    records.mkdir()
+    files = [str(records / f"part-{i}.tfrecord") for i in range(2)]
+    for i, path in enumerate(files):
+        write_pretraining_records(batches[i::2], path)
+
+    def args(out):
+        return ["pretrain", "--corpus", *files, "--input-shards", "2", "--preset", "bert_tiny_uncased",
+                "--vocab", vocab, "--steps", "4", "--sequence-length", "32", "--max-predictions", "5",
+                "--eval-every", "4", "--jit-compile", "false", "--out", out]
+
+    outputs = run_two_workers(args(str(tmp_path / "multi")))
+    run_one_process(args(str(tmp_path / "single")))
+    assert_same_weights(str(tmp_path / "multi"), str(tmp_path / "single"))
+    for index, output in enumerate(outputs):
+        assert f"worker {index} of 2 reads 1 of 2 input shard files: part-{index}.tfrecord" in output
+    only_the_chief_wrote(tmp_path, str(tmp_path / "multi"))
