@@ -293,6 +293,8 @@ CASES = [
     ("batch-size-negative", lambda w: w.finetune("--batch-size", "-4"), 2, r"--batch-size: .*out of range"),
     ("batch-size-huge", lambda w: w.finetune("--batch-size", "10000000"), 2, r"--batch-size: .*out of range"),
     ("learning-rate-nan", lambda w: w.finetune("--learning-rate", "nan"), 2, r"--learning-rate: .*nan is out of range"),
+    ("input-shards-text-corpus", lambda w: w.pretrain("--input-shards", "2"), 2,
+     r"--input-shards splits TFRecord files; a text corpus is read as one stream"),
     ("learning-rate-zero", lambda w: w.finetune("--learning-rate", "0"), 2, r"--learning-rate: .*out of range"),
     ("learning-rate-huge", lambda w: w.finetune("--learning-rate", "1e9"), 2, r"--learning-rate: .*out of range"),
     ("learning-rate-text", lambda w: w.finetune("--learning-rate", "fast"), 2, r"'fast' is not a number"),
