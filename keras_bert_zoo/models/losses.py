@@ -46,7 +46,7 @@ def replicas_in_sync():
     return 1 if context is None else context.num_replicas_in_sync
 
 
-def token_cross_entropy(labels, logits, ignore_index=-100):
+def token_cross_entropy(labels, logits, ignore_index=-100, sample_weight=None):
     """Mean cross-entropy over the tokens whose label is not `ignore_index`, as HF's
     `CrossEntropyLoss(ignore_index=-100)`, returned as this replica's share of the
     global-batch mean (see the module docstring).
@@ -54,6 +54,10 @@ def token_cross_entropy(labels, logits, ignore_index=-100):
     Args:
         labels: int `[batch, seq]`, `ignore_index` where no label applies.
         logits: float `[batch, seq, num_labels]`.
+        sample_weight: optional float `[batch]`: each row's tokens count this many
+            times in the sum; the mean still divides by the (unweighted) number of
+            labelled tokens. Length-grouped batches use it to weigh every token
+            equally whatever batch it lands in (`make_tagging_dataset`).
     """
     labels = ops.cast(labels, "int32")
     valid = ops.not_equal(labels, ignore_index)
@@ -61,4 +65,6 @@ def token_cross_entropy(labels, logits, ignore_index=-100):
     safe = ops.where(valid, labels, ops.zeros_like(labels))
     per_token = keras.losses.sparse_categorical_crossentropy(safe, ops.cast(logits, "float32"), from_logits=True)
     count = global_sum(ops.sum(weights))
+    if sample_weight is not None:
+        weights = weights * ops.reshape(ops.cast(sample_weight, "float32"), (-1, 1))
     return ops.sum(per_token * weights) / ops.maximum(count, 1.0)

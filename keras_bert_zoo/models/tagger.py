@@ -115,7 +115,7 @@ class BertTagger(Task):
         super().compile(optimizer=optimizer, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = token_cross_entropy(y, y_pred, ignore_index=IGNORE_LABEL)
+        loss = token_cross_entropy(y, y_pred, ignore_index=IGNORE_LABEL, sample_weight=sample_weight)
         if self.losses:  # regularisers, shared out over the replicas as Keras' own losses are
             loss = loss + ops.sum(ops.stack(self.losses)) / replicas_in_sync()
         return loss

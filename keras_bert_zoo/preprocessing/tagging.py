@@ -508,7 +508,11 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
             real pieces (to the batch's longest, as HF does) and grouped ones to 1.2x,
             so a step does about half the work. Batches are still drawn in random
             order; the number of batches grows by at most one partial batch per bucket
-            and is counted by the caller (`with_known_cardinality`).
+            and is counted by the caller (`with_known_cardinality`). The batches are
+            `(features, labels, sample_weight)`: a batch's loss is a mean over its
+            labelled tokens, and a batch of short sentences has few, so each row
+            carries `tokens in its batch / mean tokens per batch`, which makes every
+            labelled token weigh the same, as in random batches (`BertTagger`'s loss).
 
     Returns:
         `tf.data.Dataset`; `features` is a dict of int32 `token_ids`, `segment_ids`,
@@ -528,8 +532,10 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
         if not (training and with_labels) or drop_remainder:
             raise ValueError("group_by_length is for training batches (training=True, with labels, "
                              "drop_remainder=False).")
+        labelled = int(np.sum(np.asarray(windows.labels) != IGNORE_LABEL))
         return _grouped_by_length(ds, len(windows), batch_size, seed,
-                                  boundaries or bucketing.fine_boundaries(preprocessor.sequence_length))
+                                  boundaries or bucketing.fine_boundaries(preprocessor.sequence_length),
+                                  tokens_per_batch=labelled / max(-(-len(windows) // batch_size), 1))
     if training:
         ds = ds.shuffle(max(len(windows), 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
@@ -552,8 +558,10 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries):
-    """Shuffled `(features, labels)` windows, cut to their length, batched by length bucket."""
+def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries, tokens_per_batch):
+    """Shuffled windows cut to their length, batched by length bucket, as `(features,
+    labels, sample_weight)` with each row's weight `labelled tokens of its batch /
+    tokens_per_batch` (see `make_tagging_dataset`)."""
     from keras_bert_zoo.preprocessing import bucketing
 
     def trim(features, labels):
@@ -564,7 +572,12 @@ def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries):
     ds = ds.shuffle(max(num_windows, 1), seed=seed, reshuffle_each_iteration=True)
     pad = ({k: tf.constant(0, tf.int32) for k in MODEL_INPUTS}, tf.constant(IGNORE_LABEL, tf.int32))
     ds = bucketing.bucket_by_length(ds, batch_size, boundaries, padding_values=pad)
-    return ds.prefetch(tf.data.AUTOTUNE)
+
+    def token_weights(features, labels):
+        labelled = tf.reduce_sum(tf.cast(tf.not_equal(labels, IGNORE_LABEL), tf.float32))
+        return features, labels, tf.fill([tf.shape(labels)[0]], labelled / tokens_per_batch)
+
+    return ds.map(token_weights).prefetch(tf.data.AUTOTUNE)
 
 
 def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, num_words=None):

@@ -48,6 +48,15 @@ def test_loss_is_hf_cross_entropy_over_labelled_positions():
     ref = torch.nn.CrossEntropyLoss(ignore_index=-100)(torch.tensor(logits).reshape(-1, 9),
                                                        torch.tensor(labels, dtype=torch.long).reshape(-1))
     assert ours == pytest.approx(float(ref), rel=1e-6)
+    # Row weights (length-grouped batches): torch's per-token losses, each row's scaled by
+    # its weight, summed, over the unweighted count of labelled tokens.
+    row_weights = np.array([0.5, 2.0, 1.0, 0.0], "float32")
+    weighted = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits),
+                                        sample_weight=row_weights))
+    per_token = torch.nn.CrossEntropyLoss(ignore_index=-100, reduction="none")(
+        torch.tensor(logits).reshape(-1, 9), torch.tensor(labels, dtype=torch.long).reshape(-1)).reshape(4, 7)
+    expected = float((per_token * torch.tensor(row_weights)[:, None]).sum()) / int((labels != IGNORE_LABEL).sum())
+    assert weighted == pytest.approx(expected, rel=1e-6) and abs(weighted - ours) > 1e-3
 
 
 def test_fit_learns_a_token_rule():

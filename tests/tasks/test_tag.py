@@ -109,3 +109,14 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
     assert "Traceback" not in err and re.search(message, err), err
     assert len([line for line in err.splitlines() if "error:" in line]) == 1
     assert not os.path.exists(out)
+
+
+def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model, tmp_path):
+    """`bucketing="by_length"`: batches of similar length with their row weights (see
+    `make_tagging_dataset`) go through the resumable loop into the tagger's loss."""
+    from keras_bert_zoo import finetune
+
+    train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
+    _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
+                          learning_rate=5e-3, sequence_length=16, bucketing="by_length")
+    assert metrics["f1"] > 0.9, metrics
