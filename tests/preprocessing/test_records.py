@@ -131,21 +131,9 @@ def test_not_a_record_file_is_rejected(tmp_path):
 def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
     """Same records, next pass: same original ids, different masks; same seed: same run."""
     rng = np.random.default_rng(1)
-    path = str(tmp_path / "r.tfrecord")
-    with tf.io.TFRecordWriter(path) as writer:
-        for _ in range(8):
-            ids = [101] + rng.integers(1000, 1100, SEQ - 2).tolist() + [102]
-            writer.write(tf.train.Example(features=tf.train.Features(feature={
-                "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
-                "segment_ids": _create_int_feature([0] * SEQ),
-                "masked_lm_positions": _create_int_feature([0] * PRED),
-                "masked_lm_ids": _create_int_feature([0] * PRED),
-                "masked_lm_weights": _create_float_feature([0.0] * PRED),
-                "next_sentence_labels": _create_int_feature([0]),
-            })).SerializeToString())
-    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, 1200)]
-    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-    masker = make_masker(vocabulary, max_predictions=PRED)
+    path = _unmasked_records(str(tmp_path / "r.tfrecord"),
+                             [[101] + rng.integers(1000, 1100, SEQ - 2).tolist() + [102] for _ in range(8)])
+    masker = make_masker(_vocabulary(1200), max_predictions=PRED)
 
     def first_batches(seed):
         ds = read_pretraining_records(path, batch_size=8, masker=masker, seed=seed, repeat=True)
@@ -160,32 +148,38 @@ def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
 
 def _numbered_records(directory, files, per_file):
     """`files` record files; record r of file f has input_ids starting [101, 1000 + 100 f + r]."""
-    paths = []
-    for f in range(files):
-        path = os.path.join(directory, f"part-{f}.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for r in range(per_file):
-                ids = [101, 1000 + 100 * f + r] + [1050] * (SEQ - 3) + [102]
-                writer.write(tf.train.Example(features=tf.train.Features(feature={
-                    "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
-                    "segment_ids": _create_int_feature([0] * SEQ),
-                    "masked_lm_positions": _create_int_feature([0] * PRED),
-                    "masked_lm_ids": _create_int_feature([0] * PRED),
-                    "masked_lm_weights": _create_float_feature([0.0] * PRED),
-                    "next_sentence_labels": _create_int_feature([f % 2]),
-                })).SerializeToString())
-        paths.append(path)
-    return paths
+    return [_unmasked_records(os.path.join(directory, f"part-{f}.tfrecord"),
+                              [[101, 1000 + 100 * f + r] + [1050] * (SEQ - 3) + [102] for r in range(per_file)])
+            for f in range(files)]
+
+
+def _unmasked_records(path, rows):
+    """Records of `rows` of ids with no mask stored (for dynamic masking)."""
+    with tf.io.TFRecordWriter(path) as writer:
+        for ids in rows:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
+                "segment_ids": _create_int_feature([0] * SEQ),
+                "masked_lm_positions": _create_int_feature([0] * PRED),
+                "masked_lm_ids": _create_int_feature([0] * PRED),
+                "masked_lm_weights": _create_float_feature([0.0] * PRED),
+                "next_sentence_labels": _create_int_feature([0]),
+            })).SerializeToString())
+    return path
+
+
+def _vocabulary(size):
+    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, size)]
+    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+    return vocabulary
 
 
 def test_input_shards_give_each_worker_its_files_and_together_the_one_process_batches(tmp_path):
     from keras_bert_zoo.preprocessing.records import worker_files
 
     paths = _numbered_records(str(tmp_path), files=4, per_file=6)
-    vocabulary = ["[PAD]"] + [f"t{i}" for i in range(1, 1600)]
-    vocabulary[100], vocabulary[101], vocabulary[102], vocabulary[103] = "[UNK]", "[CLS]", "[SEP]", "[MASK]"
     common = dict(batch_size=8, input_shards=4, shuffle=True, repeat=True, seed=3,
-                  masker=make_masker(vocabulary, max_predictions=PRED))
+                  masker=make_masker(_vocabulary(1600), max_predictions=PRED))
 
     def take(ds, n=5):  # five batches: more than one pass over each 6-record file
         return [(x, y) for x, y in ds.take(n)]
