@@ -168,3 +168,34 @@ def test_pretrain_killed_mid_interval_resumes_to_identical_weights(tmp_path):
     assert resumed_at == [6]
     assert "step 6 of 10 (epoch 2, batch 2 of 4)" in stdout, stdout
     assert_identical(reference, out)
+
+
+@pytest.mark.slow  # four `bert-zoo` processes
+def test_overwrite_killed_mid_epoch_keeps_the_old_output_and_resumes_from_the_hidden_run(classify_setup):
+    """`--overwrite` of an earlier output: the run lives in the hidden `.NAME.run` sibling, so a kill
+    leaves the old output as it was, and the same command again resumes from the sibling."""
+    import shutil
+
+    root = classify_setup
+    reference = str(root / "uninterrupted_for_overwrite")
+    assert bert_zoo(classify_args(root, reference)).returncode == 0
+    out = str(root / "replaced")
+    shutil.copytree(reference, out, ignore=shutil.ignore_patterns("checkpoints"))  # an earlier output
+    with open(os.path.join(out, "model.safetensors"), "r+b") as f:  # make it recognisably different
+        f.seek(-4, os.SEEK_END)
+        f.write(b"\0\0\0\0")
+    old = weights(out)
+    sibling = str(root / ".replaced.run")
+
+    result = bert_zoo(classify_args(root, out, "--overwrite"), step=8)
+    assert result.returncode == -signal.SIGKILL
+    assert sorted(os.listdir(out)) == sorted(e for e in os.listdir(reference) if e != "checkpoints")
+    still = weights(out)
+    assert all(np.array_equal(still[k], old[k]) for k in old)  # the old output, untouched
+    assert latest_step(sibling) == 5
+
+    final = bert_zoo(classify_args(root, out, "--overwrite"))
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert "resumed from" in final.stdout and "step 5 of 24" in final.stdout, final.stdout
+    assert_identical(reference, out)
+    assert not os.path.exists(sibling)
