@@ -108,3 +108,67 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     with torch.no_grad():
         again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
     np.testing.assert_allclose(again[mask], ref[mask], atol=1e-4)
+
+
+@pytest.mark.slow  # the real 6-layer model traced and trained: about a minute on 2 quiet cores
+def test_fine_tuning_steps_match_hf(tmp_path):
+    """Six optimizer steps of fine-tuning on real CoNLL sentences from the same all-MiniLM-L6-v2
+    weights (dropout off): our tagger, loss and `create_optimizer` against HF's
+    BertForTokenClassification, torch AdamW (decay off biases and LayerNorm), the linear
+    warm-up/decay schedule and clip_grad_norm_. Same losses at every step, same logits after."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from keras_bert_zoo.training import create_optimizer
+
+    torch.manual_seed(0)
+    hf = transformers.BertForTokenClassification.from_pretrained(minilm_path(), num_labels=len(LABELS)).eval()
+    hf_dir = str(tmp_path / "hf")
+    hf.save_pretrained(hf_dir, safe_serialization=True)
+    with open(os.path.join(minilm_path(), "vocab.txt"), "rb") as f, open(os.path.join(hf_dir, "vocab.txt"), "wb") as g:
+        g.write(f.read())
+    ours = BertTagger.from_preset(hf_dir)
+    for layer in ours._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0  # HF runs in eval mode: no dropout on either side
+
+    sentences = open(shared_data("conll2003", "eng.train")).read().split("\n\n")[1:17]
+    rows = [[line.split() for line in s.strip().splitlines()] for s in sentences]
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
+    batch = tokenizer([[r[0] for r in s] for s in rows], is_split_into_words=True, padding=True, return_tensors="np")
+    labels = np.full(batch["input_ids"].shape, IGNORE_LABEL, "int64")
+    for i, sentence in enumerate(rows):  # first piece of each word, IOB1 read as its B-/I- type
+        previous = None
+        for j, word in enumerate(batch.word_ids(i)):
+            if word is not None and word != previous:
+                labels[i, j] = LABELS.index(sentence[word][-1]) if sentence[word][-1] in LABELS else 0
+            previous = word
+    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
+         "padding_mask": batch["attention_mask"].astype("int32")}
+
+    steps, lr = 6, 1e-4
+    ours.compile(optimizer=create_optimizer(lr, total_steps=steps, warmup_steps=1))
+    no_decay = ("bias", "LayerNorm.weight")
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for n, p in hf.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
+         {"params": [p for n, p in hf.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}],
+        lr=lr, eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, 1, steps)
+    before = ours.predict(x, verbose=0)
+    for step in range(steps):
+        rows_of_step = slice(0, 8) if step % 2 == 0 else slice(8, 16)
+        our_loss = ours.train_on_batch({k: v[rows_of_step] for k, v in x.items()},
+                                       labels[rows_of_step].astype("int32"), return_dict=True)["loss"]
+        hf_loss = hf(**{k: torch.tensor(v[rows_of_step]) for k, v in batch.items()},
+                     labels=torch.tensor(labels[rows_of_step])).loss
+        hf_loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        assert float(our_loss) == pytest.approx(float(hf_loss), abs=1e-3), step
+    after = ours.predict(x, verbose=0)
+    with torch.no_grad():
+        reference = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
+    mask = x["padding_mask"].astype(bool)
+    assert np.abs(after[mask] - before[mask]).max() > 0.5  # training moved the logits a lot...
+    np.testing.assert_allclose(after[mask], reference[mask], atol=5e-3)  # ...and the same way
