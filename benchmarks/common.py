@@ -94,7 +94,7 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
         command: the command line that produced the figures.
         source: the detailed JSON (or log) the rows were read from.
         started: when the run started (ISO time; default now).
-        load: `[start, end]` 1-minute load averages of the run (default: none; the record
+        load: `[low, high]` 1-minute load averages seen during the run (default: none; the record
             then carries the load when it was written).
 
     >>> import tempfile

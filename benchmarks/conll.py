@@ -311,9 +311,9 @@ def record_result(out, epochs):
             {"what": f"{what}: training speed", "unit": "sentences/s", "ours": ours["sentences_per_second"],
              "peer": hf.get("sentences_per_second"), "peer_name": "HF transformers (PyTorch, 2 threads)",
              "higher_is_better": True}]
-    load = [ours["loadavg_before"][0], (hf or ours)["loadavg_after"][0]]
+    loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
     return write_result("conll", rows, command=results.get("command", "python benchmarks/conll.py"),
-                        source=os.path.join(out, "results.json"), started=results.get("started"), load=load)
+                        source=os.path.join(out, "results.json"), started=results.get("started"), load=[min(loads), max(loads)])
 
 
 def main(argv=None):

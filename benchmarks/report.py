@@ -83,7 +83,8 @@ def _relative(path):
 
 def _load(record):
     if record.get("run_load"):
-        return "load " + " → ".join(f"{x:.1f}" for x in record["run_load"]) + " (1-min, start → end of the run)"
+        low, high = record["run_load"]
+        return f"1-minute load {low:.1f} to {high:.1f} during the run"
     load = (record.get("machine") or {}).get("loadavg")
     return f"load {load[0]:.1f} when recorded" if load else "load ?"
 

@@ -275,9 +275,12 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="our intra-op threads")
     parser.add_argument("--hf-threads", type=int, nargs="+", default=[2, 1],
                         help="torch threads of each HF configuration measured (its best is the peer figure)")
-    parser.add_argument("--tf-inter-op", type=int, default=1, help="TensorFlow inter-op threads (ours)")
+    parser.add_argument("--tf-inter-op", type=int, default=2,
+                        help="TensorFlow inter-op threads (ours; TF's default on 2 cores is 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-result", action="store_true", help="do not write benchmarks/results/serving.json")
+    parser.add_argument("--table", action="store_true",
+                        help="print the table of OUT/serving.json and write its benchmarks/results/serving.json")
     parser.add_argument("--worker", choices=("ours", "hf"), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -286,6 +289,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args)
+    if args.table:
+        detail = os.path.join(args.out, "serving.json")
+        with open(detail, encoding="utf-8") as f:
+            print_table(json.load(f))
+        print(f"summary: {record_result(detail)}")
+        return
 
     command = "python benchmarks/serving.py " + " ".join(sys.argv[1:] if argv is None else argv)
     started, uptime_start = now(), uptime()
@@ -300,26 +309,46 @@ def main(argv=None):
     detail = os.path.join(args.out, "serving.json")
     write_json(detail, record)
 
-    rows = []
-    print(f"\n| task | ours sentences/s (batch {args.batch_size}) | HF best | ours/HF | ours p50 / p99 ms (batch 1) "
-          "| HF best p50 / p99 ms | HF p50 / ours p50 |")
+    print_table(record)
+    print(f"\ndetails: {detail}")
+    if not args.no_result:
+        print(f"summary: {record_result(detail)}")
+
+
+def print_table(record):
+    print(f"\n| task | ours sentences/s (batch {record['batch_size']}) | HF best | ours/HF | ours p50 / p99 ms "
+          "(batch 1) | HF best p50 / p99 ms | HF p50 / ours p50 |")
     print("|---|---|---|---|---|---|---|")
-    for task, t in tasks.items():
+    for task, t in record["tasks"].items():
         o, h = t["ours"], t["hf_best"]
         print(f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {t['throughput_ratio']:.2f}x | "
               f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f} | {h['p50_ms']:.1f} / {h['p99_ms']:.1f} | "
               f"{t['p50_speedup']:.2f}x |")
+
+
+def _hf_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
+    n = int(config.split("_")[1])
+    return f"HF transformers, {n} thread{'s' if n > 1 else ''}"
+
+
+def record_result(detail):
+    """`benchmarks/results/serving.json` (for `benchmarks/report.py`) from a run's `OUT/serving.json`."""
+    with open(detail, encoding="utf-8") as f:
+        record = json.load(f)
+    rows, loads = [], []
+    for task, t in record["tasks"].items():
+        o, h = t["ours"], t["hf_best"]
+        loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
         what = "SST-2 dev, MiniLM classifier" if task == "classify" else "CoNLL eng.testa, MiniLM tagger"
-        for key, title, unit, higher in (("throughput", f"batch {args.batch_size}", "sentences/s", True),
+        for key, title, unit, higher in (("throughput", f"batch {record['batch_size']}", "sentences/s", True),
                                          ("p50_ms", "batch 1 p50", "ms", False),
                                          ("p99_ms", "batch 1 p99", "ms", False)):
-            others = ", ".join(f"{n}: {f[key]:.1f}" for n, f in t["figures"].items() if n != "ours")
+            others = ", ".join(f"{_hf_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items() if n != "ours")
             rows.append({"what": f"serving {task}: {what}, {title}", "unit": unit, "ours": o[key], "peer": h[key],
-                         "peer_name": f"HF transformers ({h['configs'][key].replace('_', ' ')})",
-                         "higher_is_better": higher, "note": f"HF by threads: {others}"})
-    print(f"\ndetails: {detail}")
-    if not args.no_result:
-        print(f"summary: {write_result('serving', rows, command=command, source=detail, started=started)}")
+                         "peer_name": f"{_hf_name(h['configs'][key])} (its best)", "higher_is_better": higher,
+                         "note": f"HF by threads: {others}"})
+    return write_result("serving", rows, command=record["command"], source=detail, started=record["started"],
+                        load=[min(loads), max(loads)] if loads else None)
 
 
 if __name__ == "__main__":
