@@ -118,7 +118,8 @@ def markdown(records, chart=None, when=None):
             lines += [f"not run (`{command}` writes `benchmarks/results/{name}.json`).", ""]
             continue
         m = record.get("machine") or {}
-        lines += [f"Run {record.get('date', '?')} (commit {record.get('commit') or '?'}), {m.get('cpu') or '?'}, "
+        lines += [f"Run started {record.get('started') or '?'}, recorded {record.get('date', '?')} (commit "
+                  f"{record.get('commit') or '?'}), {m.get('cpu') or '?'}, "
                   f"{m.get('cores', '?')} cores, {_load(record)}; command `{record.get('command', '?')}`; "
                   f"source `{_relative(record.get('source'))}` (summary `{_relative(record['_path'])}`).", ""]
         lines += ["| row | unit | ours | peer | peer figure | ours/peer | command | source |",
