@@ -67,6 +67,52 @@ def read_json(path):
         return json.load(f)
 
 
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+
+
+def machine():
+    """The CPU model, its core count and the load average now (for result records)."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def write_result(name, rows, command, source=None, started=None, load=None, directory=None):
+    """The one summary record per benchmark that `benchmarks/report.py` reads:
+    `benchmarks/results/NAME.json` (`directory` overrides), returned.
+
+    Args:
+        name: the benchmark's name (its file name without `.py`).
+        rows: list of dicts, one figure each: `what` (the row's title), `unit`, `ours`,
+            `peer` (a number, or None when the peer was not run), `peer_name`,
+            `higher_is_better` (bool); optional `command` when a row comes from another
+            command than the record's, and `note`.
+        command: the command line that produced the figures.
+        source: the detailed JSON (or log) the rows were read from.
+        started: when the run started (ISO time; default now).
+        load: `[low, high]` 1-minute load averages seen during the run (default: none; the record
+            then carries the load when it was written).
+
+    >>> import tempfile
+    >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,
+    ...                              "peer_name": "HF", "higher_is_better": True}],
+    ...                     command="python benchmarks/demo.py", directory=tempfile.mkdtemp())
+    >>> read_json(path)["rows"][0]["ours"]
+    2.0
+    """
+    record = {"benchmark": name, "date": now(), "started": started or now(), "command": command,
+              "source": source, "commit": git_commit(), "machine": machine(), "rows": list(rows)}
+    if load is not None:
+        record["run_load"] = [round(float(x), 2) for x in load]
+    path = os.path.join(directory or RESULTS, f"{name}.json")
+    write_json(path, record)
+    return path
+
+
 def hf_optimizer(model, total_steps, recipe):
     """torch AdamW (weight decay off biases and LayerNorm weights, `recipe`'s epsilon) and
     `get_linear_schedule_with_warmup` with `round(warmup_ratio * total)` warm-up steps:

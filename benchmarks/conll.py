@@ -50,6 +50,7 @@ import sys
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import git_commit, hf_train, minilm_path, now, read_json, uptime, versions, write_json  # noqa: E402
+from common import write_result  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -298,6 +299,23 @@ def print_table(out, epochs):
     return None
 
 
+def record_result(out, epochs):
+    """`benchmarks/results/conll.json` (for `benchmarks/report.py`) from a finished run's results.json."""
+    results = read_json(os.path.join(out, "results.json"))
+    if not results or not results.get("ours"):
+        return None
+    ours, hf = results["ours"], results.get("hf") or {}
+    what = f"CoNLL-2003 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training)"
+    rows = [{"what": f"{what}: dev entity F1", "unit": "F1", "ours": ours["f1"], "peer": hf.get("f1"),
+             "peer_name": "HF transformers", "higher_is_better": True},
+            {"what": f"{what}: training speed", "unit": "sentences/s", "ours": ours["sentences_per_second"],
+             "peer": hf.get("sentences_per_second"), "peer_name": "HF transformers (PyTorch, 2 threads)",
+             "higher_is_better": True}]
+    loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
+    return write_result("conll", rows, command=results.get("command", "python benchmarks/conll.py"),
+                        source=os.path.join(out, "results.json"), started=results.get("started"), load=[min(loads), max(loads)])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="CoNLL-2003 NER fine-tuning, ours and HF transformers side by side")
     parser.add_argument("--epochs", type=int, default=3)
@@ -305,12 +323,16 @@ def main(argv=None):
     parser.add_argument("--only", choices=("ours", "hf"), help="run one side only")
     parser.add_argument("--root", default="/tmp/bert_zoo_conll")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
+    parser.add_argument("--record", action="store_true",
+                        help="with --table: also write its benchmarks/results/conll.json for benchmarks/report.py")
     parser.add_argument("--by-length", action="store_true",
                         help="ours: training batches grouped by length (finetune bucketing='by_length')")
     args = parser.parse_args(argv)
     out = run_dir(args.root, args.epochs, args.max_train_sentences)
     if args.table:
         print_table(out, args.epochs)
+        if args.record:
+            print(f"summary: {record_result(out, args.epochs)}")
         return
     if args.only == "ours":
         run_ours(args.epochs, args.max_train_sentences, out, bucketing="by_length" if args.by_length else True)
@@ -337,6 +359,7 @@ def main(argv=None):
         "git_commit_start": commit_start, "git_commit_end": git_commit(),
     })
     print(f"\nresults: {os.path.join(out, 'results.json')}")
+    print(f"summary: {record_result(out, args.epochs)}")
 
 
 if __name__ == "__main__":

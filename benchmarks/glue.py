@@ -178,7 +178,7 @@ def _load_note(recipe):
 
 def print_tables(root, names=None):
     names = names or list(RECIPES)
-    hf_rows, other_rows, best_rows = [], [], []
+    hf_rows, other_rows, best_rows, records = [], [], [], []
     for name in names:
         spec = RECIPES[name]
         metric_names = TASK_METRICS[spec["task"]]
@@ -193,6 +193,14 @@ def print_tables(root, names=None):
                 m, r, path = final
                 ours_speed = m["train_examples_per_second"]
                 delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
+                note = "HF figure from REFERENCE_RESULTS.md (another session, other load)"
+                records += [{"what": f"{name} dev {metric_names[0]} (end of training)", "unit": "fraction",
+                             "ours": m[metric_names[0]], "peer": hf["metrics"][metric_names[0]],
+                             "peer_name": "HF transformers", "higher_is_better": True,
+                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note},
+                            {"what": f"{name} fine-tuning speed", "unit": "train examples/s", "ours": ours_speed,
+                             "peer": hf_speed, "peer_name": "HF transformers", "higher_is_better": True,
+                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note}]
                 hf_rows.append(
                     f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
                     f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "
@@ -235,6 +243,7 @@ def print_tables(root, names=None):
               "ours, end of training (same recipe, `select=final` run) | our run (metrics.json) |")
         print("|---|---|---|---|---|")
         print("\n".join(best_rows))
+    return records
 
 
 def main(argv=None):
@@ -253,9 +262,17 @@ def main(argv=None):
                                                        "only for --select final, the recipe's for best)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--jit-compile", choices=("true", "false"))
+    parser.add_argument("--record", action="store_true",
+                        help="table: also write benchmarks/results/glue.json for benchmarks/report.py")
     args = parser.parse_args(argv)
     if args.recipe == "table":
-        print_tables(args.root)
+        records = print_tables(args.root)
+        if args.record and records:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from common import write_result
+
+            print("summary:", write_result("glue", records, command=f"python benchmarks/glue.py table --root "
+                                           f"{args.root} --record", source=args.root))
         return
     run_recipe(args.recipe, args.root, select=args.select, epochs=args.epochs,
                max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,

@@ -67,6 +67,7 @@ import sys
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import git_commit, hf_optimizer, hf_train, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
+from common import write_result  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -763,6 +764,23 @@ def main(argv=None):
         "git_commit_start": commit_start, "git_commit_end": git_commit(),
     })
     print(f"\nresults: {os.path.join(out, 'results.json')}")
+    print(f"summary: {record_result(out)}")
+
+
+def record_result(out):
+    """`benchmarks/results/squad.json` (for `benchmarks/report.py`) from a finished run's results.json."""
+    results = read_json(os.path.join(out, "results.json"))
+    if not results or not results.get("ours"):
+        return None
+    ours, hf = results["ours"], results.get("hf") or {}
+    recipe = results.get("recipe", {})
+    what = (f"SQuAD v1.1 dev (MiniLM, {recipe.get('epochs', '?')} epoch(s), windows of "
+            f"{recipe.get('sequence_length', '?')})")
+    rows = [{"what": f"{what}: {name}", "unit": "fraction", "ours": ours.get(key), "peer": hf.get(key),
+             "peer_name": "HF transformers", "higher_is_better": True}
+            for name, key in (("exact match", "exact_match"), ("F1", "f1"))]
+    return write_result("squad", rows, command=results.get("command", "python benchmarks/squad.py"),
+                        source=os.path.join(out, "results.json"), started=results.get("started"))
 
 
 if __name__ == "__main__":

@@ -158,6 +158,7 @@ class TaggerServing(TaskServing):
 
     # The windows' per-position features are cut with the model inputs.
     position_keys = ("token_ids", "segment_ids", "padding_mask", "word_ids", "first_piece_mask")
+    position_outputs = ("output",)  # the logits `[windows, seq, num_labels]`
 
     def __init__(self, model, preprocessor, text_pair=False):
         import tensorflow as tf
