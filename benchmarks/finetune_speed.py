@@ -16,9 +16,10 @@ For each task, the same first N real training examples go through:
   (`DataLoader(shuffle=True)`) padded to the batch's longest, torch `AdamW` + linear
   warm-up/decay + clipping at 1.0 (`common.hf_optimizer`, the loop of `common.hf_train`);
   one round is one epoch over the same N examples, timed end to end (batches included).
-  Rows at 2 threads (`torch.set_num_threads(2)`) and at 1 thread: on this shared 2-core
-  machine PyTorch's 2-thread OpenMP regions often wait on a descheduled thread, so
-  1 thread is HF's faster setting here; the ratio against HF's faster row is the honest one.
+  Rows at 1 thread (whole epochs) and at 2 threads (`torch.set_num_threads(2)`; only the
+  first `--hf-steps` random batches of each round: on this shared 2-core machine
+  PyTorch's 2-thread OpenMP regions wait on descheduled threads and a step can take a
+  minute). 1 thread is HF's faster setting here, so the ratio against it is the honest one.
 
 Recipe (both): lr 5e-5, batch 32, AdamW (epsilon 1e-6, weight decay 0.01 not on biases or
 LayerNorm weights), 10% linear warm-up then linear decay, clip 1.0; classify SST-2 at length
@@ -250,13 +251,15 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
         systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
             "hf", hf, lambda n=n, cap=cap: hf_round(hf, n, cap))
 
+    warmup = {}
     for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
         t = time.perf_counter()
         if kind == "ours":
             ours_round(system)
         else:
             hf_round(system, 1, max_steps=2)
-        print(f"{task}: warm-up {name}: {time.perf_counter() - t:.1f} s", flush=True)
+        warmup[name] = time.perf_counter() - t
+        print(f"{task}: warm-up {name}: {warmup[name]:.1f} s", flush=True)
     times, counts = {name: [] for name in systems}, {name: [] for name in systems}
     for r in range(rounds):
         for name, (_, _, round_function) in systems.items():
@@ -280,7 +283,7 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     rates = {name: [n / t for n, t in zip(counts[name], times[name])] for name in systems}
     for name, (kind, system, _) in systems.items():
         row = {"kind": kind, "examples_per_epoch": system["examples"], "steps_per_epoch": system["steps_per_epoch"],
-               "round_seconds": times[name], "round_examples": counts[name],
+               "round_seconds": times[name], "round_examples": counts[name], "warmup_seconds": warmup[name],
                "median_examples_per_second": statistics.median(rates[name]),
                "best_examples_per_second": max(rates[name]),
                "padded_over_real_tokens": system["padded_tokens"] / max(system["real_tokens"], 1)}
