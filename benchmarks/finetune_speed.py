@@ -68,9 +68,17 @@ TASKS = {
                 options={}, examples=256, bucketings=(True, "by_length"), hf_class="BertForTokenClassification",
                 unit="sentences"),
     "qa": dict(data="SQuAD v1.1", train=os.path.join(DATA, "squad", "train.json"), sequence_length=256,
-               options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=48,
-               bucketings=(True,), hf_class="BertForQuestionAnswering", unit="windows"),
+               options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=32,
+               bucketings=(True,), hf_class="BertForQuestionAnswering", unit="windows",
+               # Batch 16, not the recipe's 32: with both frameworks in one process, 32 x 256 was
+               # killed for memory on this shared machine (as in `squad.py --only speed`); the
+               # work per window is the same.
+               batch_size=16),
 }
+
+
+def batch_size(task):
+    return TASKS[task].get("batch_size", RECIPE["batch_size"])
 
 
 # --- ours: finetune's pipeline ---------------------------------------------------------------------------
@@ -100,11 +108,11 @@ def build_ours(task, examples, bucketing, total_rounds, jit_compile=False, coars
         from keras_bert_zoo.preprocessing.bucketing import default_boundaries
         from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
 
-        ds = make_tagging_dataset(train_examples, preprocessor, RECIPE["batch_size"], training=True,
+        ds = make_tagging_dataset(train_examples, preprocessor, batch_size(task), training=True,
                                   seed=RECIPE["seed"], with_labels=True, bucket=True,
                                   boundaries=default_boundaries(cfg["sequence_length"]))
     else:
-        ds = spec.dataset(train_examples, preprocessor, RECIPE["batch_size"], training=True, seed=RECIPE["seed"],
+        ds = spec.dataset(train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"],
                           bucketing=bucketing)
     ds, steps_per_epoch = with_known_cardinality(ds)
     model.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds,
@@ -187,11 +195,11 @@ def build_hf(task, examples, total_rounds):
     features, collate, kwargs = hf_features(task, examples)
     torch.manual_seed(RECIPE["seed"])
     model = getattr(transformers, TASKS[task]["hf_class"]).from_pretrained(minilm_path(), **kwargs).train()
-    loader = DataLoader(features, batch_size=RECIPE["batch_size"], shuffle=True, collate_fn=collate,
+    loader = DataLoader(features, batch_size=batch_size(task), shuffle=True, collate_fn=collate,
                         generator=torch.Generator().manual_seed(RECIPE["seed"]))
     optimizer, scheduler, _ = hf_optimizer(model, len(loader) * 2 * total_rounds, RECIPE)
     real = sum(sum(f["attention_mask"]) for f in features)
-    padded = sum(b["attention_mask"].numel() for b in DataLoader(features, batch_size=RECIPE["batch_size"],
+    padded = sum(b["attention_mask"].numel() for b in DataLoader(features, batch_size=batch_size(task),
                                                                  shuffle=True, collate_fn=collate))
     return dict(model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, examples=len(features),
                 steps_per_epoch=len(loader), real_tokens=real, padded_tokens=padded)
@@ -272,7 +280,7 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     hf_names = [n for n in systems if systems[n][0] == "hf"]
     result = {"task": task, "data": cfg["data"], "train_file": cfg["train"], "first_examples": examples,
               "unit": cfg["unit"], "sequence_length": cfg["sequence_length"], "options": cfg["options"],
-              "recipe": RECIPE, "rounds": rounds, "threads": threads, "hf_steps_cap": hf_steps, "systems": {},
+              "recipe": RECIPE, "batch_size": batch_size(task), "order": list(systems), "rounds": rounds, "threads": threads, "hf_steps_cap": hf_steps, "systems": {},
               "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                              "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
               "started": started, "date": now(), "loadavg_before": list(load_before),
@@ -301,14 +309,16 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
 # --- tables, records --------------------------------------------------------------------------------------
 def print_task(result):
     print(f"\n{result['task']} ({result['data']}, first {result['first_examples']} examples, length "
-          f"{result['sequence_length']}, batch {result['recipe']['batch_size']}), {result['rounds']} interleaved "
+          f"{result['sequence_length']}, batch {result['batch_size']}), {result['rounds']} interleaved "
           f"rounds of one epoch; load {result['loadavg_before'][0]:.1f} -> {result['loadavg_after'][0]:.1f} "
           f"({result['started'][:16]} to {result['date'][11:16]})\n")
-    hf_names = [n for n, r in result["systems"].items() if r["kind"] == "hf"]
+    order = result.get("order") or list(result["systems"])
+    hf_names = [n for n in order if result["systems"][n]["kind"] == "hf"]
     print(f"| system | {result['unit']}/s (median round) | best round | padded / real tokens | "
           + " | ".join(f"ours / {n.split(', ')[-1]} HF (median of rounds)" for n in hf_names) + " |")
     print("|---|---|---|---|" + "---|" * len(hf_names))
-    for name, r in result["systems"].items():
+    for name in order:
+        r = result["systems"][name]
         ratios = " | ".join(f"{r['ratio_vs'][h]['median']:.2f}x" if r["kind"] == "ours" else "" for h in hf_names)
         print(f"| {name} | {r['median_examples_per_second']:.1f} | {r['best_examples_per_second']:.1f} | "
               f"{r['padded_over_real_tokens']:.2f} | {ratios} |")
@@ -323,7 +333,7 @@ def summary_rows(results):
                 continue
             for threads, hf_name in hf.items():
                 rows.append({
-                    "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}), {name}, "
+                    "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}, batch {result['batch_size']}), {name}, "
                             f"vs HF on {threads}",
                     "unit": f"{result['unit']}/s", "ours": round(s["median_examples_per_second"], 2),
                     "peer": round(result["systems"][hf_name]["median_examples_per_second"], 2),
