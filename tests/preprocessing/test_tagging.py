@@ -223,6 +223,41 @@ def test_windows_training_labels_and_dataset(tokenizer, testa):
     assert widths <= {16, 32} and all(b[1].shape[1] == b[0]["token_ids"].shape[1] for b in bucketed.take(3))
 
 
+def test_random_training_batches_cut_to_their_longest(tokenizer, testa):
+    """Random training batches (bucketing's default) are cut to within 8 pieces of their
+    longest window (HF pads to the longest): the same rows in the same order as uncut
+    batches, and a tagger's loss on a cut batch equals its loss on the full width."""
+    from keras_bert_zoo import BertBackbone, BertTagger
+
+    pre = TaggingPreprocessor(tokenizer, sequence_length=64, label_names=testa.label_names)
+    windows = make_windows(testa, pre)
+
+    def batches(bucket):
+        return list(make_tagging_dataset(None, pre, batch_size=32, training=True, seed=5, windows=windows,
+                                          bucket=bucket).take(12))
+
+    cut, full = batches(True), batches(False)
+    widths = set()
+    for (x, y), (fx, fy) in zip(cut, full):
+        width, longest = int(x["token_ids"].shape[1]), int(x["padding_mask"].numpy().sum(axis=1).max())
+        assert longest <= width < longest + 8 or width == 64
+        widths.add(width)
+        for k in MODEL_INPUTS:
+            np.testing.assert_array_equal(x[k], fx[k][:, :width])
+            assert not fx[k][:, width:].numpy().any()  # only padding was cut
+        np.testing.assert_array_equal(y, fy[:, :width])
+        assert (fy.numpy()[:, width:] == IGNORE_LABEL).all()
+    assert len(widths) > 2 and not widths <= {16, 32, 64}  # finer than the coarse buckets
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, num_heads=2, hidden_dim=8,
+                            intermediate_dim=16, max_sequence_length=64, dropout=0.0)
+    model = BertTagger(backbone, num_labels=len(testa.label_names), dropout=0.0)
+    (x, y), (fx, fy) = cut[0], full[0]
+    loss_cut = float(model.compute_loss(y=y, y_pred=model(x)))
+    loss_full = float(model.compute_loss(y=fy, y_pred=model(fx)))
+    assert loss_cut == pytest.approx(loss_full, rel=1e-5)
+
+
 def test_training_batches_grouped_by_length(tokenizer, testa):
     """group_by_length: every window exactly once per epoch, each batch padded by less
     than 8 pieces beyond its longest window, labels padded with IGNORE_LABEL, and far
