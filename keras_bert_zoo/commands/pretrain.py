@@ -48,8 +48,9 @@ def add_arguments(parser):
     parser.add_argument("--eval-every", type=steps_int, default=200, help="steps between held-out evaluations")
     parser.add_argument("--eval-batches", type=steps_int, default=50, help="held-out batches per evaluation")
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
-                        help="XLA compilation of the train step (about 2x faster on CPU)")
+    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
+                        help="XLA compilation of the train step (about 2x faster on CPU); auto: XLA, except "
+                             "--mixed-precision bf16 on a CPU (oneDNN's bf16 kernels are faster there)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--time-budget", type=float_in(0.0, 1e9), default=None,
