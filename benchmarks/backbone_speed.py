@@ -115,7 +115,7 @@ class KerasSystem:
         self.x, self.y = x, y
         self.dataset = tf.data.Dataset.from_tensors((x, y)).repeat()
         with self._rewrite():  # functions are optimised when first run
-            self.model.fit(self.dataset, steps_per_epoch=2, epochs=1, verbose=0)  # compile / trace
+            self.model.fit(self.dataset, steps_per_epoch=1, epochs=1, verbose=0)  # compile / trace
             self.model.predict_on_batch(x)
 
     def _rewrite(self):
@@ -138,7 +138,9 @@ class KerasSystem:
 
     def train_tokens_per_second(self, steps):
         timer = _BatchTimer()
+        cpu = time.process_time()
         self.model.fit(self.dataset, steps_per_epoch=steps + 1, epochs=1, verbose=0, callbacks=[timer])
+        self.train_tokens_per_cpu_second = (steps + 1) * self.batch * self.seq / (time.process_time() - cpu)
         return steps * self.batch * self.seq / (timer.times[-1] - timer.times[0])
 
     def infer_tokens_per_second(self, steps):
@@ -174,13 +176,14 @@ class HFSystem:
 
     def train_tokens_per_second(self, steps):
         self.model.train()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
             loss = self.model(**self.batch_inputs, labels=self.labels).loss
             loss.backward()
             self.torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optimizer.step()
             self.optimizer.zero_grad()
+        self.train_tokens_per_cpu_second = steps * self.batch * self.seq / (time.process_time() - cpu)
         return steps * self.batch * self.seq / (time.perf_counter() - start)
 
     def infer_tokens_per_second(self, steps):
@@ -203,7 +206,8 @@ def _hf_worker(conn, shape, batch, seq):
         if command is None:
             return
         what, steps = command
-        conn.send(getattr(system, f"{what}_tokens_per_second")(steps))
+        rate = getattr(system, f"{what}_tokens_per_second")(steps)
+        conn.send((rate, getattr(system, "train_tokens_per_cpu_second", None)))
 
 
 class HFProcess:
@@ -222,11 +226,12 @@ class HFProcess:
 
     def train_tokens_per_second(self, steps):
         self.conn.send(("train", steps))
-        return self.conn.recv()
+        rate, self.train_tokens_per_cpu_second = self.conn.recv()
+        return rate
 
     def infer_tokens_per_second(self, steps):
         self.conn.send(("infer", steps))
-        return self.conn.recv()
+        return self.conn.recv()[0]
 
     def close(self):
         self.conn.send(None)
@@ -255,6 +260,7 @@ SYSTEMS = {
     "ours_nojit": ("keras-bert-zoo (no XLA)", "ours", False, "float32", False),
     "ours_bf16": ("keras-bert-zoo (no XLA, mixed_bfloat16)", "ours", False, "mixed_bfloat16", False),
     "ours_bf16_xla": ("keras-bert-zoo (XLA, mixed_bfloat16)", "ours", True, "mixed_bfloat16", False),
+    "ours_bf16_vars": ("keras-bert-zoo (no XLA, bfloat16 variables too)", "ours", False, "bfloat16", False),
     "ours_grappler_bf16": ("keras-bert-zoo (no XLA, float32 + grappler bf16 rewrite)", "ours", False, "float32", True),
     "keras_hub": ("KerasHub BertBackbone (XLA)", "keras_hub", True, "float32", False),
     "keras_hub_nojit": ("KerasHub BertBackbone (no XLA)", "keras_hub", False, "float32", False),
@@ -291,18 +297,23 @@ def build_systems(names, preset, batch, seq):
 
 def measure(systems, rounds, steps, infer_steps=None, log=print):
     """Interleaved rounds: each system's train and inference tokens/s per round, and the matmul
-    peaks (float32, bfloat16) measured between them in the same rounds."""
+    peaks (float32, bfloat16) measured between them in the same rounds. Also tokens per
+    CPU-second of training (`measure.train_cpu`): on a machine shared with other jobs the
+    wall time includes time the process waited for a core; its CPU time does not."""
     train = {s.name: [] for s in systems}
     infer = {s.name: [] for s in systems}
+    train_cpu = {s.name: [] for s in systems}
     peaks = {"float32": [], "bfloat16": []}
     for r in range(rounds):
         for dtype in peaks:
             peaks[dtype].append(matmul_peak(dtype))
         for s in systems:
             train[s.name].append(s.train_tokens_per_second(steps))
+            train_cpu[s.name].append(s.train_tokens_per_cpu_second)
             if infer_steps:
                 infer[s.name].append(s.infer_tokens_per_second(infer_steps))
         log(f"round {r + 1}/{rounds} done ({uptime()})")
+    measure.train_cpu = train_cpu  # tokens per CPU-second (all threads of the process), same rounds
     return train, infer, peaks
 
 
@@ -321,6 +332,7 @@ def summarise(systems, train, infer, peaks, shape, seq):
         rows.append({
             "system": s.name, "key": getattr(s, "key", "hf"), "precision": dtype,
             "train_tokens_per_s": t, "train_rounds": train[s.name], "first_over_this_train": tr_ref / t,
+            "train_tokens_per_cpu_s_rounds": getattr(measure, "train_cpu", {}).get(s.name),
             "train_tflops": t * train_flops / 1e12,
             "train_mfu_fp32_peak": t * train_flops / peak["float32"],
             "train_mfu_own_peak": t * train_flops / peak[dtype],

@@ -26,7 +26,7 @@ DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "sst2")
 RUNS = [("float32", "none", 0), ("bf16", "bf16", 0), ("float32", "none", 1), ("bf16", "bf16", 1)]
 
 
-def one_run(precision, seed, examples, eval_every, out):
+def one_run(precision, seed, examples, eval_every, out, data=DATA):
     """In this process: fine-tune, record every step's loss, write `out/run.json`."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras_bert_zoo.tasks.finetuning as finetuning
@@ -43,7 +43,7 @@ def one_run(precision, seed, examples, eval_every, out):
     finetuning.StepLog = RecordingStepLog
     started, load = now(), uptime()
     _, metrics = finetuning.finetune(
-        "classify", minilm_path(), os.path.join(DATA, "train.tsv"), os.path.join(DATA, "dev.tsv"),
+        "classify", minilm_path(), os.path.join(data, "train.tsv"), os.path.join(data, "dev.tsv"),
         os.path.join(out, "model"), layout=DataLayout.for_task("sst2"), epochs=1, max_train_examples=examples, eval_every=eval_every, seed=seed,
         mixed_precision=precision, learning_rate=5e-5, batch_size=32, sequence_length=128, verbose=2,
         overwrite=True)
@@ -80,11 +80,13 @@ def main():
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--window", type=int, default=25)
     parser.add_argument("--out", default="/tmp/bert_zoo_bf16_loss")
+    parser.add_argument("--data", default=DATA, help="the SST-2 folder (train.tsv, dev.tsv)")
     parser.add_argument("--run", nargs=2, default=None, help=argparse.SUPPRESS)  # PRECISION SEED (child)
     args = parser.parse_args()
     if args.run:
         precision, seed = args.run[0], int(args.run[1])
-        one_run(precision, seed, args.examples, args.eval_every, os.path.join(args.out, f"{precision}_seed{seed}"))
+        one_run(precision, seed, args.examples, args.eval_every, os.path.join(args.out, f"{precision}_seed{seed}"),
+                args.data)
         return
     started, command = now(), "python " + " ".join(sys.argv)
     for label, precision, seed in [] if args.summary else RUNS:
@@ -95,7 +97,7 @@ def main():
         print(f"{label} seed {seed}: {uptime()}", flush=True)
         subprocess.run([sys.executable, os.path.abspath(__file__), "--run", precision, str(seed),
                         "--examples", str(args.examples), "--eval-every", str(args.eval_every),
-                        "--out", args.out], check=True)
+                        "--out", args.out, "--data", args.data], check=True)
     runs = {f"{p}_seed{s}": read_json(os.path.join(args.out, f"{p}_seed{s}", "run.json")) for _, p, s in RUNS}
     runs = {k: r for k, r in runs.items() if r}
     curves = {k: windows(r["losses"], args.window) for k, r in runs.items()}
