@@ -42,11 +42,12 @@ from common import REPO, git_commit, now, uptime, versions, write_json  # noqa: 
 RESULTS = os.path.join(REPO, "benchmarks", "results")  # the records benchmarks/report.py reads
 
 
-def shape_of(preset):
-    """The backbone constructor arguments of a preset name (no TensorFlow needed)."""
+def shape_of(preset, layers=None):
+    """The backbone constructor arguments of a preset name (no TensorFlow needed); `layers`
+    keeps the width and takes that many layers."""
     from keras_bert_zoo.models.presets import backbone_config
 
-    return backbone_config(preset)
+    return {**backbone_config(preset), **({"num_layers": layers} if layers else {})}
 
 
 def train_flops_per_token(shape, seq):
@@ -268,8 +269,7 @@ SYSTEMS = {
 }
 
 
-def build_systems(names, preset, batch, seq):
-    shape = shape_of(preset)
+def build_systems(names, shape, batch, seq):
 
     def maker(library):
         if library == "ours":
@@ -377,6 +377,7 @@ def _cpu():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_mini_uncased")
+    parser.add_argument("--layers", type=int, default=None, help="the preset's width with this many layers")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
@@ -388,12 +389,12 @@ def main():
     args = parser.parse_args()
     started, load_before, uptime_before = now(), os.getloadavg(), uptime()
     command = "python " + " ".join(sys.argv)
-    shape = shape_of(args.preset)
+    shape = shape_of(args.preset, args.layers)
     names = args.systems.split(",")
-    systems = build_systems(names, args.preset, args.batch, args.seq)
+    systems = build_systems(names, shape, args.batch, args.seq)
     train, infer, peaks = measure(systems, args.rounds, args.steps, args.steps)
     rows, peak = summarise(systems, train, infer, peaks, shape, args.seq)
-    title = (f"{args.preset}, batch {args.batch} x {args.seq}, {os.cpu_count()} cores; medians of {args.rounds} "
+    title = (f"{args.preset}{f' ({args.layers} layers)' if args.layers else ''}, batch {args.batch} x {args.seq}, {os.cpu_count()} cores; medians of {args.rounds} "
              f"rounds of {args.steps} steps; load before: {uptime_before}; after: {uptime()}")
     print_table(rows, peak, title)
     path = args.json or f"/tmp/backbone_speed_{args.preset}_{args.seq}.json"

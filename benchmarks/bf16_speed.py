@@ -94,6 +94,9 @@ def profile(system, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_mini_uncased")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="the preset's width with this many layers (fewer layers: a larger share of "
+                             "embeddings and optimizer, so a lower bound on the full model's bf16 ratio)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
@@ -107,8 +110,8 @@ def main():
     started, load_before, uptime_before = now(), os.getloadavg(), uptime()
     command = "python " + " ".join(sys.argv)
     names = args.systems.split(",")
-    shape = shape_of(args.preset)
-    systems = build_systems(names, args.preset, args.batch, args.seq)
+    shape = shape_of(args.preset, args.layers)
+    systems = build_systems(names, shape, args.batch, args.seq)
     by_key = {s.key: s for s in systems}
     train, infer, peaks = measure(systems, args.rounds, args.steps)
     rows, peak = summarise(systems, train, infer, peaks, shape, args.seq)
@@ -117,7 +120,7 @@ def main():
     bf16 = by_key[args.bf16]
     per_round = [train[bf16.name][r] / max(train[s.name][r] for s in fp32) for r in range(args.rounds)]
     best_fp32 = max(fp32, key=lambda s: statistics.median(train[s.name]))
-    print(f"\n{args.preset}, batch {args.batch} x {args.seq}, training; medians of {args.rounds} interleaved rounds "
+    print(f"\n{args.preset}{f' ({args.layers} layers)' if args.layers else ''}, batch {args.batch} x {args.seq}, training; medians of {args.rounds} interleaved rounds "
           f"of {args.steps} steps; load before: {uptime_before}; after: {uptime()}")
     print(f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} "
           f"GFLOP/s (bf16/fp32 {peak['bfloat16'] / peak['float32']:.2f})")
@@ -151,7 +154,7 @@ def main():
     write_json(path, {
         "command": command, "started": started, "ended": now(), "git_commit": git_commit(),
         "uptime_before": uptime_before, "uptime_after": uptime(), "preset": args.preset, "shape": shape,
-        "batch": args.batch, "seq": args.seq, "rounds": args.rounds, "steps": args.steps,
+        "layers": args.layers, "batch": args.batch, "seq": args.seq, "rounds": args.rounds, "steps": args.steps,
         "matmul_peak_flops": peak, "matmul_peak_rounds": peaks, "rows": rows,
         "bf16_system": bf16.name, "bf16_over_best_fp32_per_round": per_round,
         "bf16_over_best_fp32_median": statistics.median(per_round), "profiles": profiles,
