@@ -6,7 +6,8 @@ lr 5e-5, batch 32, 10% warm-up then linear decay, length 128, bucketing), the fi
 `--examples` training sentences for one epoch, dev accuracy every `--eval-every` steps and at
 the end. Runs, each in its own process (the dtype policy is process-wide): float32 with seeds
 0 and 1 (the noise), bf16 with seeds 0 and 1. The per-step training losses are read from
-`finetune`'s `StepLog` (a subclass here records them). Writes `OUT/results.json` and prints the
+`finetune`'s `StepLog` (a subclass here records them; each run's
+`model/training_curve.png` plots them too). Writes `OUT/results.json` and prints the
 curves in windows of `--window` steps.
 
     nohup nice python benchmarks/bf16_loss.py > /tmp/bf16_loss.log 2>&1 &
@@ -30,6 +31,7 @@ def one_run(precision, seed, examples, eval_every, out, data=DATA):
     """In this process: fine-tune, record every step's loss, write `out/run.json`."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras_bert_zoo.tasks.finetuning as finetuning
+    import keras_bert_zoo.training.callbacks as callbacks
     from keras_bert_zoo.preprocessing.task_data import DataLayout
     from keras_bert_zoo.training.callbacks import StepLog
 
@@ -40,7 +42,7 @@ def one_run(precision, seed, examples, eval_every, out, data=DATA):
             super().__init__(*a, **k)
             recorded["rows"] = self.rows
 
-    finetuning.StepLog = RecordingStepLog
+    callbacks.StepLog = RecordingStepLog  # finetune imports it from there when called
     started, load = now(), uptime()
     _, metrics = finetuning.finetune(
         "classify", minilm_path(), os.path.join(data, "train.tsv"), os.path.join(data, "dev.tsv"),
