@@ -138,9 +138,10 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default")
     `"auto"` is XLA, except for `mixed_precision="bf16"` on a machine without GPUs or
     TPUs: XLA's CPU backend has no bfloat16 matmul kernels (a bf16 dot runs at the
     float32 speed, or slower), while TensorFlow's non-XLA CPU kernels (oneDNN) use the
-    CPU's AVX-512 BF16 / AMX instructions: twice the float32 matmul rate on an AVX-512
-    BF16 CPU, so bf16 training is 1.4-1.8x float32 there instead of 0.9x (measured in
-    docs/benchmarks.md). `True`/`False` are kept; a TPU strategy always compiles.
+    CPU's AVX-512 BF16 / AMX instructions: on an AVX-512 BF16 CPU a training step's
+    matmuls took half their float32 time, while under XLA bf16 was slower than float32
+    (docs/benchmarks.md, "bf16 training on CPU"). `True`/`False` are kept; a TPU
+    strategy always compiles.
 
     >>> resolve_jit_compile("auto", "none")
     True
