@@ -164,8 +164,9 @@ def main():
     })
     print(f"results: {path}")
     if not args.no_summary:
-        name = f"bf16_speed_{args.preset}_{args.seq}"
-        row = {"what": f"bf16 training, {args.preset} {args.batch} x {args.seq}", "unit": "tokens/s",
+        layers = f"_{args.layers}layers" if args.layers else ""
+        name = f"bf16_speed_{args.preset}{layers}_{args.seq}"
+        row = {"what": f"bf16 training, {args.preset}{layers} {args.batch} x {args.seq}", "unit": "tokens/s",
                "ours": statistics.median(train[bf16.name]), "peer": statistics.median(train[best_fp32.name]),
                "peer_name": f"ours float32 ({best_fp32.name})", "higher_is_better": True,
                "note": f"median of per-round ratios {statistics.median(per_round):.2f} (wall), "
