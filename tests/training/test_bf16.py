@@ -70,6 +70,9 @@ def _grad_step(model):
 
 
 def test_bf16_step_multiplies_in_bfloat16_and_gradients_follow_float32():
+    # Fixed initialisation (seeds 0-5 gave a relative gradient error of 0.006-0.011 and a
+    # smallest per-variable cosine of 0.992-0.9997, well inside the bounds below).
+    keras.utils.set_random_seed(0)
     full, mixed = _model("float32"), _model("mixed_bfloat16")
     mixed.set_weights(full.get_weights())
     x, y = _batch()
