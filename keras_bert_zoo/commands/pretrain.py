@@ -51,8 +51,9 @@ def add_arguments(parser):
     parser.add_argument("--input-shards", type=int_in(1, 4096), default=1,
                         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
                              "under --strategy multi_worker each worker reads only its shards' files")
-    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="true",
-                        help="XLA compilation of the train step (about 2x faster on CPU)")
+    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
+                        help="XLA compilation of the train step (about 2x faster on CPU); auto: XLA, except "
+                             "--mixed-precision bf16 on a CPU (oneDNN's bf16 kernels are faster there)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--time-budget", type=float_in(0.0, 1e9), default=None,

@@ -94,7 +94,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         bucketing: batch examples of similar length (much faster on real data).
             Tagging cuts random batches to a bucket; `"by_length"` groups them by
             length instead (faster still, see `make_tagging_dataset`).
-        jit_compile: XLA for the train step (bucketed shapes recompile; off by default).
+        jit_compile: XLA for the train step (bucketed shapes recompile; off by default;
+            `"auto"`: XLA except bf16 on a CPU, see `training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
         checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
@@ -131,7 +132,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     import keras
 
     from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
-                                         set_determinism, set_precision, worker_info)
+                                         resolve_jit_compile, set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
     from keras_bert_zoo.training.curves import plot_finetuning
     from keras_bert_zoo.training.loop import train as train_loop
@@ -171,7 +172,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
     bucketing = bucketing and not static
-    jit_compile = True if static else jit_compile
+    jit_compile = True if static else resolve_jit_compile(jit_compile, mixed_precision)
 
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
                             bucketing=bucketing)

@@ -113,7 +113,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
-             jit_compile=True, strategy="default", tpu=None, replicas=None, mixed_precision="none",
+             jit_compile="auto", strategy="default", tpu=None, replicas=None, mixed_precision="none",
              time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
              verbose=None, overwrite=False, input_shards=1):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
@@ -136,7 +136,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         holdout_every: hold every N-th document out of training (and of the
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
         eval_every, eval_batches: held-out evaluation interval and size.
-        jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU).
+        jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU);
+            `"auto"` (default): XLA, except bf16 on a CPU, which runs faster on oneDNN's
+            bf16 kernels (`keras_bert_zoo.training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
         overwrite: replace an existing `out` once the new one is complete (without it an
@@ -172,7 +174,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.preprocessing.records import read_pretraining_records, worker_files
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
     from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
-                                         set_determinism, set_precision, worker_info)
+                                         resolve_jit_compile, set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
     from keras_bert_zoo.training.curves import plot_pretraining
     from keras_bert_zoo.training.loop import evaluate as evaluate_model
@@ -281,7 +283,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
         pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
                                                       recipe=recipe),
-                           jit_compile=jit_compile)
+                           jit_compile=resolve_jit_compile(jit_compile, mixed_precision, strategy))
 
     if check_tpu_compat:
         from keras_bert_zoo.training import tpu_compat

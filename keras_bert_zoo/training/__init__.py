@@ -12,6 +12,7 @@ from keras_bert_zoo.training.strategies import (  # noqa: F401
     global_batch_size,
     is_chief,
     make_strategy,
+    resolve_jit_compile,
     set_determinism,
     set_precision,
     worker_info,

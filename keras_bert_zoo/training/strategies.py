@@ -132,6 +132,30 @@ def set_precision(name):
     return PRECISIONS[name]
 
 
+def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default"):
+    """The `compile(jit_compile=...)` value for our `jit_compile` option and precision.
+
+    `"auto"` is XLA, except for `mixed_precision="bf16"` on a machine without GPUs or
+    TPUs: XLA's CPU backend has no bfloat16 matmul kernels (a bf16 dot runs at the
+    float32 speed, or slower), while TensorFlow's non-XLA CPU kernels (oneDNN) use the
+    CPU's AVX-512 BF16 / AMX instructions: on an AVX-512 BF16 CPU a training step's
+    matmuls took half their float32 time, while under XLA bf16 was slower than float32
+    (docs/benchmarks.md, "bf16 training on CPU"). `True`/`False` are kept; a TPU
+    strategy always compiles.
+
+    >>> resolve_jit_compile("auto", "none")
+    True
+    >>> resolve_jit_compile(False, "bf16")
+    False
+    """
+    if strategy == "tpu":
+        return True
+    if jit_compile != "auto":
+        return bool(jit_compile)
+    accelerators = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
+    return not (mixed_precision == "bf16" and not accelerators)
+
+
 def set_determinism(enabled):
     """`enabled`: TensorFlow ops give bit-identical results run to run (slower on some ops).
 
