@@ -14,10 +14,13 @@ Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 8
 Full recipe (all 14,041 training sentences, 1 epoch, batch 32, length 128, lr 5e-5 with BERT's
 warm-up and decay; dev = eng.testa, 3,250 sentences, end of training), measured:
     not yet measured
+Smaller budget (`--train-sentences 2000`, otherwise the same), measured:
+    not yet measured
 `benchmarks/conll.py --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md:
 entity F1 0.823; HF transformers in the same run: 0.838).
 
     python examples/named_entity_recognition.py
+    python examples/named_entity_recognition.py --train-sentences 2000   # a smaller budget
     python examples/named_entity_recognition.py --smoke
 """
 
@@ -42,6 +45,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.path.normpath(DEFAULT_DATA), help="folder holding conll2003/")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--train-sentences", type=int, default=None, help="first N training sentences (default: all)")
     parser.add_argument("--smoke", action="store_true", help="tiny budget: a few sentences, a couple of steps")
     return parser.parse_args(argv)
 
@@ -58,14 +62,14 @@ def main(argv=None):
     folder = os.path.join(args.data_dir, "conll2003")
     if not os.path.isdir(folder):
         raise SystemExit(f"{folder} not found: pass --data-dir pointing at the folder that holds conll2003/")
-    limit, length, batch = (16, 32, 8) if args.smoke else (None, 128, 32)
+    limit, dev_limit, length, batch = (16, 16, 32, 8) if args.smoke else (args.train_sentences, None, 128, 32)
     keras.utils.set_random_seed(0)
 
     # ## The data
     # CoNLL-2003 is one word per line (`word POS chunk NER`), in IOB1; `read_tagged` reads it
     # as IOB2 (every entity starts with `B-`), the scheme the model predicts.
     train = read_tagged(os.path.join(folder, "eng.train"), max_examples=limit)
-    dev = read_tagged(os.path.join(folder, "eng.testa"), label_names=train.label_names, max_examples=limit)
+    dev = read_tagged(os.path.join(folder, "eng.testa"), label_names=train.label_names, max_examples=dev_limit)
     print(f"{len(train)} training sentences, {len(dev)} dev; tags: {train.label_names}")
     print(list(zip(train.words[0], train.tags[0])))
 
