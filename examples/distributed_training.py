@@ -19,7 +19,8 @@ logical CPU devices share the same two cores: this shows the mechanics, not a sp
 
 Full recipe (the first 4,000 SST-2 training sentences, 1 epoch, 2 replicas x 16 = global batch 32,
 length 64, lr 5e-5 with BERT's warm-up and decay, mixed_bfloat16; all 872 dev sentences), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 
     python examples/distributed_training.py
     python examples/distributed_training.py --smoke

@@ -13,9 +13,11 @@ Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 8
 
 Full recipe (all 14,041 training sentences, 1 epoch, batch 32, length 128, lr 5e-5 with BERT's
 warm-up and decay; dev = eng.testa, 3,250 sentences, end of training), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 Smaller budget (`--train-sentences 2000`, otherwise the same), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 `benchmarks/conll.py --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md:
 entity F1 0.823; HF transformers in the same run: 0.838).
 

@@ -17,7 +17,8 @@ Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 1
 Full recipe (bert_mini sizes: 4 layers, hidden 256; vocabulary 8,000 learned on the training
 articles; length 128, batch 32, 400 steps, lr 5e-4 with 10% warm-up then linear decay; every 10th
 WikiText-2 article held out), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 (`benchmarks/pretrain_wikitext.py` trains the same model on a wall-clock budget instead; its figures
 are a different recipe.)
 

@@ -14,7 +14,8 @@ Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe about 1
 Full recipe (a short one for 2 cores: the first 1,500 questions of the shared SQuAD v1.1 train
 split, length 256, 128 pieces shared by neighbouring windows (HF's stride), batch 16, 1 epoch,
 lr 5e-5 with BERT's warm-up and decay; scored on all 1,423 dev questions, end of training), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 (The shared split's full 7,957 questions take ~35 minutes per epoch here; `benchmarks/squad.py`
 runs that recipe: EM 0.257 / F1 0.414, docs/benchmarks.md.)
 

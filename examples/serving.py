@@ -17,7 +17,8 @@ Time on 2 CPU cores: `--smoke` about 40 s after imports; the full run about 3-6 
 Full run (fine-tuned on the first 2,000 SST-2 training sentences, 1 epoch, batch 32, length 64,
 lr 5e-5; dev accuracy computed from the SavedModel's answers, in the TensorFlow-only process, on
 all 872 dev sentences), measured:
-    not yet measured
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
 
     python examples/serving.py
     python examples/serving.py --smoke
