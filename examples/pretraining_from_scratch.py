@@ -17,8 +17,13 @@ Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 1
 Full recipe (bert_mini sizes: 4 layers, hidden 256; vocabulary 8,000 learned on the training
 articles; length 128, batch 32, 400 steps, lr 5e-4 with 10% warm-up then linear decay; every 10th
 WikiText-2 article held out), measured:
-    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
-    (the shared 2-core machine ran at load 10-20; runs went one at a time)
+    held-out MLM accuracy 0.1180 (most-frequent-piece baseline 0.0481), held-out NSP accuracy 0.5028
+    (chance: 400 steps teach NSP nothing yet); held-out loss by epoch 7.047, 6.907, 6.831, 6.776;
+    400 steps in 310 s (5,279 positions/s); the vocabulary came out at 3,574 pieces (the learner's
+    default count threshold stops there on this 1 MB corpus; lower `min_count` for more); fill-mask
+    after training still answers "the" everywhere: a model this young knows word frequencies
+    command: `python examples/pretraining_from_scratch.py` (nice 10), 2026-11-30 15:39-15:48 UTC,
+    commit ef6998b, load 2.6 -> 3, log /tmp/ex_pretraining_from_scratch.log
 (`benchmarks/pretrain_wikitext.py` trains the same model on a wall-clock budget instead; its figures
 are a different recipe.)
 
