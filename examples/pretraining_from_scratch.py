@@ -22,7 +22,7 @@ WikiText-2 article held out), measured:
     400 steps in 310 s (5,279 positions/s); the vocabulary came out at 3,574 pieces (the learner's
     default count threshold stops there on this 1 MB corpus; lower `min_count` for more); fill-mask
     after training still answers "the" everywhere: a model this young knows word frequencies
-    command: `python examples/pretraining_from_scratch.py` (nice 10), 2026-11-30 15:39-15:48 UTC,
+    command: `python examples/pretraining_from_scratch.py` (nice 10), 2026-11-30 15:39-15:47 UTC,
     commit ef6998b, load 2.6 -> 3, log /tmp/ex_pretraining_from_scratch.log
 (`benchmarks/pretrain_wikitext.py` trains the same model on a wall-clock budget instead; its figures
 are a different recipe.)
