@@ -105,6 +105,7 @@ def test_chunked_logits_equal_the_full_width_model(classifier):
     assert np.abs(cut - full[:, :cut.shape[1]])[real[:, :cut.shape[1]]].max() <= 1e-5
 
 
+@pytest.mark.slow  # test_saved_model's fresh-process test runs the same (trimmed) signature by default
 def test_fresh_process_classifier_equals_full_width(classifier, tmp_path):
     path = export_saved_model(classifier, str(tmp_path / "served"))
     expected = classifier.logits_to_probabilities(classifier.predict(TEXTS, verbose=0))
@@ -132,6 +133,7 @@ def test_fresh_process_classifier_equals_full_width(classifier, tmp_path):
     assert got["labels"] == got["full_labels"] == [classifier.label_names[i] for i in expected.argmax(-1)]
 
 
+@pytest.mark.slow  # test_tagger_saved_model's fresh-process test runs the same (trimmed) signature by default
 def test_fresh_process_tagger_equals_predict_tags_and_entities(tmp_path):
     tagger = _tagger(IOB2)
     path = export_saved_model(tagger, str(tmp_path / "served"))
