@@ -131,6 +131,19 @@ def hf_optimizer(model, total_steps, recipe):
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
 
 
+def hf_step(model, batch, optimizer, scheduler, clip_norm):
+    """One HF training step (forward, backward, global-norm clip, optimizer and schedule step); returns the loss."""
+    import torch
+
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
 def hf_train(model, loader, epochs, what, recipe, log_every=50):
     """The HF side's training loop (what `Trainer` does): `hf_optimizer`, global clipping at
     `recipe["clip_norm"]`. Returns `steps`, `warmup_steps`, `train_seconds` (training steps
@@ -148,14 +161,9 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
     for epoch in range(epochs):
         t = time.perf_counter()
         for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
+            loss = hf_step(model, batch, optimizer, scheduler, recipe["clip_norm"])
             step += 1
-            loss_sum += loss.item()
+            loss_sum += loss
             if step % log_every == 0:
                 print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
                       f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)

@@ -52,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import git_commit, hf_optimizer, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
+from common import git_commit, hf_optimizer, hf_step, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -217,13 +217,7 @@ def hf_round(system, threads, max_steps=None):
         if max_steps is not None and step >= max_steps:
             break
         examples += len(batch["input_ids"])
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["clip_norm"])
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        loss.item()  # hf_train logs the loss of every step
+        hf_step(model, batch, optimizer, scheduler, RECIPE["clip_norm"])  # reads the loss, as hf_train does
     return time.perf_counter() - t, examples
 
 
