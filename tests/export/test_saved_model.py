@@ -130,6 +130,7 @@ def test_token_id_signature_and_assets(classifier, tmp_path):
     assert info["sequence_length"] == 16 and info["text_pair"] is False
 
 
+@pytest.mark.slow  # default-run budget
 def test_pair_task_takes_text_pair(tmp_path):
     keras.utils.set_random_seed(2)
     pre = _preprocessor()

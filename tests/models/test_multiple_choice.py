@@ -140,6 +140,7 @@ def test_convert_keeps_the_multiple_choice_head(hf_and_ours, tmp_path):
     assert detect_task(Checkpoint(hf_dir)).task == "BertMultipleChoice"
 
 
+@pytest.mark.slow  # default-run budget
 def test_raw_strings_fit_and_bad_input():
     keras.utils.set_random_seed(0)
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=24)

@@ -210,6 +210,7 @@ print(json.dumps({"mlm": np.asarray(out["mlm_logits"]).tolist(), "nsp": np.asarr
 """
 
 
+@pytest.mark.slow  # the JAX backbone parity stays in the default run (test_jax_backend.py)
 def test_pretrainer_on_jax_matches_tensorflow_and_trains(tmp_path):
     pytest.importorskip("jax")
     import subprocess

@@ -63,6 +63,7 @@ def hf_ids(hf, texts):
     return [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
 
 
+@pytest.mark.slow  # the hard cases and every code point stay in the default run
 def test_hf_parity_on_all_shared_lines(tokenizer, hf):
     """Ids, and character offsets, equal HF's on every real line in ../shared/data."""
     lines = [line for source in shared_lines(shared_data()).values() for line in source]

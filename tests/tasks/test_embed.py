@@ -110,6 +110,7 @@ def test_predict_and_export_an_embedder_dir(embedder_dir, tmp_path, capsys):
     assert "serving_default(text) -> embeddings" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the STS-B reader's own tests stay in the default run
 def test_finetune_classify_task_stsb_reads_the_original_files(tmp_path):
     """`--task stsb` (alias of `--glue stsb`): the original layout, regression on the score."""
     stats = pytest.importorskip("scipy.stats")
