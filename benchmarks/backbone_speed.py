@@ -412,15 +412,17 @@ def main():
         if isinstance(s, HFProcess):
             s.close()
     if not args.no_summary:
+        # A run with --layers is its own record (it must not replace the full model's).
+        layers = f" {args.layers}layer{'s' if args.layers != 1 else ''}" if args.layers else ""
         ours = rows[0]
         out = []
         for r in rows[1:]:
             for what, key, mfu in (("train", "train_tokens_per_s", "train_mfu_own_peak"),
                                    ("inference", "infer_tokens_per_s", "infer_mfu_own_peak")):
-                out.append({"what": f"{args.preset} {what}, batch {args.batch} x {args.seq}", "unit": "tokens/s",
+                out.append({"what": f"{args.preset}{layers} {what}, batch {args.batch} x {args.seq}", "unit": "tokens/s",
                             "ours": ours[key], "peer": r[key], "peer_name": r["system"], "higher_is_better": True,
                             "note": f"MFU {ours['system']} {ours[mfu]:.1%}, {r['system']} {r[mfu]:.1%}"})
-        name = f"backbone_speed_{args.preset}_{args.seq}"
+        name = f"backbone_speed_{args.preset}{layers.replace(' ', '_')}_{args.seq}"
         write_json(os.path.join(RESULTS, f"{name}.json"), summary_record(name, out, command, path, started, load_before))
 
 

@@ -81,7 +81,7 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
-def write_result(name, rows, command, source=None, started=None, load=None, directory=None):
+def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None):
     """The one summary record per benchmark that `benchmarks/report.py` reads:
     `benchmarks/results/NAME.json` (`directory` overrides), returned.
 
@@ -90,12 +90,16 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
         rows: list of dicts, one figure each: `what` (the row's title), `unit`, `ours`,
             `peer` (a number, or None when the peer was not run), `peer_name`,
             `higher_is_better` (bool); optional `command` when a row comes from another
-            command than the record's, and `note`.
+            command than the record's, `note`, and `side_by_side: False` when the peer's
+            figure was not measured in the same run (the report then shows the ratio
+            in parentheses and leaves it out of the chart).
         command: the command line that produced the figures.
         source: the detailed JSON (or log) the rows were read from.
-        started: when the run started (ISO time; default now).
+        started: when the run started (ISO time; None: unknown).
         load: `[low, high]` 1-minute load averages seen during the run (default: none; the record
             then carries the load when it was written).
+        commit: the commit the run measured (default: the checkout's now, which is only
+            right when the record is written by the run itself).
 
     >>> import tempfile
     >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,
@@ -104,8 +108,8 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
     >>> read_json(path)["rows"][0]["ours"]
     2.0
     """
-    record = {"benchmark": name, "date": now(), "started": started or now(), "command": command,
-              "source": source, "commit": git_commit(), "machine": machine(), "rows": list(rows)}
+    record = {"benchmark": name, "date": now(), "started": started, "command": command,
+              "source": source, "commit": commit or git_commit(), "machine": machine(), "rows": list(rows)}
     if load is not None:
         record["run_load"] = [round(float(x), 2) for x in load]
     path = os.path.join(directory or RESULTS, f"{name}.json")

@@ -313,7 +313,8 @@ def record_result(out, epochs):
              "higher_is_better": True}]
     loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
     return write_result("conll", rows, command=results.get("command", "python benchmarks/conll.py"),
-                        source=os.path.join(out, "results.json"), started=results.get("started"), load=[min(loads), max(loads)])
+                        source=os.path.join(out, "results.json"), started=results.get("started"),
+                        load=[min(loads), max(loads)], commit=results.get("git_commit_start"))
 
 
 def main(argv=None):

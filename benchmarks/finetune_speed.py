@@ -55,6 +55,9 @@ import common  # noqa: E402
 from common import git_commit, hf_optimizer, hf_step, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
+# fight TensorFlow's threads and HF on 2 threads ran 20-40x slower (benchmarks/backbone_speed.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 DATA = os.path.join(os.path.dirname(common.REPO), "shared", "data")
 RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6,
@@ -339,17 +342,8 @@ def summary_rows(results):
 
 
 def write_record(rows, command, source, started, load):
-    """The summary record for `benchmarks/report.py` (`common.write_result`'s shape)."""
-    if hasattr(common, "write_result"):
-        return common.write_result("finetune_speed", rows, command=command, source=source, started=started,
-                                   load=load)
-    # Until common.write_result is merged here: the same record shape.
-    path = os.path.join(common.REPO, "benchmarks", "results", "finetune_speed.json")
-    write_json(path, {"benchmark": "finetune_speed", "date": now(), "started": started, "command": command,
-                      "source": source, "commit": git_commit(), "rows": rows,
-                      "machine": {"cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]},
-                      "run_load": [round(float(x), 2) for x in load]})
-    return path
+    """The summary record for `benchmarks/report.py`."""
+    return common.write_result("finetune_speed", rows, command=command, source=source, started=started, load=load)
 
 
 def main(argv=None):

@@ -197,10 +197,12 @@ def print_tables(root, names=None):
                 records += [{"what": f"{name} dev {metric_names[0]} (end of training)", "unit": "fraction",
                              "ours": m[metric_names[0]], "peer": hf["metrics"][metric_names[0]],
                              "peer_name": "HF transformers", "higher_is_better": True,
-                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note},
+                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note,
+                             "side_by_side": False},
                             {"what": f"{name} fine-tuning speed", "unit": "train examples/s", "ours": ours_speed,
                              "peer": hf_speed, "peer_name": "HF transformers", "higher_is_better": True,
-                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note}]
+                             "command": f"python benchmarks/glue.py {name}", "source": path, "note": note,
+                             "side_by_side": False}]
                 hf_rows.append(
                     f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
                     f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "

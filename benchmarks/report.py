@@ -101,8 +101,9 @@ def markdown(records, chart=None, when=None):
         f"{', '.join(f'{x:.2f}' for x in here['loadavg'])} when the report was written).",
         "",
         "**ours/peer** is how many times better ours is (ours ÷ peer when higher is better, peer ÷ ours for "
-        "times such as latency): above 1 means ours is ahead. Only the two sides of one row were measured side "
-        "by side; each benchmark gives its own run (date, load, command, detailed JSON).",
+        "times such as latency): above 1 means ours is ahead. The two sides of a row were measured side by side "
+        "unless its ratio is marked \"not side by side\" (then it is left out of the chart); each benchmark gives "
+        "its own run (date, load, command, detailed JSON).",
         "",
     ]
     if chart:
@@ -127,6 +128,8 @@ def markdown(records, chart=None, when=None):
         for row in record["rows"]:
             r = ratio(row)
             shown = "—" if r is None else f"{r:.2f}×"
+            if r is not None and not row.get("side_by_side", True):
+                shown = f"({shown}, not side by side)"
             lines.append(f"| {row.get('what', '?')} | {row.get('unit', '')} | {_number(row.get('ours'))} | "
                          f"{row.get('peer_name') or '—'} | {_number(row.get('peer'))} | {shown} | "
                          f"`{row.get('command') or record.get('command', '?')}` | "
@@ -140,7 +143,7 @@ def markdown(records, chart=None, when=None):
 def write_chart(records, path):
     """A horizontal bar chart of every row's ours/peer ratio (PNG); False when nothing to plot."""
     bars = [(f"{name}: {row.get('what', '?')}", ratio(row)) for name, record in records.items()
-            for row in record["rows"] if ratio(row) is not None]
+            for row in record["rows"] if ratio(row) is not None and row.get("side_by_side", True)]
     if not bars:
         return False
     import matplotlib

@@ -336,6 +336,12 @@ def record_result(detail):
     with open(detail, encoding="utf-8") as f:
         record = json.load(f)
     rows, loads = [], []
+    # The run's thread settings in the command, so it reproduces the run whatever the defaults are now.
+    threads, inter_op = record.get("threads"), record.get("tf_inter_op")
+    command = record["command"]
+    for flag, value in (("--threads", threads), ("--tf-inter-op", inter_op)):
+        if value is not None and flag not in command:
+            command += f" {flag} {value}"
     for task, t in record["tasks"].items():
         o, h = t["ours"], t["hf_best"]
         loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
@@ -346,9 +352,9 @@ def record_result(detail):
             others = ", ".join(f"{_hf_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items() if n != "ours")
             rows.append({"what": f"serving {task}: {what}, {title}", "unit": unit, "ours": o[key], "peer": h[key],
                          "peer_name": f"{_hf_name(h['configs'][key])} (its best)", "higher_is_better": higher,
-                         "note": f"HF by threads: {others}"})
-    return write_result("serving", rows, command=record["command"], source=detail, started=record["started"],
-                        load=[min(loads), max(loads)] if loads else None)
+                         "note": f"ours: TF {threads} intra-op / {inter_op} inter-op threads; HF by threads: {others}"})
+    return write_result("serving", rows, command=command, source=detail, started=record["started"],
+                        load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ def add_arguments(parser):
                         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
                              "under --strategy multi_worker each worker reads only its shards' files")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
-                        help="XLA compilation of the train step (about 2x faster on CPU); auto: XLA, except "
+                        help="XLA compilation of the train step (fixed shapes; which is faster on a CPU depends on the "
+                             "shapes, see docs/benchmarks.md); auto: XLA, except "
                              "--mixed-precision bf16 on a CPU (oneDNN's bf16 kernels are faster there)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)

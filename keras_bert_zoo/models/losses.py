@@ -54,10 +54,11 @@ def token_cross_entropy(labels, logits, ignore_index=-100, sample_weight=None):
     Args:
         labels: int `[batch, seq]`, `ignore_index` where no label applies.
         logits: float `[batch, seq, num_labels]`.
-        sample_weight: optional float `[batch]`: each row's tokens count this many
+        sample_weight: optional float `[batch]` (a weight per row) or `[batch, seq]`
+            (per token, Keras' temporal form): each token's loss counts this many
             times in the sum; the mean still divides by the (unweighted) number of
-            labelled tokens. Length-grouped batches use it to weigh every token
-            equally whatever batch it lands in (`make_tagging_dataset`).
+            labelled tokens. Length-grouped batches use row weights to weigh every
+            token equally whatever batch it lands in (`make_tagging_dataset`).
     """
     labels = ops.cast(labels, "int32")
     valid = ops.not_equal(labels, ignore_index)
@@ -66,5 +67,8 @@ def token_cross_entropy(labels, logits, ignore_index=-100, sample_weight=None):
     per_token = keras.losses.sparse_categorical_crossentropy(safe, ops.cast(logits, "float32"), from_logits=True)
     count = global_sum(ops.sum(weights))
     if sample_weight is not None:
-        weights = weights * ops.reshape(ops.cast(sample_weight, "float32"), (-1, 1))
+        sample_weight = ops.cast(sample_weight, "float32")
+        if len(sample_weight.shape) == 1:
+            sample_weight = ops.expand_dims(sample_weight, -1)
+        weights = weights * sample_weight
     return ops.sum(per_token * weights) / ops.maximum(count, 1.0)

@@ -539,7 +539,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
         labelled = int(np.sum(np.asarray(windows.labels) != IGNORE_LABEL))
         return _grouped_by_length(ds, len(windows), batch_size, seed,
                                   boundaries or bucketing.fine_boundaries(preprocessor.sequence_length),
-                                  tokens_per_batch=labelled / max(-(-len(windows) // batch_size), 1))
+                                  tokens_per_batch=max(labelled, 1) / max(-(-len(windows) // batch_size), 1))
     if training:
         ds = ds.shuffle(max(len(windows), 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)

@@ -136,7 +136,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         holdout_every: hold every N-th document out of training (and of the
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
         eval_every, eval_batches: held-out evaluation interval and size.
-        jit_compile: XLA for the train step (fixed shapes: about 2x faster on CPU);
+        jit_compile: XLA for the train step (fixed shapes; on a CPU it is not always faster);
             `"auto"` (default): XLA, except bf16 on a CPU, which runs faster on oneDNN's
             bf16 kernels (`keras_bert_zoo.training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.

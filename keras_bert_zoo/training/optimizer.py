@@ -60,11 +60,12 @@ class BertAdamW(keras.optimizers.AdamW):
         return self._learning_rate
 
     def update_step(self, gradient, variable, learning_rate):
-        # Written out rather than inherited: Keras' Adam adds epsilon to the raw
-        # sqrt(v) and folds the bias correction into the rate, torch's (HF's) adds it
-        # to the bias-corrected sqrt(v). Early in training, when 1 - beta_2^t is
-        # small, Keras' epsilon is in effect up to 30x larger, which damps the first
-        # few hundred steps of a short fine-tuning run. We follow torch exactly.
+        # torch (HF) adds epsilon to the bias-corrected sqrt(v_hat); Keras' Adam adds it
+        # to the raw sqrt(v), in effect 1 / sqrt(1 - beta_2^t) times larger (30x at step
+        # 1), which damps the first steps of a short fine-tuning run. torch's step,
+        #   lr / c1 * m / (sqrt(v / c2) + eps),   c_i = 1 - beta_i^t,
+        # is Keras' form with scalars folded in: lr * sqrt(c2) / c1 * m / (sqrt(v) + eps * sqrt(c2)),
+        # so the per-variable work stays four tensor ops; only the scalars differ.
         dtype = variable.dtype
         learning_rate = ops.cast(learning_rate, dtype)
         gradient = ops.cast(gradient, dtype)
@@ -74,11 +75,12 @@ class BertAdamW(keras.optimizers.AdamW):
         self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
         if self.bias_correction:  # torch.optim.AdamW
             step = ops.cast(self.iterations + 1, dtype)
-            m_hat = ops.divide(m, 1 - ops.power(ops.cast(self.beta_1, dtype), step))
-            v_hat = ops.divide(v, 1 - ops.power(ops.cast(self.beta_2, dtype), step))
+            root_c2 = ops.sqrt(1 - ops.power(ops.cast(self.beta_2, dtype), step))
+            alpha = learning_rate * root_c2 / (1 - ops.power(ops.cast(self.beta_1, dtype), step))
+            epsilon = self.epsilon * root_c2
         else:  # google-research/bert AdamWeightDecayOptimizer: no correction
-            m_hat, v_hat = m, v
-        self.assign_sub(variable, ops.multiply(learning_rate, ops.divide(m_hat, ops.add(ops.sqrt(v_hat), self.epsilon))))
+            alpha, epsilon = learning_rate, self.epsilon
+        self.assign_sub(variable, ops.divide(ops.multiply(m, alpha), ops.add(ops.sqrt(v), epsilon)))
 
     def _clip_gradients(self, grads):
         if self.global_clipnorm and self.clip_after_all_reduce and keras.backend.backend() == "tensorflow":

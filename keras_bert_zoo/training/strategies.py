@@ -148,10 +148,12 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default")
     >>> resolve_jit_compile(False, "bf16")
     False
     """
+    if jit_compile not in (True, False, "auto"):  # not bool(): "false" would mean XLA on
+        raise ValueError(f"jit_compile={jit_compile!r}; use True, False or 'auto'.")
     if strategy == "tpu":
         return True
     if jit_compile != "auto":
-        return bool(jit_compile)
+        return jit_compile
     accelerators = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
     return not (mixed_precision == "bf16" and not accelerators)
 

@@ -57,6 +57,12 @@ def test_loss_is_hf_cross_entropy_over_labelled_positions():
         torch.tensor(logits).reshape(-1, 9), torch.tensor(labels, dtype=torch.long).reshape(-1)).reshape(4, 7)
     expected = float((per_token * torch.tensor(row_weights)[:, None]).sum()) / int((labels != IGNORE_LABEL).sum())
     assert weighted == pytest.approx(expected, rel=1e-6) and abs(weighted - ours) > 1e-3
+    # Per-token weights ([batch, seq], Keras' temporal form) take the same path.
+    token_weights = np.random.default_rng(2).random((4, 7)).astype("float32")
+    per_token_weighted = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits),
+                                                  sample_weight=token_weights))
+    expected = float((per_token * torch.tensor(token_weights)).sum()) / int((labels != IGNORE_LABEL).sum())
+    assert per_token_weighted == pytest.approx(expected, rel=1e-6)
 
 
 def test_fit_learns_a_token_rule():

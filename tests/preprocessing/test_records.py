@@ -218,3 +218,24 @@ def test_input_shards_that_cannot_split_evenly_are_refused(tmp_path):
         read_pretraining_records(paths, batch_size=8, input_shards=3)
     with pytest.raises(UsageError, match="multiple of the 2 workers"):
         read_pretraining_records(paths, batch_size=9, input_shards=3, num_workers=2)
+
+
+def test_sharded_reader_iterator_resumes_where_it_was_saved(tmp_path):
+    """`pretrain` saves the `tf.data` iterator of a one-process records run (`position="iterator"`):
+    with input shards it is a zip of shuffled streams, and a restored iterator must go on with
+    the very next batch."""
+    paths = _numbered_records(str(tmp_path), files=2, per_file=10)
+    ds = read_pretraining_records(paths, batch_size=4, input_shards=2, shuffle=True, repeat=True, seed=1,
+                                  masker=make_masker(_vocabulary(1600), max_predictions=PRED))
+    iterator = iter(ds)
+    for _ in range(3):
+        next(iterator)
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    saved = checkpoint.save(str(tmp_path / "ckpt"))
+    expected = [next(iterator) for _ in range(4)]  # runs past the first pass over each file
+    checkpoint.restore(saved)
+    for (x, y), (ex, ey) in zip([next(iterator) for _ in range(4)], expected):
+        for k in x:
+            np.testing.assert_array_equal(x[k], ex[k])
+        for k in y:
+            np.testing.assert_array_equal(y[k], ey[k])

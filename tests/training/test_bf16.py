@@ -15,17 +15,23 @@ TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, interm
 CPU_ONLY = not (tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
-@pytest.mark.skipif(not CPU_ONLY, reason="the bf16 exception of jit_compile='auto' is for CPU-only machines")
-def test_auto_jit_is_xla_except_bf16_on_cpu():
+@pytest.mark.parametrize("gpus", [[], ["GPU:0"]])
+def test_auto_jit_is_xla_except_bf16_without_accelerators(monkeypatch, gpus):
+    devices = {"GPU": gpus, "TPU": []}
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: devices.get(kind, []))
     assert resolve_jit_compile("auto", "none") is True
     assert resolve_jit_compile("auto", "fp16") is True
-    assert resolve_jit_compile("auto", "bf16") is False
+    assert resolve_jit_compile("auto", "bf16") is bool(gpus)  # XLA's CPU backend has no bf16 matmuls
     assert resolve_jit_compile("auto", "bf16", strategy="tpu") is True  # a TPU always compiles
+    assert resolve_jit_compile(False, "bf16", strategy="tpu") is True
 
 
-def test_explicit_jit_is_kept():
+def test_explicit_jit_is_kept_and_anything_else_refused():
     assert resolve_jit_compile(True, "bf16") is True
     assert resolve_jit_compile(False, "none") is False
+    for bad in ("false", "true", 1, None):
+        with pytest.raises(ValueError, match="use True, False or 'auto'"):
+            resolve_jit_compile(bad, "none")
 
 
 def test_pretrain_cli_defaults_to_auto():
