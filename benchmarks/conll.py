@@ -49,7 +49,7 @@ import subprocess
 import sys
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import git_commit, hf_train, minilm_path, now, read_json, uptime, versions, write_json  # noqa: E402
+from common import git_commit, hf_train, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json  # noqa: E402
 from common import write_result  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -60,13 +60,13 @@ TRAIN = os.path.join(DATA, "eng.train")
 DEV = os.path.join(DATA, "eng.testa")
 
 RECIPE = dict(learning_rate=5e-5, batch_size=32, sequence_length=128, warmup_ratio=0.1, weight_decay=0.01,
-              adam_epsilon=1e-6, clip_norm=1.0, seed=0)
+              adam_epsilon=1e-6, clip_norm=1.0, seed=0, threads=2)
 # REFERENCE_RESULTS.md: HF transformers, same checkpoint and recipe, another session.
 HF_REFERENCE = {1: dict(f1=0.834, train_seconds=1125, sentences_per_second=12.5)}
 
 
-def run_dir(root, epochs, max_train):
-    return os.path.join(root, f"e{epochs}" + (f"-n{max_train}" if max_train else ""))
+def run_dir(root, epochs, max_train, seed=0):
+    return os.path.join(root, f"e{epochs}" + (f"-n{max_train}" if max_train else "") + (f"-seed{seed}" if seed else ""))
 
 
 def _seqeval(true, pred):
@@ -86,6 +86,7 @@ def _per_type(true, pred):
 
 # --- ours -------------------------------------------------------------------------------------
 def run_ours(epochs, max_train, out, bucketing=True):
+    set_tf_threads(RECIPE["threads"])
     from keras_bert_zoo import finetune
     from keras_bert_zoo.metrics.entities import entity_scores
     from keras_bert_zoo.preprocessing.tagging_data import read_tagged
@@ -196,7 +197,7 @@ def run_hf(epochs, max_train, out):
     from transformers import AutoTokenizer, BertForTokenClassification
 
     read_tagged = _pure_python_modules()
-    torch.set_num_threads(2)
+    torch.set_num_threads(RECIPE["threads"])
     seed = RECIPE["seed"]
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
@@ -328,8 +329,14 @@ def main(argv=None):
                         help="with --table: also write its benchmarks/results/conll.json for benchmarks/report.py")
     parser.add_argument("--by-length", action="store_true",
                         help="ours: training batches grouped by length (finetune bucketing='by_length')")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="both sides' seed (head initialisation, data order, dropout); results go to "
+                             "ROOT/e<epochs>-seed<N> when N is not 0")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="intra-op threads of each side (1 lets two runs share the 2 cores)")
     args = parser.parse_args(argv)
-    out = run_dir(args.root, args.epochs, args.max_train_sentences)
+    RECIPE.update(seed=args.seed, threads=args.threads)
+    out = run_dir(args.root, args.epochs, args.max_train_sentences, args.seed)
     if args.table:
         print_table(out, args.epochs)
         if args.record:
@@ -347,9 +354,9 @@ def main(argv=None):
     print(f"{started}: {uptime_start}", flush=True)
     for side in ("ours", "hf"):
         subprocess.run([sys.executable, os.path.abspath(__file__), "--only", side, "--epochs", str(args.epochs),
-                        "--root", args.root]
+                        "--root", args.root, "--seed", str(args.seed), "--threads", str(args.threads)]
                        + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences
-                          else []), check=True)
+                          else []) + (["--by-length"] if args.by_length else []), check=True)
     summary = print_table(out, args.epochs)
     write_json(os.path.join(out, "results.json"), {
         "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")),

@@ -77,13 +77,14 @@ TRAIN = os.path.join(DATA, "train.json")
 DEV = os.path.join(DATA, "dev.json")
 
 RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6,
-              clip_norm=1.0, seed=0, max_query_length=64, n_best_size=20, max_answer_length=30)
+              clip_norm=1.0, seed=0, threads=2, max_query_length=64, n_best_size=20, max_answer_length=30)
 # REFERENCE_RESULTS.md: HF transformers, same checkpoint and recipe (256 / overlap 128), another session.
 HF_REFERENCE = {(256, 1): dict(exact_match=0.280, f1=0.444, windows=9027, train_seconds=1974, windows_per_second=4.6)}
 
 
-def run_dir(root, sequence_length, epochs, max_train):
-    return os.path.join(root, f"s{sequence_length}-e{epochs}" + (f"-n{max_train}" if max_train else ""))
+def run_dir(root, sequence_length, epochs, max_train, seed=0):
+    return os.path.join(root, f"s{sequence_length}-e{epochs}" + (f"-n{max_train}" if max_train else "")
+                        + (f"-seed{seed}" if seed else ""))
 
 
 def read_squad(path, max_questions=None):
@@ -293,7 +294,7 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     from torch.utils.data import DataLoader
     from transformers import AutoTokenizer, BertForQuestionAnswering
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(RECIPE["threads"])
     seed = RECIPE["seed"]
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
@@ -361,6 +362,7 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
 
 # --- ours ------------------------------------------------------------------------------------------
 def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
+    set_tf_threads(RECIPE["threads"])
     from keras_bert_zoo import finetune
 
     minilm = minilm_path()
@@ -722,13 +724,19 @@ def main(argv=None):
                         help="--only speed: windows per step (32; 16 halves the memory, about 8 GB at 32 x 256 "
                              "with both systems in one process)")
     parser.add_argument("--root", default="/tmp/bert_zoo_squad")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="both sides' seed (head initialisation, data order, dropout); results go to "
+                             "ROOT/s<len>-e<epochs>-seed<N> when N is not 0")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="intra-op threads of each side's quality run (1 lets two runs share the 2 cores)")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--ours-from", metavar="DIR",
                         help="with --only ours: take ours from a finished `bert-zoo finetune qa` DIR of this recipe "
                              "(scored here) instead of training again")
     parser.add_argument("--ours-command", help="with --ours-from: the command that wrote DIR (recorded)")
     args = parser.parse_args(argv)
-    out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions)
+    RECIPE.update(seed=args.seed, threads=args.threads)
+    out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions, args.seed)
     side_args = (args.sequence_length, args.overlap, args.epochs, args.max_train_questions, args.max_dev_questions, out)
     if args.table:
         print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
