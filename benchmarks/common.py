@@ -173,8 +173,8 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
                       f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
                 loss_sum = 0.0
         train_seconds += time.perf_counter() - t
-        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss.item():.4f}", flush=True)
-    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss.item(),
+        print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss:.4f}", flush=True)
+    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss,
                 loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), uptime_before=uptime_before,
                 uptime_after=uptime())
 
