@@ -193,7 +193,8 @@ def print_tables(root, names=None):
                 m, r, path = final
                 ours_speed = m["train_examples_per_second"]
                 delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
-                note = "HF figure from REFERENCE_RESULTS.md (another session, other load)"
+                note = (f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
+                        "REFERENCE_RESULTS.md (another session, other load)")
                 records += [{"what": f"{name} dev {metric_names[0]} (end of training)", "unit": "fraction",
                              "ours": m[metric_names[0]], "peer": hf["metrics"][metric_names[0]],
                              "peer_name": "HF transformers", "higher_is_better": True,
@@ -273,8 +274,9 @@ def main(argv=None):
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             from common import write_result
 
+            # Each recipe ran at its own commit and time (in its row's note): none for the record.
             print("summary:", write_result("glue", records, command=f"python benchmarks/glue.py table --root "
-                                           f"{args.root} --record", source=args.root))
+                                           f"{args.root} --record", source=args.root, commit="(per row)"))
         return
     run_recipe(args.recipe, args.root, select=args.select, epochs=args.epochs,
                max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,

@@ -116,7 +116,11 @@ def markdown(records, chart=None, when=None):
         lines.append("")
         record = records.get(name)
         if record is None:
-            lines += [f"not run (`{command}` writes `benchmarks/results/{name}.json`).", ""]
+            variants = sorted(n for n in records if n.startswith(f"{name}_"))
+            if variants:  # one record per configuration (e.g. backbone_speed_PRESET_SEQ): listed below
+                lines += [f"Recorded per configuration: {', '.join(variants)} (sections below).", ""]
+            else:
+                lines += [f"not run (`{command}` writes `benchmarks/results/{name}.json`).", ""]
             continue
         m = record.get("machine") or {}
         lines += [f"Run started {record.get('started') or '?'}, recorded {record.get('date', '?')} (commit "
@@ -140,10 +144,15 @@ def markdown(records, chart=None, when=None):
     return "\n".join(lines)
 
 
+def chart_bars(records):
+    """`(label, ratio)` of every row with a ratio measured side by side."""
+    return [(f"{name}: {row.get('what', '?')}", ratio(row)) for name, record in records.items()
+            for row in record["rows"] if ratio(row) is not None and row.get("side_by_side", True)]
+
+
 def write_chart(records, path):
     """A horizontal bar chart of every row's ours/peer ratio (PNG); False when nothing to plot."""
-    bars = [(f"{name}: {row.get('what', '?')}", ratio(row)) for name, record in records.items()
-            for row in record["rows"] if ratio(row) is not None and row.get("side_by_side", True)]
+    bars = chart_bars(records)
     if not bars:
         return False
     import matplotlib
@@ -186,7 +195,7 @@ def main(argv=None):
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text + "\n")
     os.replace(tmp, args.out)
-    missing = [n for n, _, _ in SUITE if n not in records]
+    missing = [n for n, _, _ in SUITE if n not in records and not any(r.startswith(f"{n}_") for r in records)]
     print(f"{args.out}: {len(records)} benchmark(s) reported" + (f", not run: {', '.join(missing)}" if missing else "")
           + (f"; chart {chart}" if chart else ""))
     return args.out

@@ -18,9 +18,10 @@ Signatures (every input is `[batch]`):
 - `fill_mask` (pretrainer; also its `serving_default`): `text` with `[MASK]` ->
   the top-k `tokens`, `token_ids` and `scores` at each `[MASK]`.
 
-The raw-text signatures do not pay for padding: the packed rows are cut to the batch's
-longest input, sorted by length and run through the model in chunks of `chunk_size` rows,
-each cut to its own longest (`run_in_length_chunks`). The cut positions are padding,
+The raw-text signatures (all but QA's, whose windows are fixed-length by design) do not
+pay for padding: the packed rows are cut to the batch's longest input, sorted by length
+and run through the model in chunks of `chunk_size` rows, each cut to its own longest
+(`run_in_length_chunks`). The cut positions are padding,
 which the model masks out, so the answers equal the full-width model's (tested);
 `predict_token_ids` runs the ids as given.
 
@@ -80,8 +81,9 @@ class TaskServing:
     # padded back to the batch's width after each chunk ran at its own.
     position_outputs = ()
     # Rows per model call in the raw-text signatures; rows are sorted by length first, so
-    # each chunk is cut to its own longest (a batch of 64 SST-2 sentences: 27k positions
-    # in chunks of 16 instead of 44k padded to the batch's longest). None: one call.
+    # each chunk is cut to its own longest (the 872 SST-2 dev sentences in batches of 64:
+    # 27k positions in chunks of 16, 44k padded to each batch's longest, 112k at 128). None:
+    # one call.
     chunk_size = 16
 
     def __init__(self, model, preprocessor, text_pair=False):

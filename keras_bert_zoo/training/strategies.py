@@ -148,7 +148,7 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default")
     >>> resolve_jit_compile(False, "bf16")
     False
     """
-    if jit_compile not in (True, False, "auto"):  # not bool(): "false" would mean XLA on
+    if not (jit_compile is True or jit_compile is False or jit_compile == "auto"):  # bool("false") is True
         raise ValueError(f"jit_compile={jit_compile!r}; use True, False or 'auto'.")
     if strategy == "tpu":
         return True

@@ -68,3 +68,23 @@ def test_report_with_no_results_at_all(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert text.count("not run (") == len(report.SUITE)
     assert not (tmp_path / "c.png").exists() and "![" not in text
+
+
+def test_rows_not_measured_side_by_side_and_per_configuration_records(tmp_path):
+    results = tmp_path / "results"
+    common.write_result("glue", [{"what": "sst2 speed", "unit": "examples/s", "ours": 60.0, "peer": 40.0,
+                                  "peer_name": "HF", "higher_is_better": True, "side_by_side": False}],
+                        command="python benchmarks/glue.py table", directory=str(results), commit="(per row)")
+    common.write_result("backbone_speed_bert_base_uncased_512", [
+        {"what": "train", "unit": "tokens/s", "ours": 2.0, "peer": 1.0, "peer_name": "KerasHub"}],
+        command="python benchmarks/backbone_speed.py", directory=str(results), started="2026-11-30T10:00:00")
+    out, chart = tmp_path / "REPORT.md", tmp_path / "report.png"
+    report.main(["--results", str(results), "--out", str(out), "--chart", str(chart)])
+    text = out.read_text(encoding="utf-8")
+    assert "(1.50×, not side by side)" in text and "commit (per row)" in text
+    assert "Recorded per configuration: backbone_speed_bert_base_uncased_512" in text
+    assert "not run (`nice python benchmarks/backbone_speed.py`" not in text
+    # Only the side-by-side row is charted; a record without a start time says so.
+    assert [label for label, _ in report.chart_bars(report.load_records(str(results)))] == [
+        "backbone_speed_bert_base_uncased_512: train"]
+    assert "Run started ?" in text

@@ -93,6 +93,13 @@ def test_chunked_logits_equal_the_full_width_model(classifier):
     cut = run_in_length_chunks(lambda x: classifier(x, training=False), features, TaskServing.position_keys, 16)
     assert np.ptp(full[:, 0]) > 1e-3  # the texts get different logits
     assert np.abs(cut.numpy() - full).max() <= 1e-5
+    # In a graph with unknown batch and width, as in the SavedModel, and chunks of 2 rows so the
+    # while-loop body (not only the first chunk) runs.
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in features}
+    graph = tf.function(lambda x: run_in_length_chunks(lambda c: classifier(c, training=False), x,
+                                                       TaskServing.position_keys, 2), input_signature=[spec])
+    assert len(TEXTS) > 4
+    assert np.abs(graph(features).numpy() - full).max() <= 1e-5
 
     tagger = _tagger(IOB2)
     words = tf.ragged.constant([t.split() for t in TEXTS])

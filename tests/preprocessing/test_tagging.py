@@ -269,7 +269,7 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
     ds = make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows,
                               group_by_length=True)
     lengths = windows.features["padding_mask"].sum(axis=1)
-    seen, padded, weighted_tokens, batches = collections.Counter(), 0, 0.0, 0
+    seen, padded, batches = collections.Counter(), 0, 0
     labelled = int((windows.labels != IGNORE_LABEL).sum())
     tokens_per_batch = labelled / -(-len(lengths) // 32)  # the mean of random batches of 32
     for x, y, weight in ds:
@@ -277,7 +277,6 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
         # then counts the same in the epoch's loss, whatever the size of the batch it is in.
         batch_tokens = int((y.numpy() != IGNORE_LABEL).sum())
         np.testing.assert_allclose(weight.numpy(), np.full(len(y), batch_tokens / tokens_per_batch), rtol=1e-6)
-        weighted_tokens += float(weight[0]) * tokens_per_batch
         batches += 1
         mask = x["padding_mask"].numpy()
         width, longest = mask.shape[1], mask.sum(axis=1).max()
@@ -289,7 +288,7 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
         padded += mask.size
     expected = collections.Counter(tuple(r[:n]) for r, n in zip(windows.features["token_ids"], lengths))
     assert seen == expected
-    assert round(weighted_tokens) == labelled and batches > -(-len(lengths) // 32)
+    assert batches > -(-len(lengths) // 32)  # grouping adds partial batches
     random_batches = sum(lengths[i:i + 32].max() * len(lengths[i:i + 32]) for i in range(0, len(lengths), 32))
     assert padded < 0.7 * random_batches
     def first_batch():
