@@ -10,7 +10,9 @@ What you will learn:
   multi-replica path runs on any machine;
 - what changes in the script: build and compile the model inside `strategy.scope()`, and give
   `fit` the *global* batch (per-replica batch x replicas); the data pipeline and `fit` stay the
-  same. The library's losses divide by the global batch, so N replicas train as one device;
+  same. The loss is Keras' own cross-entropy: Keras scales each replica's mean loss by 1/replicas
+  (with equal shares, the sum over the global batch divided by it), and `create_optimizer` clips
+  the gradient after the replicas' gradients are summed, so N replicas train as one device;
 - mixed precision (`mixed_bfloat16`): matmuls in bfloat16, variables, softmax, LayerNorm and the
   loss in float32.
 
@@ -33,10 +35,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor  # noqa: E402
+from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import configure_replicas, create_optimizer, global_batch_size, set_precision  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -58,12 +60,11 @@ def minilm_path():
 
 
 def read_sst2(path, limit=None):
+    """GLUE SST-2 (a header line, then `sentence<TAB>label`): sentences and 0/1 labels, the first `limit`."""
     if not os.path.isfile(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds sst2/")
-    with open(path, encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f][1:]
-    rows = rows[:limit] if limit else rows
-    return [r[0].strip() for r in rows], np.array([int(r[1]) for r in rows])
+    examples = read_examples(path, DataLayout.for_task("sst2"), max_examples=limit)
+    return examples.texts[0], examples.labels
 
 
 def main(argv=None):
@@ -92,9 +93,8 @@ def main(argv=None):
     with strategy.scope():
         model = BertClassifier.from_preset(
             model_dir, num_classes=2, preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-        model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+        # `compile` adds the default loss (Keras' sparse cross-entropy on the logits) and accuracy.
+        model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)))
     kernel = model.backbone.encoder_layers[0].query.kernel
     print(f"compute dtype {model.backbone.compute_dtype}, variables {kernel.dtype}, logits {model.output.dtype}")
 

@@ -91,6 +91,10 @@ def main(argv=None):
     # step pads far less than batches of 128 pieces would.
     preprocessor = TaggingPreprocessor.from_preset(model_dir, sequence_length=length)
     data = make_tagging_dataset(train, preprocessor, batch_size=batch, training=True, group_by_length=True)
+    # Such batches come with a weight per row (its batch's labelled tokens / their mean over
+    # batches), so every labelled token counts the same. Keras' loss here is one value per
+    # piece, `[batch, length]`: the `[batch]` weight gets a length axis to broadcast over it.
+    data = data.map(lambda x, y, weight: (x, y, weight[:, None]))
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100))
     start = time.time()

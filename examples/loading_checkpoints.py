@@ -98,6 +98,7 @@ def main(argv=None):
     reference = last_hidden_state(hf_backbone, features)
     print(f"HF directory: {hf_backbone.num_layers} layers, hidden {hf_backbone.hidden_dim}, "
           f"{hf_backbone.count_params():,} parameters")
+    hf_diff = None
     if not args.smoke:
         try:
             import torch
@@ -110,8 +111,8 @@ def main(argv=None):
                 theirs = hf(input_ids=torch.tensor(features["token_ids"], dtype=torch.long),
                             attention_mask=torch.tensor(features["padding_mask"], dtype=torch.long),
                             token_type_ids=torch.tensor(features["segment_ids"], dtype=torch.long))
-            diff = np.abs(theirs.last_hidden_state.numpy() - reference)[real].max()
-            print(f"HF transformers BertModel vs ours: max |diff| {diff:.2e}")
+            hf_diff = np.abs(theirs.last_hidden_state.numpy() - reference)[real].max()
+            print(f"HF transformers BertModel vs ours: max |diff| {hf_diff:.2e}")
 
     with tempfile.TemporaryDirectory() as tmp:
         # ## 2. An original Google checkpoint
@@ -131,17 +132,21 @@ def main(argv=None):
         # `save_to_preset` writes `config.json` + `model.safetensors` in HF's layout. A task's
         # `from_preset` reads any of the three: here a classifier starts from the converted
         # backbone (its head is new, as the checkpoint has none).
+        # The tokenizer files: a Google directory has `vocab.txt` but no `tokenizer_config.json`,
+        # so its casing would only be guessed (with a warning). The HF directory's preprocessor
+        # has the same `vocab.txt` and says `do_lower_case`: its files go with the preset.
         ours_dir = os.path.join(tmp, "converted")
         google.save_to_preset(ours_dir)
-        BertPreprocessor.from_preset(google_dir).save_to_preset(ours_dir)
+        BertPreprocessor.from_preset(hf_dir).save_to_preset(ours_dir)
         converted = BertBackbone.from_preset(ours_dir)
         converted_diff = np.abs(last_hidden_state(converted, features) - reference)[real].max()
         print(f"converted preset ({sorted(os.listdir(ours_dir))}): max |diff| {converted_diff:.2e}")
         classifier = BertClassifier.from_preset(ours_dir, num_classes=3)
         print(f"BertClassifier from the converted preset takes raw text: "
               f"{classifier.predict(SENTENCES[:1], verbose=0).shape}")
+    hf = "" if hf_diff is None else f" hf_max_diff={hf_diff:.2e}"
     print(f"RESULT google_max_diff={google_diff:.2e} converted_max_diff={converted_diff:.2e} "
-          f"tanh_gelu_max_diff={tanh_diff:.2e}")
+          f"tanh_gelu_max_diff={tanh_diff:.2e}{hf}")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def next_sentence_questions(articles, pool, count, num_choices, rng):
     contexts, choices, labels = [], [], []
     candidates = [(a, i) for a, sentences in enumerate(articles) for i in range(len(sentences) - 1)]
     for a, i in rng.sample(candidates, min(count, len(candidates))):
-        others = [s for b, s in rng.sample(pool, num_choices + 4) if b != a][:num_choices - 1]
+        others = rng.sample([s for b, s in pool if b != a], num_choices - 1)
         options = others + [articles[a][i + 1]]
         rng.shuffle(options)
         contexts.append(articles[a][i])

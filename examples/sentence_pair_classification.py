@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor  # noqa: E402
 from keras_bert_zoo.metrics.classification import accuracy, f1_score  # noqa: E402
+from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -52,13 +53,12 @@ def minilm_path():
 
 
 def read_mrpc(path, limit=None):
-    """GLUE MRPC: `Quality  #1 ID  #2 ID  #1 String  #2 String` (a UTF-8 BOM, then a header)."""
+    """GLUE MRPC (`Quality  #1 ID  #2 ID  #1 String  #2 String`): sentences A, B and 0/1 labels, the first `limit`."""
     if not os.path.isfile(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds mrpc/")
-    with open(path, encoding="utf-8-sig") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f][1:]
-    rows = rows[:limit] if limit else rows
-    return [r[3] for r in rows], [r[4] for r in rows], np.array([int(r[0]) for r in rows])
+    examples = read_examples(path, DataLayout.for_task("mrpc"), max_examples=limit)
+    texts_a, texts_b = examples.texts
+    return texts_a, texts_b, examples.labels
 
 
 def main(argv=None):
@@ -89,9 +89,7 @@ def main(argv=None):
     model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["different", "paraphrase"],
                                        preprocessor=preprocessor)
     steps = epochs * -(-len(train_y) // batch)
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=steps),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    model.compile(optimizer=create_optimizer(5e-5, total_steps=steps))   # loss and accuracy: the defaults
     start = time.time()
     model.fit((train_a, train_b), train_y, batch_size=batch, epochs=epochs, verbose=2)
     print(f"trained {epochs} epoch(s) in {time.time() - start:.0f} s")
@@ -99,13 +97,13 @@ def main(argv=None):
     # ## MRPC's metrics: F1 of the "paraphrase" class and accuracy
     # MRPC is 68% paraphrases, so accuracy alone flatters a model that says "paraphrase"
     # to everything; F1 on the positive class is GLUE's headline figure for it.
-    predicted = model.predict((dev_a, dev_b), batch_size=64, verbose=0).argmax(-1)
+    predicted = model.predict((dev_a, dev_b), batch_size=64, verbose=0).argmax(-1)   # class ids, for the metrics
     f1, acc = f1_score(dev_y, predicted), accuracy(dev_y, predicted)
     print(f"dev F1 {f1:.4f}, accuracy {acc:.4f}")
 
     pair = (["The company said profits rose 10 percent."], ["Profits grew by a tenth, the firm said."])
-    p = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(pair, verbose=0)))[0]
-    print(f"{model.label_names[int(p.argmax())]} ({p.max():.2f}): {pair[0][0]} / {pair[1][0]}")
+    [label], [p] = model.predict_labels(pair, verbose=0)   # label names and softmax probabilities
+    print(f"{label} ({p.max():.2f}): {pair[0][0]} / {pair[1][0]}")
     print(f"RESULT f1={f1:.4f} accuracy={acc:.4f}")
 
 

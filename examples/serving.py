@@ -23,6 +23,8 @@ all 872 dev sentences), measured:
     which measured 0.7580 too)
     command: `python examples/serving.py` (nice 10), 2026-11-30 15:34-15:39 UTC, commit d05f2e3,
     load 22 -> 3, log /tmp/ex_serving.log
+    (the Keras probabilities of that run came from a float32 `keras.ops.softmax`; they now come from
+    `predict_labels`, a float64 softmax of the same logits, so the difference may no longer be exactly 0)
 
     python examples/serving.py
     python examples/serving.py --smoke
@@ -44,15 +46,20 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor, export_saved_model  # noqa: E402
+from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
 # What a serving process runs: TensorFlow and tensorflow-text, nothing else of ours. It reads
 # `[export_dir, texts_file]`, prints the signature and writes the outputs as JSON on stdout's
-# last line. It also checks that no keras_bert_zoo module was imported.
+# last line. keras-bert-zoo is installed on this machine, so its first line blocks it: any
+# `import keras_bert_zoo` in this process (by us or by a library) now raises ImportError, as on
+# a serving machine without the package.
 SERVER = r"""
-import json, os, sys
+import sys
+sys.modules["keras_bert_zoo"] = None   # blocked: `import keras_bert_zoo` raises ImportError from here on
+import json, os
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the WordPiece ops the graph uses)
@@ -67,7 +74,7 @@ for start in range(0, len(texts), 64):
     out = signature(text=tf.constant(texts[start:start + 64]))
     labels += [x.decode() for x in out["labels"].numpy().tolist()]
     probabilities += out["probabilities"].numpy().tolist()
-ours = [m for m in sys.modules if m.startswith("keras_bert_zoo")]
+ours = [m for m, module in sys.modules.items() if m.startswith("keras_bert_zoo") and module is not None]
 print(json.dumps({"labels": labels, "probabilities": probabilities, "keras_bert_zoo_modules": ours}))
 """
 
@@ -88,12 +95,11 @@ def minilm_path():
 
 
 def read_sst2(path, limit=None):
+    """GLUE SST-2 (a header line, then `sentence<TAB>label`): sentences and 0/1 labels, the first `limit`."""
     if not os.path.isfile(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds sst2/")
-    with open(path, encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f][1:]
-    rows = rows[:limit] if limit else rows
-    return [r[0].strip() for r in rows], np.array([int(r[1]) for r in rows])
+    examples = read_examples(path, DataLayout.for_task("sst2"), max_examples=limit)
+    return examples.texts[0], examples.labels
 
 
 def main(argv=None):
@@ -107,10 +113,9 @@ def main(argv=None):
     # ## 1. A model worth serving
     model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["negative", "positive"],
                                        preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)))
     model.fit(train_x, train_y, batch_size=batch, epochs=1, verbose=2)
-    keras_probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(dev_x, verbose=0)))
+    _, keras_probabilities = model.predict_labels(dev_x, verbose=0)   # what the SavedModel must reproduce
 
     with tempfile.TemporaryDirectory() as tmp:
         # ## 2. Export
