@@ -285,6 +285,54 @@ def _collate(pad_id, keys):
     return collate
 
 
+def hf_dev_predictions(model, tokenizer, dev, dev_features):
+    """HF's side of dev: `BertForQuestionAnswering` logits per window (dynamic padding), then
+    run_qa.py's post-processing -> `{id: answer}`."""
+    import torch
+
+    model.eval()
+    starts, ends = [None] * len(dev_features), [None] * len(dev_features)
+    order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
+    eval_collate = _collate(tokenizer.pad_token_id, ())
+    with torch.no_grad():
+        for b in range(0, len(order), 64):
+            ids = order[b:b + 64]
+            output = model(**eval_collate([dev_features[i] for i in ids]))
+            for row, i in enumerate(ids):
+                n = len(dev_features[i]["input_ids"])
+                starts[i] = output.start_logits[row, :n].numpy()
+                ends[i] = output.end_logits[row, :n].numpy()
+    return postprocess_qa_predictions(dev, dev_features, starts, ends, RECIPE["n_best_size"],
+                                      RECIPE["max_answer_length"])
+
+
+def cross_score(out, sequence_length, overlap, max_dev=None):
+    """Our trained model (`OUT/ours_model`, HF-loadable) scored by HF's dev pipeline: its windows,
+    logits and run_qa.py post-processing. Equal to our own score, the post-processing is not
+    where ours and HF differ; different, it is."""
+    import torch
+    from transformers import AutoTokenizer, BertForQuestionAnswering
+
+    torch.set_num_threads(RECIPE["threads"])
+    model_dir = os.path.join(out, "ours_model")
+    dev = read_squad(DEV, max_dev)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    truncate_questions(tokenizer, dev, RECIPE["max_query_length"])
+    model = BertForQuestionAnswering.from_pretrained(model_dir)
+    predictions = hf_dev_predictions(model, tokenizer, dev, hf_eval_features(tokenizer, dev, sequence_length, overlap))
+    scores = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
+    ours = read_json(os.path.join(out, "ours.json")) or {}
+    record = {"model": model_dir, "exact_match": scores["exact_match"], "f1": scores["f1"],
+              "ours_pipeline": {k: ours.get(k) for k in ("exact_match", "f1")},
+              "same_answers": sum(predictions[k] == v for k, v in (read_json(ours["predictions"]) or {}).items()
+                                  if k in predictions) if ours.get("predictions") else None,
+              "questions": len(predictions), "date": now(), "git_commit": git_commit()}
+    write_json(os.path.join(out, "cross_score.json"), record)
+    print(f"our weights, HF's dev pipeline: EM {scores['exact_match']:.4f} / F1 {scores['f1']:.4f}; "
+          f"our pipeline: {record['ours_pipeline']}; same answer on {record['same_answers']} of {len(predictions)}")
+    return record
+
+
 def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     import random
 
@@ -322,21 +370,8 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     train_seconds = trained["train_seconds"]
 
     # --- dev: logits per window, run_qa.py's post-processing, official scoring -----------------------
-    model.eval()
     t = time.perf_counter()
-    starts, ends = [None] * len(dev_features), [None] * len(dev_features)
-    order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
-    eval_collate = _collate(tokenizer.pad_token_id, ())
-    with torch.no_grad():
-        for b in range(0, len(order), 64):
-            ids = order[b:b + 64]
-            output = model(**eval_collate([dev_features[i] for i in ids]))
-            for row, i in enumerate(ids):
-                n = len(dev_features[i]["input_ids"])
-                starts[i] = output.start_logits[row, :n].numpy()
-                ends[i] = output.end_logits[row, :n].numpy()
-    predictions = postprocess_qa_predictions(dev, dev_features, starts, ends, RECIPE["n_best_size"],
-                                             RECIPE["max_answer_length"])
+    predictions = hf_dev_predictions(model, tokenizer, dev, dev_features)
     predict_seconds = time.perf_counter() - t
     write_json(os.path.join(out, "predictions_hf.json"), predictions)
     scores = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
@@ -734,12 +769,17 @@ def main(argv=None):
                         help="with --only ours: take ours from a finished `bert-zoo finetune qa` DIR of this recipe "
                              "(scored here) instead of training again")
     parser.add_argument("--ours-command", help="with --ours-from: the command that wrote DIR (recorded)")
+    parser.add_argument("--cross-score", action="store_true",
+                        help="score a finished run's ours_model with HF's dev pipeline (cross_score.json)")
     args = parser.parse_args(argv)
     RECIPE.update(seed=args.seed, threads=args.threads)
     out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions, args.seed)
     side_args = (args.sequence_length, args.overlap, args.epochs, args.max_train_questions, args.max_dev_questions, out)
     if args.table:
         print_table(out, args.sequence_length, args.epochs, args.max_dev_questions)
+        return
+    if args.cross_score:
+        cross_score(out, args.sequence_length, args.overlap, args.max_dev_questions)
         return
     if args.only == "ours" and args.ours_from:
         ours_from_model(args.ours_from, args.sequence_length, args.epochs, args.max_train_questions,

@@ -112,3 +112,77 @@ def test_google_names_of_the_head():
     assert [s.name for s in specs] == ["qa_outputs.weight", "qa_outputs.bias"]
     assert [google_name(s) for s in specs] == ["cls/squad/output_weights", "cls/squad/output_bias"]
     assert specs[0].google_transposed  # run_squad.py stores [2, hidden]
+
+
+@pytest.mark.slow  # the real 6-layer model traced and trained on 192-piece windows: about a minute
+def test_fine_tuning_steps_match_hf(tmp_path):
+    """Six optimizer steps of span-QA fine-tuning on real SQuAD questions from the same
+    all-MiniLM-L6-v2 weights (dropout off): our span model, its loss and `create_optimizer`
+    against HF's BertForQuestionAnswering, torch AdamW (decay off biases and LayerNorm), the
+    linear warm-up/decay schedule and clip_grad_norm_. Same losses at every step, same logits after."""
+    import json
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from keras_bert_zoo.training import create_optimizer
+
+    torch.manual_seed(0)
+    hf = transformers.BertForQuestionAnswering.from_pretrained(minilm_path()).eval()
+    hf_dir = str(tmp_path / "hf")
+    hf.save_pretrained(hf_dir, safe_serialization=True)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if os.path.exists(os.path.join(minilm_path(), name)):
+            shutil.copy(os.path.join(minilm_path(), name), os.path.join(hf_dir, name))
+    ours = BertSpanQA.from_preset(hf_dir)
+    for layer in ours._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0  # HF runs in eval mode: no dropout on either side
+
+    with open(shared_data("squad", "train.json"), encoding="utf-8") as f:
+        paragraphs = [p for article in json.load(f)["data"] for p in article["paragraphs"]]
+    questions = [(qa["question"], p["context"], qa["answers"][0]) for p in paragraphs[:8] for qa in p["qas"]][:16]
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
+    batch = tokenizer([q for q, _, _ in questions], [c for _, c, _ in questions], truncation="only_second",
+                      max_length=192, padding=True, return_offsets_mapping=True, return_tensors="np")
+    starts, ends = np.zeros(16, "int64"), np.zeros(16, "int64")
+    for i, (_, _, answer) in enumerate(questions):  # run_qa.py's labels: the pieces covering the answer's characters
+        first, last = answer["answer_start"], answer["answer_start"] + len(answer["text"])
+        for j, (offset, segment) in enumerate(zip(batch["offset_mapping"][i], batch.sequence_ids(i))):
+            if segment == 1 and offset[0] <= first < offset[1]:
+                starts[i] = j
+            if segment == 1 and offset[0] < last <= offset[1]:
+                ends[i] = j
+    assert (starts > 0).sum() >= 12 and (ends >= starts).all()  # most answers lie in their window
+    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
+         "padding_mask": batch["attention_mask"].astype("int32")}
+    hf_inputs = {k: torch.tensor(batch[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+    steps, lr = 6, 1e-4
+    ours.compile(optimizer=create_optimizer(lr, total_steps=steps, warmup_steps=1))
+    no_decay = ("bias", "LayerNorm.weight")
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for n, p in hf.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
+         {"params": [p for n, p in hf.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}],
+        lr=lr, eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, 1, steps)
+    before = ours.predict(x, verbose=0)
+    for step in range(steps):
+        rows = slice(0, 8) if step % 2 == 0 else slice(8, 16)
+        our_loss = ours.train_on_batch({k: v[rows] for k, v in x.items()},
+                                       {"start_positions": starts[rows].astype("int32"),
+                                        "end_positions": ends[rows].astype("int32")}, return_dict=True)["loss"]
+        hf_loss = hf(**{k: v[rows] for k, v in hf_inputs.items()}, start_positions=torch.tensor(starts[rows]),
+                     end_positions=torch.tensor(ends[rows])).loss
+        hf_loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        assert float(our_loss) == pytest.approx(hf_loss.item(), abs=1e-3), step
+    after = ours.predict(x, verbose=0)
+    with torch.no_grad():
+        reference = hf(**hf_inputs)
+    mask = x["padding_mask"].astype(bool)
+    for key, theirs in (("start_logits", reference.start_logits), ("end_logits", reference.end_logits)):
+        assert np.abs(after[key][mask] - before[key][mask]).max() > 0.5  # training moved the logits a lot...
+        np.testing.assert_allclose(after[key][mask], theirs.numpy()[mask], atol=5e-3)  # ...and the same way
