@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertSpanQA
-from tests.helpers import minilm_path, run_model_test, shared_data
+from tests.helpers import minilm_path, run_model_test, shared_data, train_side_by_side
 
 
 def tiny_backbone(**kwargs):
@@ -124,8 +124,6 @@ def test_fine_tuning_steps_match_hf(tmp_path):
 
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from keras_bert_zoo.training import create_optimizer
-
     torch.manual_seed(0)
     hf = transformers.BertForQuestionAnswering.from_pretrained(minilm_path()).eval()
     hf_dir = str(tmp_path / "hf")
@@ -157,28 +155,14 @@ def test_fine_tuning_steps_match_hf(tmp_path):
          "padding_mask": batch["attention_mask"].astype("int32")}
     hf_inputs = {k: torch.tensor(batch[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
 
-    steps, lr = 6, 1e-4
-    ours.compile(optimizer=create_optimizer(lr, total_steps=steps, warmup_steps=1))
-    no_decay = ("bias", "LayerNorm.weight")
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in hf.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
-         {"params": [p for n, p in hf.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}],
-        lr=lr, eps=1e-6)
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, 1, steps)
     before = ours.predict(x, verbose=0)
-    for step in range(steps):
-        rows = slice(0, 8) if step % 2 == 0 else slice(8, 16)
-        our_loss = ours.train_on_batch({k: v[rows] for k, v in x.items()},
-                                       {"start_positions": starts[rows].astype("int32"),
-                                        "end_positions": ends[rows].astype("int32")}, return_dict=True)["loss"]
-        hf_loss = hf(**{k: v[rows] for k, v in hf_inputs.items()}, start_positions=torch.tensor(starts[rows]),
-                     end_positions=torch.tensor(ends[rows])).loss
-        hf_loss.backward()
-        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        assert float(our_loss) == pytest.approx(hf_loss.item(), abs=1e-3), step
+    halves = [slice(0, 8), slice(8, 16)] * 3
+    train_side_by_side(ours, hf, [({k: v[rows] for k, v in x.items()},
+                                   {"start_positions": starts[rows].astype("int32"),
+                                    "end_positions": ends[rows].astype("int32")},
+                                   {**{k: v[rows] for k, v in hf_inputs.items()},
+                                    "start_positions": torch.tensor(starts[rows]),
+                                    "end_positions": torch.tensor(ends[rows])}) for rows in halves])
     after = ours.predict(x, verbose=0)
     with torch.no_grad():
         reference = hf(**hf_inputs)
