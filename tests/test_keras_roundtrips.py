@@ -263,3 +263,29 @@ def test_classifier_mixed_precision_roundtrip(tmp_path, policy):
     restored = _save_load(model, tmp_path, "mixed")
     np.testing.assert_array_equal(restored.predict(x, verbose=0), expected)
     assert restored.backbone.dtype_policy.name == policy
+
+
+@pytest.mark.parametrize("make", [
+    lambda: BertClassifier(_backbone(40), num_classes=3),
+    lambda: BertTagger(_backbone(40), num_labels=5),
+    lambda: BertSpanQA(_backbone(40)),
+    lambda: BertMultipleChoice(_backbone(40)),
+    lambda: BertPretrainer(_backbone(40)),
+], ids=["classifier", "tagger", "span_qa", "multiple_choice", "pretrainer"])
+def test_compiled_task_reloads_compiled(make, tmp_path):
+    """A task compiled with its defaults comes back from `.keras` compiled the same way,
+    optimizer state included, without Keras' "compile() was not called" warning."""
+    import warnings
+
+    from keras_bert_zoo.training import create_optimizer
+
+    model = make()
+    model.compile(optimizer=create_optimizer(1e-3, total_steps=10, warmup_steps=2))
+    model.optimizer.build(model.trainable_variables)
+    model.optimizer.iterations.assign(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        loaded = _save_load(model, tmp_path, "compiled")
+    assert loaded.compiled and type(loaded.optimizer) is type(model.optimizer)
+    assert int(loaded.optimizer.iterations) == 3
+    assert float(loaded.optimizer.learning_rate) == pytest.approx(float(model.optimizer.learning_rate))

@@ -69,6 +69,18 @@ class Task(keras.Model):
         return cls(**config)
 
     # --- presets --------------------------------------------------------------------
+    def compile_from_config(self, config):
+        """Compiles a reloaded `.keras` model as it was compiled when saved.
+
+        Keras skips this for models whose `compile()` is overridden (every task's is:
+        `"auto"` defaults, built-in losses) and warns; the saved config holds the
+        resolved optimizer, loss and metrics, which each task's `compile()` accepts.
+        """
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if getattr(self, "optimizer", None) is not None and self.built:
+            self.optimizer.build(self.trainable_variables)  # so its saved variables load into it
+
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
         """Builds the task from a preset name or a checkpoint directory.
