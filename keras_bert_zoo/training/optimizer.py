@@ -83,13 +83,16 @@ class BertAdamW(keras.optimizers.AdamW):
         self.assign_sub(variable, ops.divide(ops.multiply(m, alpha), ops.add(ops.sqrt(v), epsilon)))
 
     def _clip_gradients(self, grads):
+        # Runs before every update (Keras calls it whether or not clipping is on), so it
+        # is where sparse gradients are merged first: see `merge_repeated_rows`.
+        grads = [merge_repeated_rows(g) for g in grads]
         if self.global_clipnorm and self.clip_after_all_reduce and keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
             context = tf.distribute.get_replica_context()
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             if context is not None and replicas > 1:
-                total = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+                total = [merge_repeated_rows(g) for g in context.all_reduce(tf.distribute.ReduceOp.SUM, grads)]
                 clipped, _ = tf.clip_by_global_norm(total, self.global_clipnorm)
                 # The optimizer sums replicas' gradients again after this: hand each
                 # replica 1/N of the clipped total so that sum is the clipped total.
@@ -99,6 +102,29 @@ class BertAdamW(keras.optimizers.AdamW):
     def get_config(self):
         return {**super().get_config(), "clip_after_all_reduce": self.clip_after_all_reduce,
                 "bias_correction": self.bias_correction, "no_decay_names": self.no_decay_names}
+
+
+def merge_repeated_rows(gradient):
+    """A TensorFlow `IndexedSlices` gradient with each row id once (repeated ids' rows summed).
+
+    The gradient of an embedding lookup holds one row per *occurrence* of an id: a batch
+    with `[CLS]` 32 times has 32 rows for it. The true gradient of that row is their sum.
+    Keras' elementwise ops act on the rows as they are, so without this merge Adam's
+    second moment gets the sum of squares instead of the square of the sum, and the
+    global clipping norm is computed on the unmerged rows (measured on MiniLM: 4.00
+    instead of 4.36); torch's dense embedding gradient (HF) has neither problem. The
+    legacy TF optimizers merged the same way (`_deduplicate_indexed_slices`). Dense
+    gradients and other backends pass through unchanged.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return gradient
+    import tensorflow as tf
+
+    if not isinstance(gradient, tf.IndexedSlices):
+        return gradient
+    ids, position = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, position, tf.shape(ids)[0])
+    return tf.IndexedSlices(values, ids, gradient.dense_shape)
 
 
 def _scale(gradient, factor):

@@ -243,3 +243,46 @@ def test_epsilon_is_added_after_bias_correction_as_in_torch():
     keras_own = run_keras(keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=0.0, epsilon=1e-6))
     np.testing.assert_allclose(ours, expected, rtol=1e-5)
     assert np.abs(keras_own - expected).max() > 0.3 * np.abs(expected).max()
+
+
+def test_embedding_lookup_with_repeated_ids_steps_like_torch():
+    """An embedding lookup's gradient in TensorFlow is sparse, one row per occurrence of
+    an id; torch's is dense, one row per id. Ids repeated within a batch (every batch's
+    `[CLS]`, `[SEP]`, padding, common words) must still step as torch's AdamW with
+    clipping does: the repeated rows are summed before Adam's moments and before the
+    global norm. Without that merge the tables differ by 7e-4 here (Adam's second moment
+    gets a sum of squares instead of a squared sum)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    table, kernel = rng.normal(size=(6, 4)).astype("float32"), rng.normal(size=(4, 1)).astype("float32")
+    batches = [rng.choice([0, 0, 0, 1, 2, 5], size=(3, 5)).astype("int32") for _ in range(6)]  # id 0 repeats
+    targets = [rng.normal(size=(3, 5, 1)).astype("float32") * 5 for _ in batches]  # norms > 1: clipping on
+    steps, lr = len(batches), 1e-2
+
+    embeddings = keras.Variable(table, name="embeddings")
+    dense = keras.Variable(kernel, name="kernel")
+    optimizer = create_optimizer(lr, total_steps=steps, warmup_steps=1)
+    for ids, target in zip(batches, targets):
+        with tf.GradientTape() as tape:
+            out = tf.matmul(tf.gather(embeddings.value, ids), dense.value)  # a lookup: sparse gradient
+            loss = tf.reduce_mean(tf.square(out - target))
+        grads = tape.gradient(loss, [embeddings.value, dense.value])
+        assert isinstance(grads[0], tf.IndexedSlices)
+        optimizer.apply_gradients(zip(grads, [embeddings, dense]))
+
+    emb, lin = torch.nn.Parameter(torch.tensor(table)), torch.nn.Parameter(torch.tensor(kernel))
+    ref = torch.optim.AdamW([emb, lin], lr=lr, eps=1e-6, weight_decay=0.01)
+    schedule = transformers.get_linear_schedule_with_warmup(ref, 1, steps)
+    for ids, target in zip(batches, targets):
+        loss = ((torch.nn.functional.embedding(torch.tensor(ids).long(), emb) @ lin - torch.tensor(target)) ** 2).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([emb, lin], 1.0)
+        ref.step()
+        schedule.step()
+        ref.zero_grad()
+    assert np.abs(embeddings.numpy() - table).max() > 1e-2  # the rows moved...
+    np.testing.assert_allclose(embeddings.numpy(), emb.detach().numpy(), atol=1e-6)  # ...as torch's
+    np.testing.assert_allclose(dense.numpy(), lin.detach().numpy(), atol=1e-6)
