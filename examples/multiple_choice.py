@@ -35,7 +35,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertMultipleChoice  # noqa: E402
-from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor  # noqa: E402
+from keras_bert_zoo import MultipleChoicePreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.choice_data import read_choices  # noqa: E402
 from keras_bert_zoo.preprocessing.corpus import read_documents  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402

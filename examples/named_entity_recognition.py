@@ -36,7 +36,7 @@ import keras  # noqa: E402
 
 from keras_bert_zoo import BertTagger  # noqa: E402
 from keras_bert_zoo.metrics.entities import entity_scores  # noqa: E402
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor  # noqa: E402
+from keras_bert_zoo import TaggingPreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.tagging_data import read_tagged  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 

@@ -23,7 +23,10 @@ from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
 from keras_bert_zoo.models.span_qa import BertSpanQA  # noqa: E402
 from keras_bert_zoo.models.tagger import BertTagger  # noqa: E402
 from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary  # noqa: E402
+from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
+from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor  # noqa: E402
+from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor  # noqa: E402
 from keras_bert_zoo.tasks import finetune, pretrain  # noqa: E402
 
 __version__ = "0.1.0"
@@ -36,4 +39,5 @@ def presets():
 
 __all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
            "BertSentenceEmbedder", "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
-           "BertPreprocessor", "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]
+           "BertPreprocessor", "TaggingPreprocessor", "SpanQAPreprocessor", "MultipleChoicePreprocessor",
+           "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]
