@@ -45,6 +45,8 @@ def exported(model, tmp_path_factory):
     return export_saved_model(model, str(tmp_path_factory.mktemp("choice") / "served"))
 
 
+@pytest.mark.slow  # 28 s; tests/tasks/test_choice.py checks this signature against predict in the default run,
+# and the classifier, tagger, QA and embedder suites keep a fresh-process (no package) test there
 def test_fresh_process_matches_predict_choices(model, exported, tmp_path):
     probs, best = model.predict_choices(CONTEXTS, CHOICES)
     assert np.ptp(probs, axis=1).min() > 1e-2 and len(set(best.tolist())) > 1, probs  # a check that can fail
