@@ -16,8 +16,9 @@ Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 1
 Full recipe (480 training questions from articles 1-4 of every 5, 160 dev questions from the other
 articles, 4 choices, length 96, batch 8 questions (32 pairs), 1 epoch, lr 5e-5 with BERT's warm-up
 and decay, end of training; chance is 0.25), measured:
-    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
-    (the shared 2-core machine ran at load 10-20; runs went one at a time)
+    dev accuracy 0.7250 on the 160 dev questions (chance 0.25)
+    command: `python examples/multiple_choice.py` (nice 5, pinned to one core beside a CI run),
+    2026-11-30 20:26-20:32 UTC, commit 54137b2, 159 s of training; log /tmp/ex_mc_full.log
 (`benchmarks/next_sentence_choice.py` builds its questions differently: not the same recipe.)
 
     python examples/multiple_choice.py
