@@ -21,8 +21,9 @@ logical CPU devices share the same two cores: this shows the mechanics, not a sp
 
 Full recipe (the first 4,000 SST-2 training sentences, 1 epoch, 2 replicas x 16 = global batch 32,
 length 64, lr 5e-5 with BERT's warm-up and decay, mixed_bfloat16; all 872 dev sentences), measured:
-    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
-    (the shared 2-core machine ran at load 10-20; runs went one at a time)
+    SST-2 dev accuracy 0.7947 (2 replicas), 4,000 sentences in 221 s
+    command: `python examples/distributed_training.py` (pinned to one core beside another example run),
+    2026-11-30 20:34-20:38 UTC, commit 54137b2; log /tmp/ex_dist_full.log
 
     python examples/distributed_training.py
     python examples/distributed_training.py --smoke
