@@ -8,6 +8,7 @@ from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.training.optimizer import default_optimizer
 
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 
@@ -209,7 +210,7 @@ class BertClassifier(Task):
         """`compile` with the loss and metrics that fit `problem_type`.
 
         Args:
-            optimizer: `"auto"` is AdamW at 5e-5 (use
+            optimizer: `"auto"` is AdamW at 5e-5 (`training.default_optimizer`; use
                 `keras_bert_zoo.training.create_optimizer` for BERT's schedule).
             loss: `"auto"`: sparse categorical cross-entropy, binary cross-entropy
                 (multi-label) or MSE (regression), all on logits.
@@ -217,7 +218,7 @@ class BertClassifier(Task):
                 regression).
         """
         if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(5e-5)
+            optimizer = default_optimizer()
         if loss == "auto":
             loss = {
                 "single_label": keras.losses.SparseCategoricalCrossentropy(from_logits=True),

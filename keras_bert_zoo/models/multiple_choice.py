@@ -6,6 +6,7 @@ from keras import ops
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.training.optimizer import default_optimizer
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -106,14 +107,14 @@ class BertMultipleChoice(Task):
         """`compile` with softmax cross-entropy over the choices and accuracy.
 
         Args:
-            optimizer: `"auto"` is AdamW at 5e-5 (`keras_bert_zoo.training.create_optimizer`
-                gives BERT's schedule).
+            optimizer: `"auto"` is AdamW at 5e-5 (`training.default_optimizer`;
+                `keras_bert_zoo.training.create_optimizer` gives BERT's schedule).
             loss: `"auto"`: sparse categorical cross-entropy on the `[batch, num_choices]`
                 logits, HF's `CrossEntropyLoss` on its reshaped logits.
             metrics: `"auto"`: accuracy (the right choice ranked first).
         """
         if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(5e-5)
+            optimizer = default_optimizer()
         if loss == "auto":
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         if metrics == "auto":

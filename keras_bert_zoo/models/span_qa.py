@@ -7,6 +7,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.training.optimizer import default_optimizer
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -86,7 +87,8 @@ class BertSpanQA(Task):
 
     # --- training --------------------------------------------------------------------
     def compile(self, optimizer="auto", **kwargs):
-        """`compile` with the built-in span loss (pass no `loss`); `"auto"` is AdamW at 5e-5.
+        """`compile` with the built-in span loss (pass no `loss`); `"auto"` is AdamW
+        at 5e-5 (`training.default_optimizer`).
 
         Metrics: `loss`, `start_accuracy`, `end_accuracy` (per window; EM/F1 need the
         answer search over all windows: `keras_bert_zoo.metrics.squad`).
@@ -96,7 +98,7 @@ class BertSpanQA(Task):
                              "call compile() without `loss=`.")
         kwargs.pop("loss", None)
         if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(5e-5)
+            optimizer = default_optimizer()
         super().compile(optimizer=optimizer, **kwargs)
 
     @staticmethod

@@ -8,6 +8,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
 from keras_bert_zoo.models.task import Task, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.training.optimizer import default_optimizer
 
 IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
 
@@ -101,7 +102,8 @@ class BertTagger(Task):
 
     # --- training --------------------------------------------------------------------
     def compile(self, optimizer="auto", **kwargs):
-        """`compile` with the built-in token loss (pass no `loss`); `"auto"` is AdamW at 5e-5.
+        """`compile` with the built-in token loss (pass no `loss`); `"auto"` is AdamW
+        at 5e-5 (`training.default_optimizer`).
 
         Metrics: `loss` and `accuracy` over labelled positions (entity F1 needs whole
         sentences: `keras_bert_zoo.metrics.entities.entity_scores` on `predict_tags`).
@@ -111,7 +113,7 @@ class BertTagger(Task):
                              "call compile() without `loss=`.")
         kwargs.pop("loss", None)
         if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(5e-5)
+            optimizer = default_optimizer()
         super().compile(optimizer=optimizer, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

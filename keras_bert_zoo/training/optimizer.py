@@ -135,6 +135,21 @@ def _scale(gradient, factor):
     return tf.convert_to_tensor(gradient) * factor
 
 
+def default_optimizer():
+    """The optimizer a task's `compile(optimizer="auto")` uses: AdamW at 5e-5, constant.
+
+    Keras' `AdamW` hyper-parameters (weight decay 0.004, epsilon 1e-7, no clipping) in
+    `BertAdamW`, so sparse embedding gradients are merged before the update (Keras' own
+    optimizers would give Adam a sum of squares for every id a batch repeats) and
+    epsilon sits where torch puts it. `create_optimizer` gives BERT's recipe instead.
+
+    >>> optimizer = default_optimizer()
+    >>> type(optimizer).__name__, round(float(optimizer.learning_rate), 8), optimizer.weight_decay
+    ('BertAdamW', 5e-05, 0.004)
+    """
+    return BertAdamW(learning_rate=5e-5)
+
+
 def create_optimizer(
     learning_rate,
     total_steps,
