@@ -111,8 +111,9 @@ def merge_repeated_rows(gradient):
     with `[CLS]` 32 times has 32 rows for it. The true gradient of that row is their sum.
     Keras' elementwise ops act on the rows as they are, so without this merge Adam's
     second moment gets the sum of squares instead of the square of the sum, and the
-    global clipping norm is computed on the unmerged rows (measured on MiniLM: 4.00
-    instead of 4.36); torch's dense embedding gradient (HF) has neither problem. The
+    global clipping norm is computed on the unmerged rows (MiniLM on 32 real SQuAD
+    windows of 256, before fine-tuning: 1.80 instead of 1.86); torch's dense embedding
+    gradient (HF) has neither problem. The
     legacy TF optimizers merged the same way (`_deduplicate_indexed_slices`). Dense
     gradients and other backends pass through unchanged.
     """
