@@ -100,31 +100,26 @@ def train_side_by_side(ours, hf, batches, lr=1e-4, atol=1e-3):
     """One optimizer step per batch on our Keras task model and on an HF PyTorch model, and
     their losses equal at every step (within `atol`).
 
-    Ours: `create_optimizer(lr, total_steps, warmup_steps=1)` + `train_on_batch`. HF: torch
-    AdamW (weight decay 0.01 off biases and LayerNorm weights, eps 1e-6),
-    `get_linear_schedule_with_warmup(1, total)` and `clip_grad_norm_(1.0)`, as HF's `Trainer`.
-    `batches`: a list of `(x, y, hf_kwargs)`; `hf_kwargs` are tensors for `hf(**hf_kwargs)`,
-    labels included."""
+    Ours: `create_optimizer(lr, total_steps, warmup_steps=1)` + `train_on_batch`. HF: the
+    benchmarks' own HF recipe (`benchmarks/common.py`: `hf_optimizer`, torch AdamW with
+    decay 0.01 off biases and LayerNorm weights, eps 1e-6, HF's linear warm-up/decay; and
+    `hf_step`, `clip_grad_norm_(1.0)`), as HF's `Trainer` runs it. `batches`: a list of
+    `(x, y, hf_kwargs)`; `hf_kwargs` are tensors for `hf(**hf_kwargs)`, labels included."""
+    import sys
+
     import pytest
-    import torch
-    import transformers
 
     from keras_bert_zoo.training import create_optimizer
 
+    sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+    from common import hf_optimizer, hf_step
+
     steps = len(batches)
     ours.compile(optimizer=create_optimizer(lr, total_steps=steps, warmup_steps=1))
-    no_decay = ("bias", "LayerNorm.weight")
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in hf.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
-         {"params": [p for n, p in hf.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}],
-        lr=lr, eps=1e-6)
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, 1, steps)
+    recipe = dict(learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=1 / steps)
+    optimizer, schedule, warmup = hf_optimizer(hf, steps, recipe)
+    assert warmup == 1
     for step, (x, y, hf_kwargs) in enumerate(batches):
         our_loss = ours.train_on_batch(x, y, return_dict=True)["loss"]
-        hf_loss = hf(**hf_kwargs).loss
-        hf_loss.backward()
-        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        assert float(our_loss) == pytest.approx(hf_loss.item(), abs=atol), f"step {step}"
+        hf_loss = hf_step(hf, hf_kwargs, optimizer, schedule, clip_norm=1.0)
+        assert float(our_loss) == pytest.approx(hf_loss, abs=atol), f"step {step}"
