@@ -289,3 +289,17 @@ def test_compiled_task_reloads_compiled(make, tmp_path):
     assert loaded.compiled and type(loaded.optimizer) is type(model.optimizer)
     assert int(loaded.optimizer.iterations) == 3
     assert float(loaded.optimizer.learning_rate) == pytest.approx(float(model.optimizer.learning_rate))
+
+
+def test_uncompiled_task_reloads_uncompiled_and_compiled_one_trains(tmp_path):
+    """`compile_from_config` must not compile a model saved uncompiled, and a reloaded
+    compiled one trains on from its restored optimizer step."""
+    model = BertClassifier(_backbone(40), num_classes=3)
+    assert not _save_load(model, tmp_path, "bare").compiled
+    model.compile()  # optimizer="auto"
+    x, y = _ids(40), np.array([0, 1, 2])
+    model.train_on_batch(x, y)
+    loaded = _save_load(model, tmp_path, "trained")
+    assert int(loaded.optimizer.iterations) == 1
+    loaded.train_on_batch(x, y)
+    assert int(loaded.optimizer.iterations) == 2
