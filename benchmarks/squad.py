@@ -315,6 +315,9 @@ def cross_score(out, sequence_length, overlap, max_dev=None):
 
     torch.set_num_threads(RECIPE["threads"])
     model_dir = os.path.join(out, "ours_model")
+    if not os.path.isfile(os.path.join(model_dir, "model.safetensors")):
+        raise SystemExit(f"--cross-score: no trained model in {model_dir}; run `--only ours` with the same "
+                         f"--root, --sequence-length, --epochs and --seed first.")
     dev = read_squad(DEV, max_dev)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     truncate_questions(tokenizer, dev, RECIPE["max_query_length"])
