@@ -88,3 +88,25 @@ def test_rows_not_measured_side_by_side_and_per_configuration_records(tmp_path):
     assert [label for label, _ in report.chart_bars(report.load_records(str(results)))] == [
         "backbone_speed_bert_base_uncased_512: train"]
     assert "Run started ?" in text
+
+
+def test_hf_train_runs_an_epoch_and_reports_floats():
+    """The HF side's loop of conll.py / squad.py (common.hf_train) on a tiny torch model: it
+    once crashed at every epoch end (`.item()` on the float `hf_step` returns)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = torch.nn.Linear(3, 1)
+
+        def forward(self, x, y):
+            return type("Out", (), {"loss": ((self.dense(x)[:, 0] - y) ** 2).mean()})()
+
+    torch.manual_seed(0)
+    loader = [{"x": torch.randn(4, 3), "y": torch.randn(4)} for _ in range(3)]
+    recipe = dict(learning_rate=1e-2, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.0, clip_norm=1.0)
+    result = common.hf_train(Tiny(), loader, epochs=2, what="a tiny model", recipe=recipe, log_every=2)
+    assert result["steps"] == 6 and isinstance(result["final_train_loss"], float)
+    assert result["train_seconds"] > 0
