@@ -6,9 +6,8 @@ import keras
 
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
-from keras_bert_zoo.models.task import Task, label_table
+from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.training.optimizer import default_optimizer
 
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 

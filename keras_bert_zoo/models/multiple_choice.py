@@ -4,9 +4,8 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.models.layers.initializers import bert_initializer
-from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.training.optimizer import default_optimizer
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 

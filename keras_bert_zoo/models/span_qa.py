@@ -5,9 +5,8 @@ from keras import ops
 
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
-from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.training.optimizer import default_optimizer
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

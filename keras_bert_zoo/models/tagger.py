@@ -6,9 +6,8 @@ from keras import ops
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
-from keras_bert_zoo.models.task import Task, label_table
+from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.training.optimizer import default_optimizer
 
 IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
 

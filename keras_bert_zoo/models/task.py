@@ -24,6 +24,27 @@ from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CheckpointError
 
 
+# --- the optimizer `compile(optimizer="auto")` uses -------------------------------------
+# It is `training.BertAdamW`, and training/ sits above the models: it registers its
+# factory here on import, as convert/ registers the checkpoint readers with `loading`.
+_DEFAULT_OPTIMIZER = {"factory": None}
+
+
+def register_default_optimizer(factory):
+    """Sets `factory() -> optimizer`, what every task's `compile(optimizer="auto")` builds."""
+    _DEFAULT_OPTIMIZER["factory"] = factory
+    return factory
+
+
+def default_optimizer():
+    """A new instance of the registered default optimizer (`training.default_optimizer`)."""
+    factory = _DEFAULT_OPTIMIZER["factory"]
+    if factory is None:
+        raise RuntimeError('no default optimizer is registered; `import keras_bert_zoo` (which imports '
+                           'keras_bert_zoo.training) before compile(optimizer="auto"), or pass an optimizer.')
+    return factory()
+
+
 def label_table(names):
     """HF's `id2label` / `label2id` entries for label `names` in id order."""
     return {"id2label": {str(i): n for i, n in enumerate(names)}, "label2id": {n: i for i, n in enumerate(names)}}

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.models.task import register_default_optimizer
 from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
 
 # Weight decay regularises weight matrices only: the original code excludes LayerNorm
@@ -136,6 +137,7 @@ def _scale(gradient, factor):
     return tf.convert_to_tensor(gradient) * factor
 
 
+@register_default_optimizer
 def default_optimizer():
     """The optimizer a task's `compile(optimizer="auto")` uses: AdamW at 5e-5, constant.
 

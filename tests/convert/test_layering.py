@@ -115,3 +115,23 @@ def test_without_a_registered_reader_the_error_says_what_to_import(monkeypatch, 
     monkeypatch.setitem(loading._HOOKS, "reader", None)
     with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
         BertBackbone.from_preset(str(tmp_path))
+
+
+def test_training_registers_the_default_optimizer_with_the_models():
+    from keras_bert_zoo.models import task
+    from keras_bert_zoo.training.optimizer import BertAdamW, default_optimizer
+
+    assert task._DEFAULT_OPTIMIZER["factory"] is default_optimizer
+    first, second = task.default_optimizer(), task.default_optimizer()
+    assert isinstance(first, BertAdamW) and first is not second  # a new one for every compile
+
+
+def test_without_a_registered_optimizer_compile_auto_says_what_to_import(monkeypatch):
+    from keras_bert_zoo import BertBackbone, BertClassifier
+    from keras_bert_zoo.models import task
+
+    monkeypatch.setitem(task._DEFAULT_OPTIMIZER, "factory", None)
+    backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8,
+                            max_sequence_length=8)
+    with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
+        BertClassifier(backbone=backbone, num_classes=2).compile()
