@@ -93,13 +93,14 @@ def mlm_dataset(texts, preprocessor, batch_size, max_predictions):
     return ds.batch(batch_size, drop_remainder=True).map(to_mlm, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
-def finetune_and_score(model_dir, train, dev, length, batch, seed=0):
+def finetune_and_score(model_dir, train, dev, length, batch, epochs, seed=0):
     """The one fine-tuning recipe both runs share: same seed, so the same head init and order."""
     keras.utils.set_random_seed(seed)
     model = BertClassifier.from_preset(model_dir, num_classes=2,
                                        preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train[0]) // batch)))   # default loss, accuracy
-    model.fit(train[0], train[1], batch_size=batch, epochs=1, verbose=2)
+    steps = epochs * -(-len(train[0]) // batch)
+    model.compile(optimizer=create_optimizer(5e-5, total_steps=steps))   # default loss, accuracy
+    model.fit(train[0], train[1], batch_size=batch, epochs=epochs, verbose=2)
     return model.evaluate(dev[0], dev[1], batch_size=64, return_dict=True, verbose=0)["accuracy"]
 
 
@@ -107,9 +108,10 @@ def main(argv=None):
     args = parse_args(argv)
     model_dir = args.model or minilm_path()
     if args.smoke:
-        labelled, unlabelled, dev_size, length, batch, mlm_steps = 16, 16, 16, 32, 8, 2
+        labelled, unlabelled, dev_size, length, batch, head_steps, mlm_steps, epochs = 16, 16, 16, 32, 8, 2, 2, 1
     else:
-        labelled, unlabelled, dev_size, length, batch, mlm_steps = 1000, 20_000, None, 64, 32, 100
+        labelled, unlabelled, dev_size, length, batch, head_steps, mlm_steps, epochs = (
+            2000, 20_000, None, 64, 32, 200, 400, 2)
     texts, labels = read_sst2(os.path.join(args.data_dir, "sst2", "train.tsv"))
     dev_x, dev_y = read_sst2(os.path.join(args.data_dir, "sst2", "dev.tsv"))
     train = (texts[:labelled], labels[:labelled])
@@ -125,8 +127,17 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
     pretrainer = BertPretrainer.from_preset(model_dir, preprocessor=preprocessor)
-    pretrainer.compile(optimizer=create_optimizer(1e-4, total_steps=mlm_steps))
     data = mlm_dataset(domain_text, preprocessor, batch, max_predictions=max(2, round(0.15 * length)))
+
+    # A fresh head's first gradients are noise, and they would flow into the pretrained
+    # backbone: train the head alone first (backbone frozen, a higher learning rate),
+    # then continue MLM on the whole model at a fine-tuning learning rate.
+    pretrainer.backbone.trainable = False
+    pretrainer.compile(optimizer=create_optimizer(1e-3, total_steps=head_steps))
+    history = pretrainer.fit(data, steps_per_epoch=head_steps, epochs=1, shuffle=False, verbose=2)
+    print(f"MLM head alone: final training MLM accuracy {history.history['mlm_accuracy'][-1]:.3f}")
+    pretrainer.backbone.trainable = True
+    pretrainer.compile(optimizer=create_optimizer(5e-5, total_steps=mlm_steps))
     history = pretrainer.fit(data, steps_per_epoch=mlm_steps, epochs=1, shuffle=False, verbose=2)
     print(f"continued MLM: final training MLM accuracy {history.history['mlm_accuracy'][-1]:.3f}")
 
@@ -136,9 +147,9 @@ def main(argv=None):
         preprocessor.save_to_preset(adapted_dir)
 
         # ## 2. The same fine-tuning, from each starting point
-        without = finetune_and_score(model_dir, train, dev, length, batch)
+        without = finetune_and_score(model_dir, train, dev, length, batch, epochs)
         print(f"fine-tuned from the original checkpoint: dev accuracy {without:.4f}")
-        adapted = finetune_and_score(adapted_dir, train, dev, length, batch)
+        adapted = finetune_and_score(adapted_dir, train, dev, length, batch, epochs)
         print(f"fine-tuned after continued pretraining:  dev accuracy {adapted:.4f}")
     print(f"RESULT accuracy_with={adapted:.4f} accuracy_without={without:.4f}")
 
