@@ -135,7 +135,8 @@ def main(argv=None):
 
     # A fresh head's first gradients are noise, and they would flow into the pretrained
     # backbone: train the head alone first (backbone frozen, a higher learning rate),
-    # then continue MLM on the whole model at a fine-tuning learning rate.
+    # then continue MLM on the whole model at a fine-tuning learning rate. (The usual
+    # reasoning for a new head; this script does not measure the recipe without it.)
     pretrainer.backbone.trainable = False
     pretrainer.compile(optimizer=create_optimizer(1e-3, total_steps=head_steps))
     history = pretrainer.fit(data, steps_per_epoch=head_steps, epochs=1, shuffle=False, verbose=2)

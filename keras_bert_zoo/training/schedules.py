@@ -22,6 +22,8 @@ from keras import ops
 
 class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak, total_steps, warmup_steps=0):
+        if not float(peak) > 0:  # also NaN: a negative rate would climb the loss without a word
+            raise ValueError(f"the peak learning rate must be a positive number, got {peak}.")
         if total_steps <= 0:
             raise ValueError(f"total_steps must be positive, got {total_steps}.")
         if not 0 <= warmup_steps <= total_steps:

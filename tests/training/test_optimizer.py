@@ -303,3 +303,9 @@ def _tiny_backbone():
     from keras_bert_zoo import BertBackbone
 
     return BertBackbone(vocabulary_size=20, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8)
+
+
+@pytest.mark.parametrize("rate", [0.0, -1e-4, float("nan")])
+def test_a_learning_rate_that_is_not_positive_is_refused(rate):
+    with pytest.raises(ValueError, match="peak learning rate must be a positive number"):
+        create_optimizer(rate, total_steps=10)
