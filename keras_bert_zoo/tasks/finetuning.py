@@ -171,7 +171,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training import tpu_compat
 
     static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
-    bucketing = bucketing and not static
+    # Not `bucketing and not static`: that turns "by_length" into True (random batches).
+    bucketing = False if static else bucketing
     jit_compile = True if static else resolve_jit_compile(jit_compile, mixed_precision)
 
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
@@ -219,7 +220,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
                  "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
                  "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
-                 "steps_per_epoch": steps_per_epoch, "seed": seed, "bucketing": bool(bucketing),
+                 "steps_per_epoch": steps_per_epoch, "seed": seed,
+                 "bucketing": bucketing if isinstance(bucketing, str) else bool(bucketing),
                  "select": select, "mixed_precision": mixed_precision}
     if chief:
         prepare_run_directory(run_dir, out)

@@ -111,12 +111,25 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
     assert not os.path.exists(out)
 
 
-def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model, tmp_path):
+def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model, tmp_path, monkeypatch):
     """`bucketing="by_length"`: batches of similar length with their row weights (see
     `make_tagging_dataset`) go through the resumable loop into the tagger's loss."""
     from keras_bert_zoo import finetune
+    from keras_bert_zoo.preprocessing import tagging
 
+    made = []  # the training batches finetune really builds (by_length was once lost on the way)
+
+    def spy(*args, **kwargs):
+        ds = make(*args, **kwargs)
+        if kwargs.get("training"):
+            made.append((kwargs.get("group_by_length"), ds.element_spec))
+        return ds
+
+    make = tagging.make_tagging_dataset
+    monkeypatch.setattr(tagging, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
     _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
                           learning_rate=5e-3, sequence_length=16, bucketing="by_length")
+    assert [grouped for grouped, _ in made] == [True]
+    assert len(made[0][1]) == 3  # (features, labels, sample_weight): the token weights reach the loss
     assert metrics["f1"] > 0.9, metrics
