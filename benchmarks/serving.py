@@ -17,11 +17,14 @@ label / tag agreement), then measures from raw strings to the task's answer:
   first piece). HF does less work here: no entity spans, no offsets.
 
 Figures: sentences/s at batch 64 over all sentences (in file order), and p50 / p99
-latency at batch 1 over the first `--latency-sentences`. Each side runs in its own
-process (TensorFlow and PyTorch never share a thread pool) on `--threads` threads
-(TF: intra-op `--threads`, inter-op `--tf-inter-op`; torch: `set_num_threads`), and
-the rounds alternate ours/HF (ours first in even rounds, HF first in odd ones) so
-both see the same load. Medians over rounds and the per-round ratios are reported.
+latency at batch 1 over the first `--latency-sentences`. Each configuration runs in
+its own process (TensorFlow and PyTorch never share a thread pool): ours at each of
+`--threads` (TF intra-op, and inter-op the same unless `--tf-inter-op`), HF at each of
+`--hf-threads` (`torch.set_num_threads`). Each side's figure is its best configuration
+on that figure (one thread usually wins at batch 1, two at batch 64: a small matmul
+does not pay for a second thread's hand-off), the same rule for both. The rounds
+alternate the order of the configurations (forward in even rounds, reversed in odd
+ones) so all see the same load. Medians over rounds are reported.
 
     nice python benchmarks/serving.py                       # both tasks, 3 rounds
     nice python benchmarks/serving.py --tasks classify --rounds 1 --max-sentences 128 --latency-sentences 20
@@ -174,9 +177,9 @@ def measure(call, texts, batch_size, latency_n, warmup=3):
 def run_worker(args):
     texts = sentences(args.task, args.max_sentences)
     if args.worker == "ours":
-        call = ours_call(args.task, args.saved, args.threads, args.tf_inter_op)
+        call = ours_call(args.task, args.saved, args.threads[0], args.tf_inter_op or args.threads[0])
     else:
-        call = hf_call(args.task, args.model, args.threads)
+        call = hf_call(args.task, args.model, args.threads[0])
     if args.answers:  # the agreement check: answers on all sentences at batch 64
         labels, probs = [], []
         for i in range(0, len(texts), args.batch_size):
@@ -200,7 +203,8 @@ def _percentile(values, q):
 def _worker(args, side, task, model_dir, saved, threads, answers=False):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", side, "--task", task, "--model", model_dir,
            "--saved", saved, "--batch-size", str(args.batch_size), "--threads", str(threads),
-           "--tf-inter-op", str(args.tf_inter_op), "--latency-sentences", str(args.latency_sentences)]
+           "--latency-sentences", str(args.latency_sentences)]
+    cmd += ["--tf-inter-op", str(args.tf_inter_op)] if args.tf_inter_op else []
     cmd += ["--max-sentences", str(args.max_sentences)] if args.max_sentences else []
     cmd += ["--answers"] if answers else []
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -224,14 +228,24 @@ def agreement(task, ours, hf):
 
 
 def _sides(args):
-    """(name, side, threads) of every configuration measured: ours, then HF at each of `--hf-threads`."""
-    return [("ours", "ours", args.threads)] + [(f"hf_{t}_threads", "hf", t) for t in args.hf_threads]
+    """(name, side, threads) of every configuration measured: ours at each of `--threads`, then HF
+    at each of `--hf-threads`. Each side's figure is its best configuration, the same rule for both."""
+    return ([(f"ours_{t}_threads", "ours", t) for t in args.threads]
+            + [(f"hf_{t}_threads", "hf", t) for t in args.hf_threads])
+
+
+def best_of(figures, names):
+    """The best of `names`' figures on each measure, and which configuration gave it."""
+    pick = {"throughput": max, "p50_ms": min, "p99_ms": min}
+    best = {key: choose(figures[n][key] for n in names) for key, choose in pick.items()}
+    best["configs"] = {key: choose(names, key=lambda n, k=key: figures[n][k]) for key, choose in pick.items()}
+    return best
 
 
 def bench_task(args, task):
     model_dir, saved = prepare(task, args.out, args.sequence_length, args.seed)
-    check = agreement(task, _worker(args, "ours", task, model_dir, saved, args.threads, answers=True),
-                      _worker(args, "hf", task, model_dir, saved, args.threads, answers=True))
+    check = agreement(task, _worker(args, "ours", task, model_dir, saved, args.threads[0], answers=True),
+                      _worker(args, "hf", task, model_dir, saved, args.hf_threads[0], answers=True))
     print(f"{task}: same weights, answers: {check}", flush=True)
     sides = _sides(args)
     rounds = {name: [] for name, _, _ in sides}
@@ -249,14 +263,10 @@ def bench_task(args, task):
                 "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * _percentile(lat, 99)}
 
     figures = {name: summary(name) for name in rounds}
-    hf = [n for n in figures if n != "ours"]
-    # The peer at its best configuration on each figure (HF's 2 threads suffer most under load).
-    best = {"throughput": max(figures[n]["throughput"] for n in hf),
-            "p50_ms": min(figures[n]["p50_ms"] for n in hf), "p99_ms": min(figures[n]["p99_ms"] for n in hf),
-            "configs": {"throughput": max(hf, key=lambda n: figures[n]["throughput"]),
-                        "p50_ms": min(hf, key=lambda n: figures[n]["p50_ms"]),
-                        "p99_ms": min(hf, key=lambda n: figures[n]["p99_ms"])}}
-    ours = figures["ours"]
+    # Each side at its best configuration on each figure: few threads win at batch 1 (a
+    # small matmul does not pay for a second thread's hand-off), more at batch 64.
+    ours = best_of(figures, [n for n in figures if n.startswith("ours")])
+    best = best_of(figures, [n for n in figures if n.startswith("hf")])
     return {"task": task, "model": model_dir, "saved_model": saved,
             "sentences": len(sentences(task, args.max_sentences)), "agreement": check, "figures": figures,
             "ours": ours, "hf_best": best, "throughput_ratio": ours["throughput"] / best["throughput"],
@@ -272,11 +282,12 @@ def main(argv=None):
     parser.add_argument("--latency-sentences", type=int, default=200)
     parser.add_argument("--max-sentences", type=int, default=None, help="first N sentences only (smoke runs)")
     parser.add_argument("--sequence-length", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=2, help="our intra-op threads")
+    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1],
+                        help="our intra-op threads of each configuration measured (our best is our figure)")
     parser.add_argument("--hf-threads", type=int, nargs="+", default=[2, 1],
                         help="torch threads of each HF configuration measured (its best is the peer figure)")
-    parser.add_argument("--tf-inter-op", type=int, default=2,
-                        help="TensorFlow inter-op threads (ours; TF's default on 2 cores is 2)")
+    parser.add_argument("--tf-inter-op", type=int, default=None,
+                        help="TensorFlow inter-op threads of ours (default: as each configuration's intra-op)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-result", action="store_true", help="do not write benchmarks/results/serving.json")
     parser.add_argument("--table", action="store_true",
@@ -326,9 +337,9 @@ def print_table(record):
               f"{t['p50_speedup']:.2f}x |")
 
 
-def _hf_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
-    n = int(config.split("_")[1])
-    return f"HF transformers, {n} thread{'s' if n > 1 else ''}"
+def _config_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
+    side, n = config.split("_")[:2]
+    return f"{'ours' if side == 'ours' else 'HF transformers'}, {n} thread{'s' if int(n) > 1 else ''}"
 
 
 def record_result(detail):
@@ -341,7 +352,8 @@ def record_result(detail):
     command = record["command"]
     for flag, value in (("--threads", threads), ("--tf-inter-op", inter_op)):
         if value is not None and flag not in command:
-            command += f" {flag} {value}"
+            command += f" {flag} {' '.join(map(str, value)) if isinstance(value, list) else value}"
+    inter = f"TF inter-op {inter_op}" if inter_op else "TF inter-op = intra-op"
     for task, t in record["tasks"].items():
         o, h = t["ours"], t["hf_best"]
         loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
@@ -349,10 +361,11 @@ def record_result(detail):
         for key, title, unit, higher in (("throughput", f"batch {record['batch_size']}", "sentences/s", True),
                                          ("p50_ms", "batch 1 p50", "ms", False),
                                          ("p99_ms", "batch 1 p99", "ms", False)):
-            others = ", ".join(f"{_hf_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items() if n != "ours")
+            each = "; ".join(f"{_config_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items())
             rows.append({"what": f"serving {task}: {what}, {title}", "unit": unit, "ours": o[key], "peer": h[key],
-                         "peer_name": f"{_hf_name(h['configs'][key])} (its best)", "higher_is_better": higher,
-                         "note": f"ours: TF {threads} intra-op / {inter_op} inter-op threads; HF by threads: {others}"})
+                         "peer_name": f"{_config_name(h['configs'][key])} (its best)", "higher_is_better": higher,
+                         "note": f"each side at its best thread setting, ours here "
+                                 f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}"})
     return write_result("serving", rows, command=command, source=detail, started=record["started"],
                         load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"))
 
