@@ -48,7 +48,11 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--select", choices=("final", "best"), default="final",
                         help="final: keep the model at the end of training; best: the best dev evaluation")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
+    batching = parser.add_mutually_exclusive_group()
+    batching.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
+    batching.add_argument("--group-by-length", action="store_true",
+                          help="tag: batches of similar length, token-weighted (about 2x faster on CoNLL-2003, "
+                               "F1 0.004 lower after 1 epoch over 3 seeds); other tasks already bucket this way")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",
@@ -65,10 +69,17 @@ def run(args):
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
         recipe=args.recipe, sequence_length=args.sequence_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
-        eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=not args.no_bucketing,
+        eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=_bucketing(args),
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
         check_tpu_compat=args.check_tpu_compat, mixed_precision=args.mixed_precision, overwrite=args.overwrite,
         **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0
+
+
+def _bucketing(args):
+    """`finetune`'s `bucketing` from the flags: True (the task's default), "by_length" or False."""
+    if args.no_bucketing:
+        return False
+    return "by_length" if args.group_by_length else True

@@ -181,3 +181,23 @@ def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra
     assert _finetune(tiny_model, train, dev, out, "--epochs", "5", *extra) == 0
     with open(os.path.join(out, "metrics.json")) as f:
         assert json.load(f)["accuracy"] > 0.9
+
+
+@pytest.mark.parametrize("flags, expected", [([], True), (["--group-by-length"], "by_length"),
+                                             (["--no-bucketing"], False)])
+def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
+    import keras_bert_zoo.tasks as tasks
+
+    seen = {}
+    monkeypatch.setattr(tasks, "finetune", lambda *a, **kw: (seen.update(kw), (None, {}))[1])
+    assert main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path / "o"),
+                 *flags]) == 0
+    assert seen["bucketing"] == expected
+
+
+def test_batching_flags_exclude_each_other(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
+              "--no-bucketing", "--group-by-length"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
