@@ -7,7 +7,9 @@ script removes those three, so that any remaining gap is in the code:
 - the batches are ours, built by `finetune("tag")`'s own data path (`TagTask.dataset`:
   CoNLL read as IOB2, windows, first-piece labels, random order, each batch cut to its
   fine bucket) and fed to both sides;
-- HF's `BertForTokenClassification` gets our freshly initialised head's weights;
+- both models start from the same head: ours (`--head-from ours`, a truncated normal with
+  stddev 0.02, as the original BERT code draws it) or HF's (`--head-from hf`, a plain normal
+  0.02), copied into the other side;
 - the optimizers are the real recipe's over a whole epoch's schedule (lr 5e-5, 10% warm-up
   of 439 steps, linear decay, AdamW with decay off biases and LayerNorm, epsilon 1e-6,
   clip 1.0): ours `create_optimizer` + `train_on_batch`, HF `benchmarks/common.py`'s
@@ -23,6 +25,7 @@ only by what training did. One thread each.
     python benchmarks/conll_same_batches.py --dropout off --steps 60
     python benchmarks/conll_same_batches.py --dropout on --steps 100 --json /tmp/same_batches_on.json
     python benchmarks/conll_same_batches.py --dropout on --steps 439 --evaluate   # a whole epoch, both scored
+    python benchmarks/conll_same_batches.py --dropout on --steps 439 --evaluate --head-from hf
 """
 
 import argparse
@@ -44,6 +47,8 @@ def main(argv=None):
     parser.add_argument("--dropout", choices=("on", "off"), default="off")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--head-from", choices=("ours", "hf"), default="ours",
+                        help="whose freshly initialised head both sides start from")
     parser.add_argument("--evaluate", action="store_true", help="score both trained models on eng.testa")
     parser.add_argument("--json", help="write every step's two losses here")
     args = parser.parse_args(argv)
@@ -68,10 +73,13 @@ def main(argv=None):
     hf = transformers.BertForTokenClassification.from_pretrained(minilm_path(), num_labels=len(train.label_names))
     head = [layer for layer in ours._flatten_layers()
             if isinstance(layer, keras.layers.Dense) and layer.units == len(train.label_names)]
-    kernel, bias = head[0].get_weights()
-    with torch.no_grad():
-        hf.classifier.weight.copy_(torch.tensor(kernel.T))
-        hf.classifier.bias.copy_(torch.tensor(bias))
+    if args.head_from == "ours":
+        kernel, bias = head[0].get_weights()
+        with torch.no_grad():
+            hf.classifier.weight.copy_(torch.tensor(kernel.T))
+            hf.classifier.bias.copy_(torch.tensor(bias))
+    else:
+        head[0].set_weights([hf.classifier.weight.detach().numpy().T, hf.classifier.bias.detach().numpy()])
     if args.dropout == "off":
         for layer in ours._flatten_layers():
             if isinstance(layer, keras.layers.Dropout):
@@ -104,6 +112,7 @@ def main(argv=None):
     print(f"dropout {args.dropout}, {args.steps} steps: {summary}")
     if args.json:
         write_json(args.json, {**summary, "dropout": args.dropout, "steps": args.steps, "seed": args.seed,
+                               "head_from": args.head_from,
                                "losses": losses, "recipe": RECIPE, "date": now(), "git_commit": git_commit()})
 
 
