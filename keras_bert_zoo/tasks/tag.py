@@ -71,7 +71,7 @@ class TagTask(TaskSpec):
 
         # Random training batches, each cut to within 8 pieces of its longest window (default), or
         # with bucketing="by_length" batches of similar length, token-weighted: about 2x faster on
-        # CoNLL-2003, but 1 epoch over three seeds gave F1 0.825 against random batches' 0.829
+        # CoNLL-2003, but 1 epoch over four seeds gave F1 0.828 against random batches' 0.830
         # (docs/benchmarks.md), so random batches, as HF's Trainer draws them, stay the default.
         return make_tagging_dataset(examples, preprocessor, batch_size, training=training, seed=seed,
                                     with_labels=training, bucket=bool(bucketing),
