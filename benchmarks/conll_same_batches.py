@@ -39,7 +39,7 @@ from common import REPO, git_commit, hf_optimizer, hf_step, minilm_path, now, se
 TRAIN = os.path.join(os.path.dirname(REPO), "shared", "data", "conll2003", "eng.train")
 DEV = os.path.join(os.path.dirname(REPO), "shared", "data", "conll2003", "eng.testa")
 RECIPE = dict(learning_rate=5e-5, batch_size=32, sequence_length=128, warmup_ratio=0.1, weight_decay=0.01,
-              adam_epsilon=1e-6, clip_norm=1.0, epoch_steps=439)
+              adam_epsilon=1e-6, clip_norm=1.0)
 
 
 def main(argv=None):
@@ -52,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--evaluate", action="store_true", help="score both trained models on eng.testa")
     parser.add_argument("--json", help="write every step's two losses here")
     args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: use at least 1.")
 
     set_tf_threads(1)
     import keras
@@ -71,15 +73,13 @@ def main(argv=None):
     preprocessor = spec.make_preprocessor(minilm_path(), RECIPE["sequence_length"], layout)
     ours = spec.build_model(minilm_path(), train, layout, preprocessor, RECIPE["sequence_length"])
     hf = transformers.BertForTokenClassification.from_pretrained(minilm_path(), num_labels=len(train.label_names))
-    head = [layer for layer in ours._flatten_layers()
-            if isinstance(layer, keras.layers.Dense) and layer.units == len(train.label_names)]
     if args.head_from == "ours":
-        kernel, bias = head[0].get_weights()
+        kernel, bias = ours.classifier.get_weights()
         with torch.no_grad():
             hf.classifier.weight.copy_(torch.tensor(kernel.T))
             hf.classifier.bias.copy_(torch.tensor(bias))
     else:
-        head[0].set_weights([hf.classifier.weight.detach().numpy().T, hf.classifier.bias.detach().numpy()])
+        ours.classifier.set_weights([hf.classifier.weight.detach().numpy().T, hf.classifier.bias.detach().numpy()])
     if args.dropout == "off":
         for layer in ours._flatten_layers():
             if isinstance(layer, keras.layers.Dropout):
@@ -88,11 +88,13 @@ def main(argv=None):
     else:
         hf.train()
 
-    total = RECIPE["epoch_steps"]
+    batches = spec.dataset(train, preprocessor, RECIPE["batch_size"], training=True, seed=args.seed)
+    total = int(batches.cardinality())  # one epoch's schedule on both sides, as finetune(epochs=1) has
+    if not 1 <= args.steps <= total:
+        parser.error(f"--steps {args.steps}: one epoch has {total} batches; use 1 to {total}.")
     ours.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=total,
                                             warmup_ratio=RECIPE["warmup_ratio"]))
     optimizer, schedule, _ = hf_optimizer(hf, total, RECIPE)
-    batches = spec.dataset(train, preprocessor, RECIPE["batch_size"], training=True, seed=args.seed)
     losses = {"ours": [], "hf": []}
     for step, (x, y) in enumerate(batches.take(args.steps)):
         losses["ours"].append(float(ours.train_on_batch(x, y, return_dict=True)["loss"]))
@@ -109,10 +111,10 @@ def main(argv=None):
                "max_step_difference": float(diff.max())}
     if args.evaluate:
         summary.update(evaluate(ours, hf, train.label_names))
-    print(f"dropout {args.dropout}, {args.steps} steps: {summary}")
+    print(f"dropout {args.dropout}, {args.steps} of {total} steps: {summary}")
     if args.json:
         write_json(args.json, {**summary, "dropout": args.dropout, "steps": args.steps, "seed": args.seed,
-                               "head_from": args.head_from,
+                               "epoch_steps": total, "head_from": args.head_from,
                                "losses": losses, "recipe": RECIPE, "date": now(), "git_commit": git_commit()})
 
 

@@ -230,8 +230,9 @@ def agreement(task, ours, hf):
 def _sides(args):
     """(name, side, threads) of every configuration measured: ours at each of `--threads`, then HF
     at each of `--hf-threads`. Each side's figure is its best configuration, the same rule for both."""
-    return ([(f"ours_{t}_threads", "ours", t) for t in args.threads]
-            + [(f"hf_{t}_threads", "hf", t) for t in args.hf_threads])
+    # dict.fromkeys: a setting given twice is one configuration, measured once per round.
+    return ([(f"ours_{t}_threads", "ours", t) for t in dict.fromkeys(args.threads)]
+            + [(f"hf_{t}_threads", "hf", t) for t in dict.fromkeys(args.hf_threads)])
 
 
 def best_of(figures, names):

@@ -22,6 +22,9 @@ class TaskSpec:
         description: one line for `--help`.
         finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
         default_learning_rate / default_sequence_length / default_epochs: the recipe's defaults.
+        batchings: the `bucketing` values `dataset` gives a meaning to (True: the task's own
+            bucketing; False: every batch padded to the sequence length). A task that also
+            batches by length on request adds `"by_length"`; `finetune` refuses the rest.
     """
 
     name = None
@@ -31,6 +34,7 @@ class TaskSpec:
     default_learning_rate = 5e-5
     default_sequence_length = 128
     default_epochs = 3
+    batchings = (True, False)
 
     # --- the model ------------------------------------------------------------------
     def model_class(self):

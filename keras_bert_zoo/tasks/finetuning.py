@@ -93,7 +93,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         seed: initialisation, dropout and shuffling seed.
         bucketing: batch examples of similar length (much faster on real data).
             Tagging cuts random batches to a bucket; `"by_length"` groups them by
-            length instead (faster still, see `make_tagging_dataset`).
+            length instead (faster still, see `make_tagging_dataset`). One of the
+            task's `batchings` (True, False, and "by_length" for tag); others raise.
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default;
             `"auto"`: XLA except bf16 on a CPU, see `training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
@@ -148,6 +149,11 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     sequence_length = sequence_length or spec.default_sequence_length
     _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                   sequence_length=sequence_length, warmup_ratio=warmup_ratio)
+    # A string the task does not know would be truthy, i.e. silently its default batches.
+    if not any(bucketing is mode or (isinstance(mode, str) and bucketing == mode) for mode in spec.batchings):
+        raise UsageError(f"bucketing={bucketing!r} is not a batching of task {spec.name!r}; use one of "
+                         f"{', '.join(map(repr, spec.batchings))}"
+                         + (" (--group-by-length is for `finetune tag`)." if bucketing == "by_length" else "."))
 
     # The strategy first: logical devices (--replicas) must exist before any TF op runs.
     distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)

@@ -27,6 +27,7 @@ class TagTask(TaskSpec):
     name = "tag"
     model_class_name = "BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
+    batchings = (True, False, "by_length")  # "by_length": training batches grouped by length
 
     def model_class(self):
         from keras_bert_zoo.models.tagger import BertTagger

@@ -30,5 +30,7 @@ def test_every_configuration_of_both_sides_is_measured():
     args = serving.argparse.Namespace(threads=[2, 1], hf_threads=[2, 1])
     assert serving._sides(args) == [("ours_2_threads", "ours", 2), ("ours_1_threads", "ours", 1),
                                     ("hf_2_threads", "hf", 2), ("hf_1_threads", "hf", 1)]
+    twice = serving.argparse.Namespace(threads=[1, 1], hf_threads=[2])
+    assert serving._sides(twice) == [("ours_1_threads", "ours", 1), ("hf_2_threads", "hf", 2)]
     assert serving._config_name("ours_1_threads") == "ours, 1 thread"
     assert serving._config_name("hf_2_threads") == "HF transformers, 2 threads"

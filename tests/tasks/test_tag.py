@@ -133,3 +133,16 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     assert [grouped for grouped, _ in made] == [True]
     assert len(made[0][1]) == 3  # (features, labels, sample_weight): the token weights reach the loss
     assert metrics["f1"] > 0.9, metrics
+
+
+def test_an_unknown_batching_is_refused_not_read_as_random_batches(tiny_model, tmp_path):
+    """A truthy string `finetune` does not know (here a misspelling) once meant the default
+    random batches, silently; now it is refused before anything is read or written."""
+    from keras_bert_zoo import finetune
+    from keras_bert_zoo.errors import UsageError
+
+    train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
+    with pytest.raises(UsageError, match="bucketing='bylength' is not a batching of task 'tag'; use one of "
+                                         "True, False, 'by_length'"):
+        finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), bucketing="bylength")
+    assert not os.path.exists(tmp_path / "out")
