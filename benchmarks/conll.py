@@ -20,8 +20,11 @@ BOTH sides, so the sentences, words and tags are identical.
 Known differences, by design of each side (reported, not hidden):
 - length 128: HF truncates (train and dev) and pads each batch to its longest
   sentence; ours reads a longer sentence in overlapping windows (train and dev) and
-  pads each batch to a length bucket. Words HF cannot see at 128 are predicted "O";
-  the run counts them (few on CoNLL-2003).
+  packs each random batch's windows end to end into rows of 64 positions (finetune's
+  default; each window attends only to itself, so the batch and its loss are the padded
+  batch's: `preprocessing/packing.py`); `--no-packing` pads each batch to within 8
+  pieces of its longest instead, `--by-length` groups batches by length. Words HF cannot
+  see at 128 are predicted "O"; the run counts them (few on CoNLL-2003).
 - the number of steps per epoch can differ by a few (ours: windows, and one partial
   batch per length bucket; HF: ceil(sentences / 32)); both are in the results.
 
@@ -108,7 +111,8 @@ def run_ours(epochs, max_train, out, bucketing=True):
     predict_seconds = time.perf_counter() - t
     again = entity_scores(dev.tags, predicted)
     record = {
-        "system": "ours", "metrics": metrics, "f1": metrics["f1"], "precision": metrics["precision"],
+        "system": "ours", "batching": {True: "packed"}.get(bucketing, bucketing),
+        "metrics": metrics, "f1": metrics["f1"], "precision": metrics["precision"],
         "recall": metrics["recall"], "seqeval": _seqeval(dev.tags, predicted), "f1_recomputed": again["f1"],
         "per_type": _per_type(dev.tags, predicted),
         "train_seconds": metrics["train_seconds"], "sentences_per_second": metrics["train_examples_per_second"],
@@ -267,7 +271,7 @@ def _load_note(r):
 def print_table(out, epochs):
     ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
     rows = []
-    for name, r in (("ours (keras_bert_zoo, TF)", ours), ("HF transformers (PyTorch, 2 threads)", hf)):
+    for name, r in (("ours (keras_bert_zoo, TF)", ours), (_hf_name(hf), hf)):
         if r is None:
             rows.append(f"| {name} | (not run) | | | | | | | |")
             continue
@@ -300,6 +304,23 @@ def print_table(out, epochs):
     return None
 
 
+def _hf_name(hf):
+    threads = (hf or {}).get("torch_threads", RECIPE["threads"])
+    return f"HF transformers (PyTorch, {threads} thread{'s' if threads != 1 else ''})"
+
+
+def assemble_results(out, epochs):
+    """`results.json` of a run whose sides ran as separate `--only` commands (e.g. at the
+    same time, one core each), so that `--record` can summarise it."""
+    ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
+    summary = print_table(out, epochs)
+    results = {"ours": ours, "hf": hf, **(summary or {}),
+               "command": f"python benchmarks/conll.py --epochs {epochs} --only ours|hf (each side separately)",
+               "started": min(r["date"] for r in (ours, hf) if r), "git_commit_start": (ours or {}).get("git_commit")}
+    write_json(os.path.join(out, "results.json"), results)
+    return results
+
+
 def record_result(out, epochs):
     """`benchmarks/results/conll.json` (for `benchmarks/report.py`) from a finished run's results.json."""
     results = read_json(os.path.join(out, "results.json"))
@@ -309,13 +330,19 @@ def record_result(out, epochs):
     what = f"CoNLL-2003 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training)"
     rows = [{"what": f"{what}: dev entity F1", "unit": "F1", "ours": ours["f1"], "peer": hf.get("f1"),
              "peer_name": "HF transformers", "higher_is_better": True},
-            {"what": f"{what}: training speed", "unit": "sentences/s", "ours": ours["sentences_per_second"],
-             "peer": hf.get("sentences_per_second"), "peer_name": "HF transformers (PyTorch, 2 threads)",
+            {"what": f"{what}: training speed (ours: {ours.get('batching', 'padded')} batches)",
+             "unit": "sentences/s", "ours": ours["sentences_per_second"],
+             "peer": hf.get("sentences_per_second"), "peer_name": _hf_name(hf),
              "higher_is_better": True}]
     loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
     return write_result("conll", rows, command=results.get("command", "python benchmarks/conll.py"),
                         source=os.path.join(out, "results.json"), started=results.get("started"),
                         load=[min(loads), max(loads)], commit=results.get("git_commit_start"))
+
+
+def _bucketing(args):
+    """Our `finetune(bucketing=...)` from the flags: packed rows (True, the default), "by_length" or "padded"."""
+    return "by_length" if args.by_length else "padded" if args.no_packing else True
 
 
 def main(argv=None):
@@ -327,8 +354,12 @@ def main(argv=None):
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--record", action="store_true",
                         help="with --table: also write its benchmarks/results/conll.json for benchmarks/report.py")
-    parser.add_argument("--by-length", action="store_true",
-                        help="ours: training batches grouped by length (finetune bucketing='by_length')")
+    batching = parser.add_mutually_exclusive_group()
+    batching.add_argument("--by-length", action="store_true",
+                          help="ours: training batches grouped by length (finetune bucketing='by_length')")
+    batching.add_argument("--no-packing", action="store_true",
+                          help="ours: random batches each padded to their longest, as HF's (bucketing='padded'), "
+                               "instead of the default packed rows")
     parser.add_argument("--seed", type=int, default=0,
                         help="both sides' seed (head initialisation, data order, dropout); results go to "
                              "ROOT/e<epochs>-seed<N> when N is not 0")
@@ -338,12 +369,15 @@ def main(argv=None):
     RECIPE.update(seed=args.seed, threads=args.threads)
     out = run_dir(args.root, args.epochs, args.max_train_sentences, args.seed)
     if args.table:
-        print_table(out, args.epochs)
+        if args.record and not os.path.exists(os.path.join(out, "results.json")):
+            assemble_results(out, args.epochs)
+        else:
+            print_table(out, args.epochs)
         if args.record:
             print(f"summary: {record_result(out, args.epochs)}")
         return
     if args.only == "ours":
-        run_ours(args.epochs, args.max_train_sentences, out, bucketing="by_length" if args.by_length else True)
+        run_ours(args.epochs, args.max_train_sentences, out, bucketing=_bucketing(args))
         return
     if args.only == "hf":
         run_hf(args.epochs, args.max_train_sentences, out)
@@ -356,7 +390,8 @@ def main(argv=None):
         subprocess.run([sys.executable, os.path.abspath(__file__), "--only", side, "--epochs", str(args.epochs),
                         "--root", args.root, "--seed", str(args.seed), "--threads", str(args.threads)]
                        + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences
-                          else []) + (["--by-length"] if args.by_length else []), check=True)
+                          else []) + (["--by-length"] if args.by_length else [])
+                       + (["--no-packing"] if args.no_packing else []), check=True)
     summary = print_table(out, args.epochs)
     write_json(os.path.join(out, "results.json"), {
         "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")),

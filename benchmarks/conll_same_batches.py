@@ -4,9 +4,10 @@
 their data order, dropout draws and head initialisation as well as in their code. This
 script removes those three, so that any remaining gap is in the code:
 
-- the batches are ours, built by `finetune("tag")`'s own data path (`TagTask.dataset`:
-  CoNLL read as IOB2, windows, first-piece labels, random order, each batch cut to its
-  fine bucket) and fed to both sides;
+- the batches are ours, built by `finetune("tag", bucketing="padded")`'s own data path
+  (`TagTask.dataset`: CoNLL read as IOB2, windows, first-piece labels, random order, each
+  batch cut to its fine bucket; padded, not packed, so that HF reads them as they are)
+  and fed to both sides;
 - both models start from the same head: ours (`--head-from ours`, a truncated normal with
   stddev 0.02, as the original BERT code draws it) or HF's (`--head-from hf`, a plain normal
   0.02), copied into the other side;
@@ -88,7 +89,8 @@ def main(argv=None):
     else:
         hf.train()
 
-    batches = spec.dataset(train, preprocessor, RECIPE["batch_size"], training=True, seed=args.seed)
+    batches = spec.dataset(train, preprocessor, RECIPE["batch_size"], training=True, seed=args.seed,
+                           bucketing="padded")
     total = int(batches.cardinality())  # one epoch's schedule on both sides, as finetune(epochs=1) has
     if not 1 <= args.steps <= total:
         parser.error(f"--steps {args.steps}: one epoch has {total} batches; use 1 to {total}.")

@@ -4,7 +4,8 @@ For each task, the same first N real training examples go through:
 
 - ours: the pipeline `keras_bert_zoo.finetune` runs, call for call: the task's `read_data`,
   `make_preprocessor`, `build_model` (the real all-MiniLM-L6-v2 checkpoint), its training
-  `dataset(...)` with the task's default bucketing (tag: also `bucketing="by_length"`),
+  `dataset(...)` with the task's default bucketing (tag: packed rows; also
+  `bucketing="padded"`, random batches padded to their longest as HF's, and `"by_length"`),
   `create_optimizer` + `compile()` (no XLA, finetune's default), and the library's training
   loop (`keras_bert_zoo.training.loop.train`, with finetune's `StepLog`); one round is one
   epoch over the N examples, timed as finetune times its steps (`StepLog.train_seconds`:
@@ -68,7 +69,7 @@ TASKS = {
                      options={}, examples=512, bucketings=(True,), hf_class="BertForSequenceClassification",
                      unit="sentences"),
     "tag": dict(data="CoNLL-2003", train=os.path.join(DATA, "conll2003", "eng.train"), sequence_length=128,
-                options={}, examples=256, bucketings=(True, "by_length"), hf_class="BertForTokenClassification",
+                options={}, examples=256, bucketings=(True, "padded", "by_length"), hf_class="BertForTokenClassification",
                 unit="sentences"),
     "qa": dict(data="SQuAD v1.1", train=os.path.join(DATA, "squad", "train.json"), sequence_length=256,
                options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=32,
@@ -122,8 +123,11 @@ def build_ours(task, examples, bucketing, total_rounds, jit_compile=False, coars
                                              warmup_ratio=RECIPE["warmup_ratio"]), jit_compile=jit_compile)
 
     def count(state, batch):
-        mask = tf.cast(batch[0]["padding_mask"], tf.int64)
-        return state[0] + tf.shape(mask, tf.int64)[0], state[1] + tf.reduce_sum(mask), state[2] + tf.size(mask, tf.int64)
+        # Examples = sequences: a row's first token, or where a packed row's sequence number changes.
+        mask = batch[0]["padding_mask"]
+        starts = (mask > 0) & tf.not_equal(mask, tf.pad(mask, [[0, 0], [1, 0]])[:, :-1])
+        return (state[0] + tf.reduce_sum(tf.cast(starts, tf.int64)), state[1] + tf.reduce_sum(tf.cast(mask > 0, tf.int64)),
+                state[2] + tf.size(mask, out_type=tf.int64))
 
     zero = tf.constant(0, tf.int64)
     rows, real, padded = (int(x) for x in ds.reduce((zero, zero, zero), count))
@@ -242,7 +246,8 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     total = rounds + 1
     systems = {}  # name -> (kind, system, round function)
     for bucketing in cfg["bucketings"]:
-        label = {True: "default bucketing", "by_length": 'bucketing="by_length"'}[bucketing]
+        label = {True: "default batches" + (", packed" if task == "tag" else ""),
+                 "padded": 'bucketing="padded"', "by_length": 'bucketing="by_length"'}[bucketing]
         for jit in (False, True) if xla else (False,):
             system = build_ours(task, examples, bucketing, total, jit_compile=jit)
             systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))

@@ -12,6 +12,7 @@ if _sys.argv and _os.path.basename(_sys.argv[0]) == "bert-zoo":
     quiet_command_line()
 
 from keras_bert_zoo import convert as _convert  # noqa: E402,F401  registers the checkpoint formats with models.loading
+from keras_bert_zoo import training as _training  # noqa: E402,F401  registers compile(optimizer="auto")'s optimizer
 from keras_bert_zoo.export.saved_model import export_saved_model  # noqa: E402
 from keras_bert_zoo.models.backbone import BertBackbone  # noqa: E402
 from keras_bert_zoo.models.classifier import BertClassifier  # noqa: E402

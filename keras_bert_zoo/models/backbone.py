@@ -4,10 +4,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
-from keras_bert_zoo.models.layers.encoder_block import (
-    BertEncoderBlock,
-    padding_mask_to_attention_bias,
-)
+from keras_bert_zoo.models.layers.encoder_block import AttentionLayout, BertEncoderBlock
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.presets import backbone_config
@@ -35,7 +32,9 @@ class BertBackbone(keras.Model):
         dtype: dtype policy, e.g. `"mixed_bfloat16"`.
 
     Inputs: a dict of int Tensors of shape `[batch, seq]`: `token_ids`,
-    `segment_ids`, `padding_mask` (1 for real tokens, 0 for padding).
+    `segment_ids`, `padding_mask` (1 for real tokens, 0 for padding; a row packed
+    with several sequences numbers them 1, 2, 3, ...: each attends only to itself and
+    its positions restart at 0, see `preprocessing.packing`).
 
     Outputs: a dict with `sequence_output` `[batch, seq, hidden]`, `pooled_output`
     `[batch, hidden]` (Dense+tanh on position 0) and, with
@@ -111,8 +110,8 @@ class BertBackbone(keras.Model):
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = embeddings(token_ids, segment_ids)
-        attention_bias = padding_mask_to_attention_bias(padding_mask)
+        attention_bias, position_ids = AttentionLayout(name="attention_layout")(padding_mask)
+        x = embeddings(token_ids, segment_ids, position_ids)
         hidden_states = [x]
         for layer in encoder_layers:
             x = layer(x, attention_bias)

@@ -483,7 +483,8 @@ def make_windows(examples, preprocessor, label_names=None, with_labels=None, chu
 
 
 def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, seed=0, with_labels=None,
-                         drop_remainder=False, bucket=False, boundaries=None, windows=None, group_by_length=False):
+                         drop_remainder=False, bucket=False, boundaries=None, windows=None, group_by_length=False,
+                         pack_width=None):
     """A batched `tf.data.Dataset` of windows, with a known number of batches.
 
     Args:
@@ -543,7 +544,14 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     if training:
         ds = ds.shuffle(max(len(windows), 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if bucket:
+    if pack_width:
+        if not (training and with_labels) or drop_remainder:
+            raise ValueError("pack_width is for training batches (training=True, with labels, "
+                             "drop_remainder=False).")
+        from keras_bert_zoo.preprocessing.packing import pack_batch
+
+        ds = ds.map(lambda x, y: pack_batch(x, y, width=pack_width, label_padding=IGNORE_LABEL))
+    elif bucket:
         # Training: the train step is traced shape-generic after a few widths, so fine
         # widths cost nothing and drop the padding; prediction keeps a few coarse shapes.
         fine = bucketing.fine_boundaries if training else bucketing.default_boundaries

@@ -92,9 +92,11 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             selection: name it as such when comparing).
         seed: initialisation, dropout and shuffling seed.
         bucketing: batch examples of similar length (much faster on real data).
-            Tagging cuts random batches to a bucket; `"by_length"` groups them by
-            length instead (faster still, see `make_tagging_dataset`). One of the
-            task's `batchings` (True, False, and "by_length" for tag); others raise.
+            Tagging packs random batches into full rows (same loss, see
+            `preprocessing.packing`); `"padded"` pads each to its longest instead and
+            `"by_length"` groups them by length (see `make_tagging_dataset`). One of
+            the task's `batchings` (True, False, and "padded", "by_length" for tag);
+            others raise.
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default;
             `"auto"`: XLA except bf16 on a CPU, see `training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
@@ -153,7 +155,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     if not any(bucketing is mode or (isinstance(mode, str) and bucketing == mode) for mode in spec.batchings):
         raise UsageError(f"bucketing={bucketing!r} is not a batching of task {spec.name!r}; use one of "
                          f"{', '.join(map(repr, spec.batchings))}"
-                         + (" (--group-by-length is for `finetune tag`)." if bucketing == "by_length" else "."))
+                         + (" (--group-by-length and --no-packing are for `finetune tag`)."
+                            if bucketing in ("by_length", "padded") else "."))
 
     # The strategy first: logical devices (--replicas) must exist before any TF op runs.
     distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)

@@ -184,7 +184,7 @@ def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra
 
 
 @pytest.mark.parametrize("flags, expected", [([], True), (["--group-by-length"], "by_length"),
-                                             (["--no-bucketing"], False)])
+                                             (["--no-packing"], "padded"), (["--no-bucketing"], False)])
 def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
     import keras_bert_zoo.tasks as tasks
 

@@ -126,6 +126,18 @@ def test_training_registers_the_default_optimizer_with_the_models():
     assert isinstance(first, BertAdamW) and first is not second  # a new one for every compile
 
 
+def test_importing_the_package_alone_registers_the_default_optimizer():
+    """`import keras_bert_zoo` and nothing else (a fresh process): `compile()` works, as
+    the error message below promises (it once needed `keras_bert_zoo.training` imported
+    by something else first, so a test passed or failed with the order of the suite)."""
+    import subprocess
+    import sys
+
+    code = ("import keras_bert_zoo, sys; from keras_bert_zoo.models import task; "
+            "sys.exit(task._DEFAULT_OPTIMIZER['factory'] is None)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
+
+
 def test_without_a_registered_optimizer_compile_auto_says_what_to_import(monkeypatch):
     from keras_bert_zoo import BertBackbone, BertClassifier
     from keras_bert_zoo.models import task

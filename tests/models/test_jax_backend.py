@@ -30,9 +30,10 @@ def test_backbone_on_jax_matches_tensorflow(tmp_path):
     backbone = BertBackbone(vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
                             max_sequence_length=8)
     backbone.save_to_preset(str(tmp_path / "preset"))
-    inputs = {"token_ids": [[2, 5, 9, 3, 0, 0], [2, 7, 3, 8, 11, 3]],
-              "segment_ids": [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1]],
-              "padding_mask": [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]}
+    inputs = {"token_ids": [[2, 5, 9, 3, 0, 0], [2, 7, 3, 8, 11, 3], [2, 5, 3, 2, 7, 3]],
+              "segment_ids": [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 0]],
+              # the last row is packed: two sequences, each attending to itself (preprocessing.packing)
+              "padding_mask": [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 2, 2, 2]]}
     (tmp_path / "inputs.json").write_text(json.dumps(inputs))
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": REPO_ROOT}
     result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(tmp_path / "preset"), str(tmp_path / "inputs.json")],

@@ -116,6 +116,37 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     np.testing.assert_allclose(again[mask], ref[mask], atol=1e-4)
 
 
+def test_packed_sentences_match_hf_one_by_one():
+    """Real CoNLL sentences packed end to end into rows (`preprocessing.packing`): each
+    sentence's logits equal HF BertForTokenClassification's on that sentence alone."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import tensorflow as tf
+
+    from keras_bert_zoo.preprocessing.packing import pack_batch
+
+    torch.manual_seed(0)
+    hf = transformers.BertForTokenClassification.from_pretrained(minilm_path(), num_labels=9).eval()
+    ours = BertTagger(BertBackbone.from_preset(minilm_path()), num_labels=9)
+    ours.classifier.set_weights([hf.classifier.weight.detach().numpy().T, hf.classifier.bias.detach().numpy()])
+    text = open(shared_data("conll2003", "eng.testa")).read().split("\n\n")[1:13]
+    sentences = [" ".join(line.split()[0] for line in s.strip().splitlines()) for s in text]
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
+    batch = tokenizer(sentences, padding=True, return_tensors="np")
+    packed, _ = pack_batch({"token_ids": tf.constant(batch["input_ids"], tf.int32),
+                            "segment_ids": tf.constant(batch["token_type_ids"], tf.int32),
+                            "padding_mask": tf.constant(batch["attention_mask"], tf.int32)}, width=96)
+    numbers = packed["padding_mask"].numpy()
+    assert len(numbers) <= len(sentences) / 2  # several sentences share each row
+    logits = ours.predict({k: v.numpy() for k, v in packed.items()}, verbose=0)
+    for i, sentence in enumerate(sentences):
+        alone = tokenizer(sentence, return_tensors="pt")
+        with torch.no_grad():
+            ref = hf(**alone).logits.numpy()[0]
+        row = np.flatnonzero((numbers == i + 1).any(axis=1))[0]
+        np.testing.assert_allclose(logits[row][numbers[row] == i + 1], ref, atol=1e-4)
+
+
 @pytest.mark.slow  # the real 6-layer model traced and trained: about a minute on 2 quiet cores
 def test_fine_tuning_steps_match_hf(tmp_path):
     """Six optimizer steps of fine-tuning on real CoNLL sentences from the same all-MiniLM-L6-v2

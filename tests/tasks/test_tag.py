@@ -135,6 +135,34 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     assert metrics["f1"] > 0.9, metrics
 
 
+def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeypatch):
+    """`finetune("tag")` packs its random training batches into rows (`preprocessing.packing`)
+    and learns the tags through them; `"padded"` keeps the rows one window each."""
+    from keras_bert_zoo import finetune
+    from keras_bert_zoo.preprocessing import tagging
+
+    made = []
+
+    def spy(*args, **kwargs):
+        ds = make(*args, **kwargs)
+        if kwargs.get("training"):
+            made.append((kwargs.get("pack_width"), next(iter(ds))[0]["padding_mask"].numpy()))
+        return ds
+
+    make = tagging.make_tagging_dataset
+    monkeypatch.setattr(tagging, "make_tagging_dataset", spy)
+    train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
+    _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
+                          learning_rate=5e-3, sequence_length=16)
+    assert metrics["f1"] > 0.9, metrics
+    finetune("tag", tiny_model, train, dev, str(tmp_path / "padded"), epochs=1, batch_size=16,
+             max_train_examples=32, sequence_length=16, bucketing="padded")
+    (width, packed), (no_width, padded) = made
+    assert width == 16 and no_width is None  # 64, but never wider than the windows (16 here)
+    assert packed.max() > 1 and len(packed) < 16  # several sentences per row, fewer rows than sentences
+    assert padded.max() == 1 and len(padded) == 16
+
+
 def test_an_unknown_batching_is_refused_not_read_as_random_batches(tiny_model, tmp_path):
     """A truthy string `finetune` does not know (here a misspelling) once meant the default
     random batches, silently; now it is refused before anything is read or written."""
@@ -143,6 +171,6 @@ def test_an_unknown_batching_is_refused_not_read_as_random_batches(tiny_model, t
 
     train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
     with pytest.raises(UsageError, match="bucketing='bylength' is not a batching of task 'tag'; use one of "
-                                         "True, False, 'by_length'"):
+                                         "True, False, 'padded', 'by_length'"):
         finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), bucketing="bylength")
     assert not os.path.exists(tmp_path / "out")

@@ -111,6 +111,15 @@ def tagger_case(rng, n):
     return build, x, y
 
 
+def packed_tagger_case(rng, n):
+    """The tagger on packed rows (`preprocessing.packing`): two sequences in each row."""
+    build, x, y = tagger_case(rng, n)
+    lengths = x["padding_mask"].sum(1)
+    second = (np.arange(LENGTH)[None, :] >= lengths[:, None] // 2) & (x["padding_mask"] == 1)
+    x["padding_mask"] = (x["padding_mask"] + second).astype("int32")
+    return build, x, y
+
+
 def span_qa_case(rng, n):
     from keras_bert_zoo.models.span_qa import BertSpanQA
 
@@ -160,6 +169,7 @@ REPLICA_CASES = {
     "BertPretrainer": pretrainer_case,
     "BertClassifier": classifier_case,
     "BertTagger": tagger_case,
+    "BertTagger (packed rows)": packed_tagger_case,
     "BertSpanQA": span_qa_case,
     "BertMultipleChoice": multiple_choice_case,
     "BertSentenceEmbedder": embedder_case,

@@ -67,26 +67,29 @@ class BertEmbeddings(keras.layers.Layer):
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
-    def build(self, token_ids_shape, segment_ids_shape=None):
+    def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         self.word_embeddings.build(token_ids_shape)
         self.position_embeddings.build((self.max_sequence_length,))
         self.token_type_embeddings.build(token_ids_shape)
         self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_dim,))
         self.built = True
 
-    def call(self, token_ids, segment_ids, training=None):
-        seq_len = ops.shape(token_ids)[1]
+    def call(self, token_ids, segment_ids, position_ids=None, training=None):
         words = self.word_embeddings(token_ids)
-        # Positions are always 0..seq-1: slice the table instead of a gather.
-        table = ops.convert_to_tensor(self.position_embeddings.embeddings)
-        positions = ops.slice(table, (0, 0), (seq_len, self.hidden_dim))
+        if position_ids is None:
+            # Positions 0..seq-1 in every row: slice the table instead of a gather.
+            seq_len = ops.shape(token_ids)[1]
+            table = ops.convert_to_tensor(self.position_embeddings.embeddings)
+            positions = ops.slice(table, (0, 0), (seq_len, self.hidden_dim))[None, :, :]
+        else:
+            positions = self.position_embeddings(position_ids)
         positions = ops.cast(positions, words.dtype)
         segments = self.token_type_embeddings(segment_ids)
-        x = words + segments + positions[None, :, :]
+        x = words + segments + positions
         x = self.layer_norm(x)
         return self.dropout_layer(x, training=training)
 
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_dim,)
 
     def get_config(self):

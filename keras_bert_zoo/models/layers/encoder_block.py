@@ -33,8 +33,9 @@ class BertEncoderBlock(keras.layers.Layer):
 
     Call args:
         x: float Tensor of shape `[batch, seq, hidden_dim]`.
-        attention_bias: float Tensor of shape `[batch, 1, 1, seq]`, 0 for keys to
-            attend to and a large negative number for padding keys.
+        attention_bias: float Tensor of shape `[batch, 1, seq, seq]` (or
+            `[batch, 1, 1, seq]`), 0 for keys to attend to and a large negative
+            number for the others (`attention_layout`).
 
     Returns:
         float Tensor of shape `[batch, seq, hidden_dim]`.
@@ -148,7 +149,35 @@ class BertEncoderBlock(keras.layers.Layer):
         return config
 
 
-def padding_mask_to_attention_bias(padding_mask):
-    """`[batch, seq]` 1/0 mask -> `[batch, 1, 1, seq]` float32 additive bias."""
-    mask = ops.cast(padding_mask, "float32")
-    return ((1.0 - mask) * _MASK_PENALTY)[:, None, None, :]
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class AttentionLayout(keras.layers.Layer):
+    """`padding_mask` -> the attention bias and the position ids (`attention_layout`)."""
+
+    def call(self, padding_mask):
+        return attention_layout(padding_mask)
+
+
+def attention_layout(padding_mask):
+    """`[batch, seq]` mask -> `[batch, 1, seq, seq]` float32 additive bias and int32
+    `[batch, seq]` position ids.
+
+    `padding_mask` is 0 for padding and 1 for real tokens; a *packed* row, holding
+    several sequences one after another, numbers them 1, 2, 3, ... instead
+    (`preprocessing.packing`). A token attends to the real tokens with its own number
+    (padding queries, whose outputs nobody reads, to every real token, as in the
+    original), and its position restarts at 0 with each sequence. So each packed
+    sequence is computed exactly as if it were alone in its row; a 0/1 mask gives the
+    original bias (0 on real keys, -10000 on padding) and positions 0, 1, 2, ...
+    """
+    ids = ops.cast(padding_mask, "int32")
+    real = ops.greater(ids, 0)
+    same = ops.equal(ids[:, :, None], ids[:, None, :])  # [batch, query, key]
+    allowed = ops.logical_and(real[:, None, :], ops.logical_or(same, ops.logical_not(real)[:, :, None]))
+    bias = ops.where(allowed, 0.0, _MASK_PENALTY)[:, None, :, :]
+    # A real token's position = the tokens of its own sequence before it (sequences are
+    # contiguous); padding keeps its index, as in an unpacked row.
+    index = ops.arange(ops.shape(ids)[1], dtype="int32")
+    earlier = ops.less(index[None, :], index[:, None])  # [query, key]: key before query
+    before = ops.sum(ops.cast(ops.logical_and(same, earlier[None]), "int32"), axis=-1)
+    positions = ops.where(real, before, index[None, :])
+    return ops.cast(bias, "float32"), positions

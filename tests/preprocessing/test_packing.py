@@ -1,0 +1,142 @@
+"""Packed training batches: every window once, in the batch it was drawn in, and a tagger
+computes on it exactly what it computes on the padded batch (loss, gradients, logits)."""
+
+import collections
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import BertBackbone, BertTagger
+from keras_bert_zoo.models.layers.encoder_block import attention_layout
+from keras_bert_zoo.preprocessing.packing import first_fit_decreasing, pack_batch
+from keras_bert_zoo.preprocessing.tagging import (
+    IGNORE_LABEL,
+    MODEL_INPUTS,
+    TaggingPreprocessor,
+    make_tagging_dataset,
+    make_windows,
+)
+from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from tests.helpers import minilm_path, shared_data
+
+
+@pytest.fixture(scope="module")
+def windows():
+    testa = read_tagged(shared_data("conll2003", "eng.testa"))
+    pre = TaggingPreprocessor(BertTokenizer.from_preset(minilm_path()), sequence_length=64,
+                              label_names=testa.label_names)
+    return pre, make_windows(testa, pre)
+
+
+def _sequences(features, labels):
+    """`{number: (tokens, labels)}` of each sequence in packed (or padded) rows."""
+    ids = features["padding_mask"].numpy()
+    tokens, labels = features["token_ids"].numpy(), labels.numpy()
+    found = {}
+    for row in range(len(ids)):
+        for number in np.unique(ids[row][ids[row] > 0]):
+            at = np.flatnonzero(ids[row] == number)
+            assert (np.diff(at) == 1).all(), "a packed sequence must be contiguous"
+            assert number not in found, "a sequence number appears in one row only"
+            found[int(number)] = (tuple(tokens[row, at]), tuple(labels[row, at]))
+    return found
+
+
+def test_an_epoch_of_packed_batches_holds_the_padded_batches_windows(windows):
+    """Same seed, same batches: each packed batch holds exactly the windows (with their
+    labels) of the padded batch drawn at the same step, in rows of at most 64 positions,
+    every row but one more than half full (first fit), about 0.4x the positions."""
+    pre, w = windows
+    kwargs = dict(batch_size=32, training=True, seed=7, windows=w)
+    packed = list(make_tagging_dataset(None, pre, pack_width=64, **kwargs))
+    padded = list(make_tagging_dataset(None, pre, bucket=True, **kwargs))
+    assert len(packed) == len(padded) == -(-len(w) // 32)
+    positions = {"packed": 0, "padded": 0}
+    everything = collections.Counter()
+    for (x, y), (px, py) in zip(packed, padded):
+        assert set(x) == set(MODEL_INPUTS) and x["token_ids"].shape[1] == 64  # windows here are <= 64
+        ours = _sequences(x, y)
+        mask = px["padding_mask"].numpy()
+        theirs = [(tuple(t[m > 0]), tuple(lab[m > 0])) for t, lab, m in zip(px["token_ids"].numpy(), py.numpy(), mask)]
+        assert collections.Counter(ours.values()) == collections.Counter(theirs)
+        assert all(t[0] == pre.tokenizer.cls_token_id and t[-1] == pre.tokenizer.sep_token_id for t, _ in theirs)
+        fill = (x["padding_mask"].numpy() > 0).sum(axis=1)
+        assert (fill > 32).sum() >= len(fill) - 1
+        assert (y.numpy()[x["padding_mask"].numpy() == 0] == IGNORE_LABEL).all()
+        assert not x["token_ids"].numpy()[x["padding_mask"].numpy() == 0].any()
+        positions["packed"] += x["token_ids"].numpy().size
+        positions["padded"] += mask.size
+        everything.update(ours.values())
+    expected = collections.Counter((tuple(t[m > 0]), tuple(lab[m > 0]))
+                                   for t, lab, m in zip(w.features["token_ids"], w.labels, w.features["padding_mask"]))
+    assert everything == expected
+    assert positions["packed"] < 0.5 * positions["padded"], positions
+
+
+def test_first_fit_decreasing_and_wide_sequences():
+    rows, offsets = first_fit_decreasing(tf.constant([3, 5, 2, 4, 1]), 6)
+    # 5 -> row 0; 4 -> row 1; 3 -> row 2; 2 -> row 1 (4 + 2); 1 -> row 0 (5 + 1)
+    assert rows.numpy().tolist() == [2, 0, 1, 1, 0] and offsets.numpy().tolist() == [0, 0, 4, 0, 5]
+    features = {"token_ids": tf.constant([[2, 9, 9, 9, 3], [2, 3, 0, 0, 0]]), "segment_ids": tf.zeros((2, 5), tf.int32),
+                "padding_mask": tf.constant([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])}
+    packed, labels = pack_batch(features, width=3)  # a row is never narrower than the longest sequence
+    assert labels is None
+    assert packed["token_ids"].numpy().tolist() == [[2, 9, 9, 9, 3], [2, 3, 0, 0, 0]]
+    assert packed["padding_mask"].numpy().tolist() == [[1, 1, 1, 1, 1], [2, 2, 0, 0, 0]]
+
+
+def test_attention_layout_of_plain_and_packed_rows():
+    """A 0/1 mask gives the original BERT bias (0 on real keys, -10000 on padding, for
+    every query) and positions 0, 1, 2, ...; packed sequences see only themselves and
+    count their positions from 0."""
+    bias, positions = attention_layout(np.array([[1, 1, 1, 0], [1, 1, 2, 2]]))
+    bias, positions = np.asarray(bias)[:, 0], np.asarray(positions)
+    original = np.broadcast_to((1.0 - np.array([1, 1, 1, 0.0]))[None, :] * -10000.0, (4, 4))
+    np.testing.assert_array_equal(bias[0], original)
+    assert positions.tolist() == [[0, 1, 2, 3], [0, 1, 0, 1]]
+    allowed = bias[1] == 0
+    assert allowed.tolist() == [[True, True, False, False], [True, True, False, False],
+                                [False, False, True, True], [False, False, True, True]]
+    assert set(np.unique(bias)) == {0.0, -10000.0}
+
+
+def test_packed_batch_trains_the_tagger_like_the_padded_batch(windows):
+    """Dropout off, same weights: on the first packed batch and the same windows padded,
+    every window's logits agree, and so do the loss and every gradient."""
+    pre, w = windows
+    kwargs = dict(batch_size=32, training=True, seed=3, windows=w)
+    x, y = next(iter(make_tagging_dataset(None, pre, pack_width=64, **kwargs)))
+    px, py = next(iter(make_tagging_dataset(None, pre, bucket=True, **kwargs)))
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
+                            hidden_dim=16, intermediate_dim=32, max_sequence_length=64, dropout=0.0)
+    model = BertTagger(backbone, num_labels=len(pre.label_names), dropout=0.0)
+
+    def loss_and_grads(features, labels):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = model.compute_loss(y=labels, y_pred=logits)
+        return logits, float(loss), tape.gradient(loss, model.trainable_variables)
+
+    logits, loss, grads = loss_and_grads(x, y)
+    plogits, ploss, pgrads = loss_and_grads(px, py)
+    logits, plogits = np.asarray(logits), np.asarray(plogits)
+    assert loss == pytest.approx(ploss, rel=1e-6)
+    for g, pg, v in zip(grads, pgrads, model.trainable_variables):
+        g, pg = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(pg).numpy()
+        np.testing.assert_allclose(g, pg, atol=1e-6 * max(1.0, np.abs(pg).max()), err_msg=v.path)
+    # Logits of each window: find it in the padded batch by its tokens.
+    by_tokens = {}
+    mask = px["padding_mask"].numpy()
+    for row in range(len(mask)):
+        by_tokens.setdefault(tuple(px["token_ids"].numpy()[row, mask[row] > 0]), []).append(plogits[row, mask[row] > 0])
+    ids = x["padding_mask"].numpy()
+    for row in range(len(ids)):
+        for number in np.unique(ids[row][ids[row] > 0]):
+            at = ids[row] == number
+            candidates = by_tokens[tuple(x["token_ids"].numpy()[row, at])]
+            assert min(np.abs(np.asarray(logits[row][at]) - c).max() for c in candidates) < 1e-5
+
