@@ -4,8 +4,8 @@ For each task, the same first N real training examples go through:
 
 - ours: the pipeline `keras_bert_zoo.finetune` runs, call for call: the task's `read_data`,
   `make_preprocessor`, `build_model` (the real all-MiniLM-L6-v2 checkpoint), its training
-  `dataset(...)` with the task's default bucketing (tag: packed rows; also
-  `bucketing="padded"`, random batches padded to their longest as HF's, and `"by_length"`),
+  `dataset(...)` with the task's default bucketing (tag and qa: packed rows; also
+  `bucketing="padded"`, random batches padded to their longest as HF's; tag: `"by_length"`),
   `create_optimizer` + `compile()` (no XLA, finetune's default), and the library's training
   loop (`keras_bert_zoo.training.loop.train`, with finetune's `StepLog`); one round is one
   epoch over the N examples, timed as finetune times its steps (`StepLog.train_seconds`:
@@ -73,7 +73,7 @@ TASKS = {
                 unit="sentences"),
     "qa": dict(data="SQuAD v1.1", train=os.path.join(DATA, "squad", "train.json"), sequence_length=256,
                options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=32,
-               bucketings=(True,), hf_class="BertForQuestionAnswering", unit="windows",
+               bucketings=(True, "padded"), hf_class="BertForQuestionAnswering", unit="windows",
                # Batch 16, not the recipe's 32: with both frameworks in one process, 32 x 256 was
                # killed for memory on this shared machine (as in `squad.py --only speed`); the
                # work per window is the same.
@@ -246,7 +246,7 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     total = rounds + 1
     systems = {}  # name -> (kind, system, round function)
     for bucketing in cfg["bucketings"]:
-        label = {True: "default batches" + (", packed" if task == "tag" else ""),
+        label = {True: "default batches" + (", packed" if task in ("tag", "qa") else ""),
                  "padded": 'bucketing="padded"', "by_length": 'bucketing="by_length"'}[bucketing]
         for jit in (False, True) if xla else (False,):
             system = build_ours(task, examples, bucketing, total, jit_compile=jit)

@@ -54,8 +54,8 @@ def _add_recipe_arguments(parser, spec):
                           help="tag only: training batches of similar length, token-weighted (about 2x faster "
                                "on CoNLL-2003 than padded batches, F1 0.002 lower after 1 epoch over 4 seeds)")
     batching.add_argument("--no-packing", action="store_true",
-                          help="tag only: random training batches each padded to their longest (HF's Trainer) "
-                               "instead of packed into full rows (same loss, about half as fast)")
+                          help="tag and qa: random training batches each padded to their longest (HF's Trainer) "
+                               "instead of packed into full rows (same loss, slower)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",

@@ -22,8 +22,11 @@ class BertSpanQA(Task):
     Training targets are `{"start_positions": int [batch], "end_positions": int [batch]}`
     (window positions; 0, the `[CLS]`, when the window does not hold the answer); the
     loss is the mean of the start and end cross-entropies over the *global* batch
-    (HF's loss; N replicas train like one device). Windows, labels and answer search
-    come from `keras_bert_zoo.preprocessing.squad`.
+    (HF's loss; N replicas train like one device). Packed rows (several windows per
+    row, `preprocessing.packing`) take `int [rows, seq]` maps instead, 1 at each
+    window's start / end, and one softmax per window over its own positions
+    (`packed_cross_entropy`; TensorFlow: the segment count is dynamic). Windows,
+    labels and answer search come from `keras_bert_zoo.preprocessing.squad`.
 
     Args:
         backbone: `BertBackbone`.
@@ -109,15 +112,18 @@ class BertSpanQA(Task):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         start, end = self._targets(y)
-        total = 0.0
+        total, count = 0.0, None
         for positions, logits in ((start, y_pred["start_logits"]), (end, y_pred["end_logits"])):
             logits = ops.cast(logits, "float32")
+            if len(positions.shape) == 2:  # packed rows: one softmax per window (`packed_cross_entropy`)
+                ce, _ = packed_cross_entropy(positions, logits, x["padding_mask"])
+                total, count = total + ce, ops.sum(ops.cast(positions, "float32"))
+                continue
             # HF clamps positions outside the window to `seq` and ignores them; ours are always inside.
             positions = ops.clip(ops.reshape(ops.cast(positions, "int32"), [-1]), 0, ops.shape(logits)[1] - 1)
             ce = keras.losses.sparse_categorical_crossentropy(positions, logits, from_logits=True)
-            total = total + ops.sum(ce)
-        count = global_sum(ops.cast(ops.shape(start)[0], "float32"))
-        loss = total / (2.0 * ops.maximum(count, 1.0))
+            total, count = total + ops.sum(ce), ops.cast(ops.shape(start)[0], "float32")
+        loss = total / (2.0 * ops.maximum(global_sum(count), 1.0))
         if self.losses:
             loss = loss + ops.sum(ops.stack(self.losses)) / replicas_in_sync()
         return loss
@@ -126,9 +132,13 @@ class BertSpanQA(Task):
         start, end = self._targets(y)
         for tracker, positions, logits in ((self.start_accuracy_tracker, start, y_pred["start_logits"]),
                                            (self.end_accuracy_tracker, end, y_pred["end_logits"])):
-            hits = ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"),
-                             ops.reshape(ops.cast(positions, "int32"), [-1]))
-            tracker.update_state(ops.mean(ops.cast(hits, "float32")))
+            if len(positions.shape) == 2:
+                _, accuracy = packed_cross_entropy(positions, ops.cast(logits, "float32"), x["padding_mask"])
+            else:
+                hits = ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"),
+                                 ops.reshape(ops.cast(positions, "int32"), [-1]))
+                accuracy = ops.mean(ops.cast(hits, "float32"))
+            tracker.update_state(accuracy)
         return self.get_metrics_result()
 
     # --- raw inputs -------------------------------------------------------------------
@@ -175,3 +185,35 @@ class BertSpanQA(Task):
         options = {k: layout[k] for k in ("sequence_length", "doc_stride", "stride_mode", "max_query_length")
                    if layout.get(k) is not None}
         return SpanQAPreprocessor.from_preset(checkpoint.path, **options)
+
+
+def packed_cross_entropy(targets, logits, padding_mask):
+    """Span cross-entropy on packed rows (`preprocessing.packing`): one softmax per window.
+
+    Args:
+        targets: int `[rows, seq]`, 1 at each packed window's answer position, else 0.
+        logits: float32 `[rows, seq]`.
+        padding_mask: int `[rows, seq]`, the windows' numbers (0: padding).
+
+    Returns:
+        `(loss, accuracy)`: the cross-entropy summed over the windows (those with a
+        target), and the fraction of them whose target has the highest logit (the
+        padded path's argmax accuracy, up to ties).
+    """
+    ids = ops.cast(padding_mask, "int32")
+    rows = ops.shape(ids)[0]
+    # One segment per (row, window number); padding is a segment of its own that has no target.
+    slots = ops.max(ids) + 1
+    segment = ops.reshape(ops.arange(rows, dtype="int32")[:, None] * slots + ids, [-1])
+    count = rows * slots
+    flat = ops.reshape(logits, [-1])
+    highest = ops.segment_max(flat, segment, num_segments=count)
+    log_sum = highest + ops.log(ops.segment_sum(ops.exp(flat - ops.take(highest, segment)), segment,
+                                                num_segments=count))
+    target = ops.reshape(ops.cast(targets, "float32"), [-1])
+    target_logit = ops.segment_sum(flat * target, segment, num_segments=count)
+    has_target = ops.segment_sum(target, segment, num_segments=count) > 0
+    loss = ops.sum(ops.where(has_target, log_sum - target_logit, 0.0))
+    hits = ops.logical_and(has_target, ops.greater_equal(target_logit, highest))
+    accuracy = ops.sum(ops.cast(hits, "float32")) / ops.maximum(ops.sum(ops.cast(has_target, "float32")), 1.0)
+    return loss, accuracy

@@ -10,8 +10,9 @@ sequence's outputs are those it has alone in a padded row (up to float rounding)
 
 The batch keeps the same sequences, hence the same labelled tokens and, with a
 token-averaged loss (`BertTagger`), the same loss and gradients as the padded batch;
-only the amount of padding computed changes. This suits token-level heads; a pooled
-head (`[CLS]`) would read only the first sequence of each row.
+only the amount of padding computed changes. This suits token-level heads (tags, answer
+spans: a label per position moves with its token); a pooled head (`[CLS]`) would read
+only the first sequence of each row.
 
 Examples:
 >>> import tensorflow as tf
@@ -56,7 +57,8 @@ def pack_batch(features, labels=None, width=128, label_padding=-100):
     Args:
         features: dict of int `[n, seq]` Tensors with a 0/1 `padding_mask`; every
             other entry is moved with it and padded with 0.
-        labels: optional int `[n, seq]`, moved the same way, padded with `label_padding`.
+        labels: optional int `[n, seq]` (or a dict of them), moved the same way,
+            padded with `label_padding`.
         width: int, positions per packed row; raised to the batch's longest sequence.
             At most the model's `max_sequence_length`: padding keeps its index as
             its position, as in an unpacked row.
@@ -82,5 +84,6 @@ def pack_batch(features, labels=None, width=128, label_padding=-100):
 
     packed = {k: move(v, 0) for k, v in features.items() if k != "padding_mask"}
     packed["padding_mask"] = move(features["padding_mask"], 0, tf.cast(sequence + 1, features["padding_mask"].dtype))
-    packed_labels = None if labels is None else move(labels, label_padding)
-    return packed, packed_labels
+    if isinstance(labels, dict):
+        return packed, {k: move(v, label_padding) for k, v in labels.items()}
+    return packed, None if labels is None else move(labels, label_padding)

@@ -23,8 +23,9 @@ class TaskSpec:
         finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
         default_learning_rate / default_sequence_length / default_epochs: the recipe's defaults.
         batchings: the `bucketing` values `dataset` gives a meaning to (True: the task's own
-            bucketing; False: every batch padded to the sequence length). A task that also
-            batches by length on request adds `"by_length"`; `finetune` refuses the rest.
+            bucketing; False: every batch padded to the sequence length). A task that packs
+            its training batches by default adds `"padded"` (`--no-packing`), one that also
+            batches by length on request `"by_length"`; `finetune` refuses the rest.
     """
 
     name = None

@@ -60,6 +60,17 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
         )
 
 
+def _batching_hint(bucketing):
+    """Which tasks take a batching the chosen task does not, for its error message."""
+    from keras_bert_zoo.tasks.registry import get_task, task_names
+
+    flags = {"by_length": "--group-by-length", "padded": "--no-packing"}
+    if bucketing not in flags:
+        return "."
+    takers = [name for name in task_names(finetunable=True) if bucketing in get_task(name).batchings]
+    return f" ({flags[bucketing]} is for {' and '.join(f'`finetune {name}`' for name in takers)})."
+
+
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
@@ -92,11 +103,11 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             selection: name it as such when comparing).
         seed: initialisation, dropout and shuffling seed.
         bucketing: batch examples of similar length (much faster on real data).
-            Tagging packs random batches into full rows (same loss, see
+            Tagging and QA pack random batches into full rows (same loss, see
             `preprocessing.packing`); `"padded"` pads each to its longest instead and
-            `"by_length"` groups them by length (see `make_tagging_dataset`). One of
-            the task's `batchings` (True, False, and "padded", "by_length" for tag);
-            others raise.
+            `"by_length"` (tag) groups them by length (see `make_tagging_dataset`). One
+            of the task's `batchings` (True, False, and "padded" for tag and qa,
+            "by_length" for tag); others raise.
         jit_compile: XLA for the train step (bucketed shapes recompile; off by default;
             `"auto"`: XLA except bf16 on a CPU, see `training.resolve_jit_compile`).
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
@@ -155,8 +166,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     if not any(bucketing is mode or (isinstance(mode, str) and bucketing == mode) for mode in spec.batchings):
         raise UsageError(f"bucketing={bucketing!r} is not a batching of task {spec.name!r}; use one of "
                          f"{', '.join(map(repr, spec.batchings))}"
-                         + (" (--group-by-length and --no-packing are for `finetune tag`)."
-                            if bucketing in ("by_length", "padded") else "."))
+                         + _batching_hint(bucketing))
 
     # The strategy first: logical devices (--replicas) must exist before any TF op runs.
     distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)

@@ -30,6 +30,7 @@ class QALayout:
 class QATask(TaskSpec):
     name = "qa"
     model_class_name = "BertSpanQA"
+    batchings = (True, False, "padded")  # True: training batches packed; "padded": each padded to its bucket
     description = "extractive question answering (SQuAD v1.1 / v2.0 JSON)"
     default_sequence_length = 384
     default_epochs = 2
@@ -94,7 +95,11 @@ class QATask(TaskSpec):
                                       examples.answer_ends)
         else:
             windows = make_qa_windows(preprocessor, examples.questions, examples.contexts)
-        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=bucketing)
+        # Default: random batches packed into full rows (the padded batch's loss, `preprocessing.packing`);
+        # "padded": each batch padded to the bucket of its longest window.
+        packed = bucketing is True and training
+        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=bool(bucketing),
+                               pack=packed)
 
     def primary_metric(self, layout):
         return "f1"

@@ -140,3 +140,66 @@ def test_packed_batch_trains_the_tagger_like_the_padded_batch(windows):
             candidates = by_tokens[tuple(x["token_ids"].numpy()[row, at])]
             assert min(np.abs(np.asarray(logits[row][at]) - c).max() for c in candidates) < 1e-5
 
+
+
+def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
+    """Real SQuAD windows: each packed window carries exactly one start and one end
+    target, inside itself; with dropout off, the packed span loss and its gradients
+    equal the padded batch's with each window's softmax taken over its own positions
+    (the padded loss also spreads probability over the padding, whose amount depends
+    on the batch), and the start/end accuracies are 1 for logits peaked at the targets."""
+    from keras_bert_zoo import BertSpanQA
+    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows
+    from keras_bert_zoo.preprocessing.squad_data import read_squad
+
+    examples = read_squad(shared_data("squad", "dev.json"), max_examples=40)
+    pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=128, doc_stride=32, stride_mode="overlap")
+    windows = make_qa_windows(pre, examples.questions, examples.contexts, examples.answer_starts,
+                              examples.answer_ends)
+    x, y = next(iter(make_qa_dataset(windows, batch_size=16, training=True, seed=2, pack=True)))
+    px, py = next(iter(make_qa_dataset(windows, batch_size=16, training=True, seed=2)))
+    ids = x["padding_mask"].numpy()
+    assert len(ids) < 16 and ids.max() == 16  # 16 windows in fewer rows
+    for key in ("start_positions", "end_positions"):
+        targets = y[key].numpy()
+        for number in range(1, 17):
+            assert targets[ids == number].sum() == 1, (key, number)  # one target, inside its window
+        assert targets.sum() == 16
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
+                            hidden_dim=16, intermediate_dim=32, max_sequence_length=128, dropout=0.0)
+    model = BertSpanQA(backbone)
+
+    def unpadded_loss(features, labels, out):  # the reference: written out here, per padded row
+        real = features["padding_mask"] > 0
+        total = 0.0
+        for key in ("start", "end"):
+            logits = tf.where(real, out[f"{key}_logits"], -np.inf)
+            total += tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels[f"{key}_positions"], logits))
+        return total / 2
+
+    def loss_and_grads(features, labels, loss_fn):
+        with tf.GradientTape() as tape:
+            out = model(features, training=True)
+            loss = loss_fn(features, labels, out)
+        return float(loss), tape.gradient(loss, model.trainable_variables)
+
+    loss, grads = loss_and_grads(x, y, lambda f, lab, out: model.compute_loss(x=f, y=lab, y_pred=out))
+    ploss, pgrads = loss_and_grads(px, py, unpadded_loss)
+    padded_loss, _ = loss_and_grads(px, py, lambda f, lab, out: model.compute_loss(x=f, y=lab, y_pred=out))
+    assert padded_loss > ploss  # the padding's share of the softmax
+    assert loss == pytest.approx(ploss, rel=1e-6)
+    for g, pg, v in zip(grads, pgrads, model.trainable_variables):
+        g, pg = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(pg).numpy()
+        np.testing.assert_allclose(g, pg, atol=1e-6 * max(1.0, np.abs(pg).max()), err_msg=v.path)
+    # Accuracy: a model that knows the answers (targets' logits pushed up) scores 1 both ways.
+    for features, labels in ((x, y), (px, py)):
+        if len(labels["start_positions"].shape) == 2:
+            logits = {k.replace("positions", "logits"): tf.cast(v, tf.float32) * 50.0 for k, v in labels.items()}
+        else:
+            width = features["token_ids"].shape[1]
+            logits = {k.replace("positions", "logits"): tf.one_hot(v, width) * 50.0 for k, v in labels.items()}
+        model.start_accuracy_tracker.reset_state()
+        model.end_accuracy_tracker.reset_state()
+        metrics = model.compute_metrics(features, labels, logits)
+        assert metrics["start_accuracy"] == 1.0 and metrics["end_accuracy"] == 1.0

@@ -14,11 +14,7 @@ from keras_bert_zoo.training.tpu_compat import (
     check_tpu_compat,
     static_batches,
 )
-from tests.training.test_strategies import LEARNING_RATE, PER_REPLICA_BATCH, REPLICA_CASES
-
-# The biases added equally to every logit of one softmax: span start/end over positions,
-# a multiple-choice score over the choices.
-SHIFT_INVARIANT_BIASES = {"BertSpanQA": "qa_outputs/bias", "BertMultipleChoice": "classifier/bias"}
+from tests.training.test_strategies import LEARNING_RATE, PER_REPLICA_BATCH, REPLICA_CASES, SHIFT_INVARIANT_BIASES
 
 
 @pytest.mark.parametrize("case", sorted(REPLICA_CASES))
