@@ -31,6 +31,7 @@ COVERED = {
     "BertBackbone": "backbone",
     "BertEmbeddings": "backbone",
     "BertEncoderBlock": "backbone",
+    "AttentionLayout": "backbone",
     "BertClassifier": "classifier",
     "BertTokenizer": "classifier",
     "SegmentPacker": "classifier",
@@ -103,7 +104,7 @@ def test_backbone(tmp_path):
         restored = _save_load(m, tmp_path, "backbone")
         got = restored.predict(x, verbose=0)
         tf.nest.map_structure(np.testing.assert_array_equal, expected, got)
-        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock"} <= _all_layers(restored)
+        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout"} <= _all_layers(restored)
         assert restored.get_config() == m.get_config()
 
 

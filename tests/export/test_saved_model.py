@@ -46,8 +46,10 @@ def classifier():
     flat = ["a film", "the plot", "some acting", "it is a film"]
     texts = (bad + flat + good) * 4
     labels = np.array(([0] * 4 + [1] * 4 + [2] * 4) * 4)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    model.fit(texts, labels, batch_size=16, epochs=8, verbose=0)
+    # Adam at 1e-2 for 8 epochs left the answers near-constant but for LONG, and a change in float
+    # rounding was enough to lose that one too; 3e-3 for 20 epochs trains smoothly.
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    model.fit(texts, labels, batch_size=16, epochs=20, verbose=0)
     return model
 
 

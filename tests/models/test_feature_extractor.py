@@ -81,8 +81,9 @@ def test_frozen_inside_a_users_model_only_the_head_trains():
     for before, after in zip(frozen, extractor.backbone.get_weights()):
         np.testing.assert_array_equal(before, after)
     assert len(model.trainable_weights) == 2  # the Dense kernel and bias
-    # No dropout inside the frozen extractor, even in a training-mode call.
-    np.testing.assert_array_equal(np.asarray(extractor(x, training=True)), features_before)
+    # No dropout inside the frozen extractor, even in a training-mode call (dropout 0.3 would move
+    # features by ~0.1; eager and `predict`'s graph round differently, by ~1e-7).
+    np.testing.assert_allclose(np.asarray(extractor(x, training=True)), features_before, atol=1e-5)
 
 
 def test_config_round_trip_and_errors(tmp_path):

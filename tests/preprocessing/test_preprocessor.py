@@ -94,6 +94,12 @@ def test_tf_data_tf_function_and_saved_model(preprocessor, tmp_path):
         np.testing.assert_array_equal(served[key], direct[key])
 
 
+def _without_names(config):
+    if isinstance(config, dict):
+        return {k: _without_names(v) for k, v in config.items() if k != "name"}
+    return config
+
+
 def test_config_preset_and_keras_round_trip(preprocessor, tmp_path):
     config = preprocessor.get_config()
     clone = BertPreprocessor.from_config(config)
@@ -101,7 +107,9 @@ def test_config_preset_and_keras_round_trip(preprocessor, tmp_path):
     preprocessor.save_to_preset(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["preprocessor.json", "tokenizer_config.json", "vocab.txt"]
     again = BertPreprocessor.from_preset(str(tmp_path))
-    assert again.get_config() == config
+    # Layer names are Keras' auto-names, unique per session ("bert_tokenizer_1" when an earlier
+    # test's tokenizer still holds "bert_tokenizer"): not part of what a preset restores.
+    assert _without_names(again.get_config()) == _without_names(config)
     assert BertPreprocessor.from_preset(str(tmp_path), sequence_length=16).sequence_length == 16
 
     @keras.saving.register_keras_serializable(package="test_preprocessor")
