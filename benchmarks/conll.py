@@ -309,6 +309,16 @@ def _hf_name(hf):
     return f"HF transformers (PyTorch, {threads} thread{'s' if threads != 1 else ''})"
 
 
+def _started(record):
+    """When a side's run began: its `date` is written at the end, after training and scoring."""
+    import datetime
+
+    took = record.get("wall_seconds") or (record["train_seconds"] + record.get("dev_predict_seconds", 0)
+                                          + record.get("tokenize_train_seconds", 0))
+    end = datetime.datetime.fromisoformat(record["date"])
+    return (end - datetime.timedelta(seconds=took)).isoformat(timespec="seconds")
+
+
 def assemble_results(out, epochs):
     """`results.json` of a run whose sides ran as separate `--only` commands (e.g. at the
     same time, one core each), so that `--record` can summarise it."""
@@ -316,7 +326,7 @@ def assemble_results(out, epochs):
     summary = print_table(out, epochs)
     results = {"ours": ours, "hf": hf, **(summary or {}),
                "command": f"python benchmarks/conll.py --epochs {epochs} --only ours|hf (each side separately)",
-               "started": min(r["date"] for r in (ours, hf) if r), "git_commit_start": (ours or {}).get("git_commit")}
+               "started": min(_started(r) for r in (ours, hf) if r), "git_commit_start": (ours or {}).get("git_commit")}
     write_json(os.path.join(out, "results.json"), results)
     return results
 

@@ -61,7 +61,9 @@ def pack_batch(features, labels=None, width=128, label_padding=-100):
             padded with `label_padding`.
         width: int, positions per packed row; raised to the batch's longest sequence.
             At most the model's `max_sequence_length`: padding keeps its index as
-            its position, as in an unpacked row.
+            its position, as in an unpacked row (the padded span loss reads padding
+            logits, so that stays as the original has it), and a wider row fails in
+            the position-embedding gather.
         label_padding: label of the padding positions (the loss's ignored label).
 
     Returns:

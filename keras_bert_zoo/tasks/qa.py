@@ -95,8 +95,9 @@ class QATask(TaskSpec):
                                       examples.answer_ends)
         else:
             windows = make_qa_windows(preprocessor, examples.questions, examples.contexts)
-        # Default: random batches packed into full rows (the padded batch's loss, `preprocessing.packing`);
-        # "padded": each batch padded to the bucket of its longest window.
+        # Default: random batches packed into full rows, one softmax per window over its own positions
+        # (`preprocessing.packing`, docs/decisions.md); "padded": each batch padded to the bucket of its
+        # longest window, the softmax over the padded row as in the original.
         packed = bucketing is True and training
         return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=bool(bucketing),
                                pack=packed)

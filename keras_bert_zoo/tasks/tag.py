@@ -75,7 +75,7 @@ class TagTask(TaskSpec):
 
         # Default: random batches (as HF's Trainer draws them) packed into rows of `pack_width`:
         # the same windows and loss as the batch padded to its longest ("padded"), without
-        # computing its padding: 2.2x the sentences/s on CoNLL-2003 (docs/benchmarks.md).
+        # computing its padding: 1.8-2.4x the sentences/s on CoNLL-2003 (docs/benchmarks.md).
         # "by_length" groups batches by length instead (F1 0.828 vs 0.830 over four seeds).
         packed = bucketing is True and training
         return make_tagging_dataset(examples, preprocessor, batch_size, training=training, seed=seed,

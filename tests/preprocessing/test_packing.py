@@ -203,3 +203,17 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
         model.end_accuracy_tracker.reset_state()
         metrics = model.compute_metrics(features, labels, logits)
         assert metrics["start_accuracy"] == 1.0 and metrics["end_accuracy"] == 1.0
+
+
+def test_empty_sequences_and_an_empty_batch():
+    """A window with no real token takes no room and gets no number; an empty batch packs to no rows."""
+    features = {"token_ids": tf.constant([[2, 3, 0], [0, 0, 0], [2, 5, 3]]),
+                "padding_mask": tf.constant([[1, 1, 0], [0, 0, 0], [1, 1, 1]])}
+    labels = tf.constant([[-100, 1, -100], [-100, -100, -100], [-100, 2, -100]])
+    packed, packed_labels = pack_batch(features, labels, width=4)
+    assert packed["token_ids"].numpy().tolist() == [[2, 5, 3, 0], [2, 3, 0, 0]]
+    assert packed["padding_mask"].numpy().tolist() == [[3, 3, 3, 0], [1, 1, 0, 0]]
+    assert packed_labels.numpy().tolist() == [[-100, 2, -100, -100], [-100, 1, -100, -100]]
+    empty = {k: tf.zeros([0, 3], tf.int32) for k in ("token_ids", "padding_mask")}
+    packed, _ = pack_batch(empty, width=4)
+    assert packed["token_ids"].shape == (0, 4)
