@@ -25,7 +25,7 @@ class BertSpanQA(Task):
     (HF's loss; N replicas train like one device). Packed rows (several windows per
     row, `preprocessing.packing`) take `int [rows, seq]` maps instead, 1 at each
     window's start / end, and one softmax per window over its own positions
-    (`packed_cross_entropy`; TensorFlow: the segment count is dynamic). Windows,
+    (`packed_cross_entropy`). Windows,
     labels and answer search come from `keras_bert_zoo.preprocessing.squad`.
 
     Args:
@@ -200,12 +200,13 @@ def packed_cross_entropy(targets, logits, padding_mask):
         target), and the fraction of them whose target has the highest logit (the
         padded path's argmax accuracy, up to ties).
     """
-    ids = ops.cast(padding_mask, "int32")
-    rows = ops.shape(ids)[0]
-    # One segment per (row, window number); padding is a segment of its own that has no target.
-    slots = ops.max(ids) + 1
-    segment = ops.reshape(ops.arange(rows, dtype="int32")[:, None] * slots + ids, [-1])
-    count = rows * slots
+    # One segment per window: a new one wherever the window number changes along the flattened
+    # rows (numbers are unique in the batch; a padding run is a segment with no target). At most
+    # one segment per position: the count is a static shape, read from no data.
+    ids = ops.reshape(ops.cast(padding_mask, "int32"), [-1])
+    changes = ops.not_equal(ids, ops.concatenate([ops.convert_to_tensor([-1], "int32"), ids[:-1]], axis=0))
+    segment = ops.cumsum(ops.cast(changes, "int32")) - 1
+    count = ops.shape(ids)[0]
     flat = ops.reshape(logits, [-1])
     highest = ops.segment_max(flat, segment, num_segments=count)
     log_sum = highest + ops.log(ops.segment_sum(ops.exp(flat - ops.take(highest, segment)), segment,

@@ -136,6 +136,22 @@ def span_qa_case(rng, n):
     return build, x, y
 
 
+def packed_span_qa_case(rng, n):
+    """Span QA on packed rows: two windows in each row, a start and an end map 1 inside each."""
+    build, x, _ = span_qa_case(rng, n)
+    lengths = x["padding_mask"].sum(1)
+    half = lengths // 2
+    second = (np.arange(LENGTH)[None, :] >= half[:, None]) & (x["padding_mask"] == 1)
+    x["padding_mask"] = (x["padding_mask"] + second).astype("int32")
+    maps = {k: np.zeros((n, LENGTH), "int32") for k in ("start_positions", "end_positions")}
+    for row in range(n):
+        for first, last in ((0, half[row]), (half[row], lengths[row])):
+            start = rng.integers(first, last)
+            maps["start_positions"][row, start] = 1
+            maps["end_positions"][row, rng.integers(start, last)] = 1
+    return build, x, maps
+
+
 def multiple_choice_case(rng, n):
     from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
 
@@ -167,7 +183,8 @@ def embedder_case(rng, n):
 # The biases added equally to every logit of one softmax: span start/end over positions,
 # a multiple-choice score over the choices. Their exact gradient is 0, so each run's is float
 # noise, and Adam's step, lr * g / (|g| + eps), is up to lr in either direction.
-SHIFT_INVARIANT_BIASES = {"BertSpanQA": "qa_outputs/bias", "BertMultipleChoice": "classifier/bias"}
+SHIFT_INVARIANT_BIASES = {"BertSpanQA": "qa_outputs/bias", "BertSpanQA (packed rows)": "qa_outputs/bias",
+                          "BertMultipleChoice": "classifier/bias"}
 
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
@@ -176,6 +193,7 @@ REPLICA_CASES = {
     "BertTagger": tagger_case,
     "BertTagger (packed rows)": packed_tagger_case,
     "BertSpanQA": span_qa_case,
+    "BertSpanQA (packed rows)": packed_span_qa_case,
     "BertMultipleChoice": multiple_choice_case,
     "BertSentenceEmbedder": embedder_case,
 }
