@@ -68,7 +68,7 @@ def run_layer_test(layer, inputs, tmp_path=None, expected_output_shape=None):
     clone = layer.__class__.from_config(config)
     assert clone.get_config() == config, "get_config -> from_config -> get_config changed the config"
     graph_outputs = tf.function(layer)(inputs)
-    assert_allclose_tree(outputs, graph_outputs, atol=1e-5)
+    assert_allclose_tree(outputs, graph_outputs, rtol=1e-5, atol=1e-5)
     if expected_output_shape is not None:
         assert tuple(outputs.shape) == tuple(expected_output_shape)
     return outputs
@@ -81,13 +81,13 @@ def run_model_test(model, inputs, tmp_path, atol=1e-5):
     clone = model.__class__.from_config(config)
     assert clone.get_config() == config
     graph = tf.function(lambda x: model(x, training=False))(inputs)
-    assert_allclose_tree(eager, graph, atol=atol)
+    assert_allclose_tree(eager, graph, rtol=1e-5, atol=atol)
     predicted = model.predict(inputs, verbose=0)
-    assert_allclose_tree(eager, predicted, atol=atol)
+    assert_allclose_tree(eager, predicted, rtol=1e-5, atol=atol)
     path = os.path.join(str(tmp_path), "model.keras")
     model.save(path)
     restored = keras.saving.load_model(path)
-    assert_allclose_tree(eager, restored(inputs, training=False), atol=atol)
+    assert_allclose_tree(eager, restored(inputs, training=False), rtol=1e-5, atol=atol)
     os.remove(path)
     return eager
 
@@ -122,4 +122,4 @@ def train_side_by_side(ours, hf, batches, lr=1e-4, atol=1e-3):
     for step, (x, y, hf_kwargs) in enumerate(batches):
         our_loss = ours.train_on_batch(x, y, return_dict=True)["loss"]
         hf_loss = hf_step(hf, hf_kwargs, optimizer, schedule, clip_norm=1.0)
-        assert float(our_loss) == pytest.approx(hf_loss, abs=atol), f"step {step}"
+        assert float(our_loss) == pytest.approx(hf_loss, rel=1e-5, abs=atol), f"step {step}"

@@ -122,7 +122,7 @@ def test_classifier_with_preprocessor(tmp_path):
     # save_to_preset / from_preset keep the head, labels and the preprocessor.
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertClassifier.from_preset(str(tmp_path / "preset"))
-    np.testing.assert_allclose(reloaded.predict(TEXTS, verbose=0), expected, atol=1e-6)
+    np.testing.assert_allclose(reloaded.predict(TEXTS, verbose=0), expected, rtol=1e-5, atol=1e-6)
     assert reloaded.label_names == ["a", "b", "c"] and reloaded.preprocessor.sequence_length == 16
 
 
@@ -139,7 +139,7 @@ def test_pretrainer(tmp_path):
     assert {"BertPretrainer", "MaskedLMHead", "NextSentenceHead", "BertPreprocessor"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertPretrainer.from_preset(str(tmp_path / "preset"), preprocessor=None)
-    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), expected,
+    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), expected,
                           reloaded.predict(x, verbose=0))
 
 
@@ -161,7 +161,7 @@ def test_tagger(tmp_path):
     assert {"BertTagger", "TaggingPreprocessor", "BertTokenizer"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertTagger.from_preset(str(tmp_path / "preset"))
-    np.testing.assert_allclose(reloaded.predict(x, verbose=0), expected, atol=1e-5)
+    np.testing.assert_allclose(reloaded.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-5)
     assert reloaded.predict_tags(sentences) == expected_tags and reloaded.preprocessor.sequence_length == 12
 
 
@@ -182,7 +182,7 @@ def test_span_qa(tmp_path):
     assert {"BertSpanQA", "SpanQAPreprocessor", "BertTokenizer"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertSpanQA.from_preset(str(tmp_path / "preset"))
-    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), reloaded.predict(x, verbose=0),
+    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), reloaded.predict(x, verbose=0),
                           expected)
     assert reloaded.preprocessor.doc_stride == 6 and reloaded.preprocessor.max_query_length == 8
     assert [r["answer"] for r in reloaded.predict_answers(questions, contexts)] == \
@@ -206,7 +206,7 @@ def test_multiple_choice(tmp_path):
     assert {"BertMultipleChoice", "MultipleChoicePreprocessor", "BertTokenizer", "SegmentPacker"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertMultipleChoice.from_preset(str(tmp_path / "preset"))
-    np.testing.assert_allclose(reloaded.predict((contexts, choices), verbose=0), expected, atol=1e-5)
+    np.testing.assert_allclose(reloaded.predict((contexts, choices), verbose=0), expected, rtol=1e-5, atol=1e-5)
     assert reloaded.preprocessor.sequence_length == 12
 
 
@@ -226,7 +226,7 @@ def test_embedder(tmp_path, pooling):
         <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertSentenceEmbedder.from_preset(str(tmp_path / "preset"))
-    np.testing.assert_allclose(reloaded.encode(TEXTS), expected, atol=1e-6)
+    np.testing.assert_allclose(reloaded.encode(TEXTS), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_feature_extractor(tmp_path):

@@ -105,8 +105,8 @@ def _assert_pretrainer_matches(out, hf, capsys):
     assert "initialised randomly" not in capsys.readouterr().out
     ours = model({**x, "mask_positions": positions}, training=False)
     mlm, nsp = _pretraining_reference(hf, x, positions)
-    np.testing.assert_allclose(np.asarray(ours["mlm_logits"]), mlm, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(ours["nsp_logits"]), nsp, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(ours["mlm_logits"]), mlm, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(ours["nsp_logits"]), nsp, rtol=1e-5, atol=1e-4)
 
 
 def _classifier_reference(hf, x):
@@ -141,7 +141,7 @@ def test_convert_keeps_hf_classifier_head_and_labels(tmp_path, capsys):
     assert "initialised randomly" not in capsys.readouterr().out
     assert model.num_classes == 3 and model.label_names == ["negative", "neutral", "positive"]
     x = _inputs()
-    np.testing.assert_allclose(model.predict(x, verbose=0), _classifier_reference(hf, x), atol=1e-4)
+    np.testing.assert_allclose(model.predict(x, verbose=0), _classifier_reference(hf, x), rtol=1e-5, atol=1e-4)
 
 
 def test_convert_keeps_google_pretraining_heads(tmp_path, capsys):
@@ -172,7 +172,7 @@ def test_convert_keeps_google_run_classifier_head(tmp_path, capsys):
     model = BertClassifier.from_preset(out, preprocessor=None)
     assert model.num_classes == 3
     x = _inputs()
-    np.testing.assert_allclose(model.predict(x, verbose=0), _classifier_reference(hf, x), atol=1e-4)
+    np.testing.assert_allclose(model.predict(x, verbose=0), _classifier_reference(hf, x), rtol=1e-5, atol=1e-4)
 
 
 def test_convert_drops_an_unknown_head_in_one_line_and_keeps_the_backbone(tmp_path, capsys):
@@ -193,4 +193,4 @@ def test_convert_drops_an_unknown_head_in_one_line_and_keeps_the_backbone(tmp_pa
         reference = hf.bert(**_torch_inputs(x)).last_hidden_state.numpy()
     ours = BertBackbone.from_preset(out)(x)["sequence_output"].numpy()
     real = x["padding_mask"].astype(bool)
-    np.testing.assert_allclose(ours[real], reference[real], atol=1e-4)
+    np.testing.assert_allclose(ours[real], reference[real], rtol=1e-5, atol=1e-4)

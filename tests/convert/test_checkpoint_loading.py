@@ -45,8 +45,8 @@ def assert_matches(backbone, model):
     seq, pooled = hf_outputs(model, x)
     ours = backbone(x)
     real = x["padding_mask"].astype(bool)
-    np.testing.assert_allclose(ours["sequence_output"].numpy()[real], seq[real], atol=1e-5)
-    np.testing.assert_allclose(ours["pooled_output"].numpy(), pooled, atol=1e-5)
+    np.testing.assert_allclose(ours["sequence_output"].numpy()[real], seq[real], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours["pooled_output"].numpy(), pooled, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
@@ -72,7 +72,7 @@ def test_hf_key_variants(tmp_path):
     x = inputs()
     seq, _ = hf_outputs(model, x)
     real = x["padding_mask"].astype(bool)
-    np.testing.assert_allclose(backbone(x)["sequence_output"].numpy()[real], seq[real], atol=1e-5)
+    np.testing.assert_allclose(backbone(x)["sequence_output"].numpy()[real], seq[real], rtol=1e-5, atol=1e-5)
 
 
 def test_save_to_preset_round_trips_exactly_and_hf_loads_it(tmp_path):

@@ -79,7 +79,7 @@ def test_fresh_process_matches_predict_choices(model, exported, tmp_path):
     assert got["best_index"] == best.tolist()
     assert got["best_choice"] == [row[b] for row, b in zip(CHOICES, best)]
     # Each pair is scored alone: two choices give the first two of the four logits.
-    np.testing.assert_allclose(got["two"], np.asarray(got["logits"])[:2, :2], atol=1e-5)
+    np.testing.assert_allclose(got["two"], np.asarray(got["logits"])[:2, :2], rtol=1e-5, atol=1e-5)
 
 
 def test_tokenize_and_token_ids_signatures(model, exported):
@@ -91,7 +91,7 @@ def test_tokenize_and_token_ids_signatures(model, exported):
     assert tokenized["token_ids"].shape == (4, 4, 24)
     features = {k: tf.cast(expected[k], tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")}
     by_ids = served.signatures["predict_token_ids"](**features)
-    np.testing.assert_allclose(by_ids["logits"].numpy(), model.predict(features, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(by_ids["logits"].numpy(), model.predict(features, verbose=0), rtol=1e-5, atol=1e-5)
     assert "best_choice" not in by_ids
     with open(f"{exported}/assets/export_info.json", encoding="utf-8") as f:
         info = json.load(f)

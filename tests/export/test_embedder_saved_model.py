@@ -42,5 +42,5 @@ def test_fresh_process_serving_equals_encode(tmp_path):
     assert served["info"]["task"] == "BertSentenceEmbedder" and served["info"]["pooling"] == "mean"
     got = np.asarray(served["embeddings"], "float32")
     assert got.shape == expected.shape == (len(TEXTS), 16)
-    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)

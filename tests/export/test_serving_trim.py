@@ -92,14 +92,14 @@ def test_chunked_logits_equal_the_full_width_model(classifier):
     full = classifier(features, training=False).numpy()
     cut = run_in_length_chunks(lambda x: classifier(x, training=False), features, TaskServing.position_keys, 16)
     assert np.ptp(full[:, 0]) > 1e-3  # the texts get different logits
-    assert np.abs(cut.numpy() - full).max() <= 1e-5
+    np.testing.assert_allclose(cut.numpy(), full, rtol=1e-5, atol=1e-5)
     # In a graph with unknown batch and width, as in the SavedModel, and chunks of 2 rows so the
     # while-loop body (not only the first chunk) runs.
     spec = {k: tf.TensorSpec([None, None], tf.int32) for k in features}
     graph = tf.function(lambda x: run_in_length_chunks(lambda c: classifier(c, training=False), x,
                                                        TaskServing.position_keys, 2), input_signature=[spec])
     assert len(TEXTS) > 4
-    assert np.abs(graph(features).numpy() - full).max() <= 1e-5
+    np.testing.assert_allclose(graph(features).numpy(), full, rtol=1e-5, atol=1e-5)
 
     tagger = _tagger(IOB2)
     words = tf.ragged.constant([t.split() for t in TEXTS])
@@ -109,7 +109,7 @@ def test_chunked_logits_equal_the_full_width_model(classifier):
                                TaggerServing.position_keys, 16, TaggerServing.position_outputs).numpy()
     real = windows["padding_mask"].numpy().astype(bool)
     assert cut.shape[1] == real.sum(1).max()
-    assert np.abs(cut - full[:, :cut.shape[1]])[real[:, :cut.shape[1]]].max() <= 1e-5
+    np.testing.assert_allclose(cut[real[:, :cut.shape[1]]], full[:, :cut.shape[1]][real[:, :cut.shape[1]]], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow  # test_saved_model's fresh-process test runs the same (trimmed) signature by default

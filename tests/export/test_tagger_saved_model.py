@@ -176,7 +176,7 @@ def test_signature_dtypes_tokenize_and_token_ids(tagger, exported):
     features = {k: tf.cast(windows[k], tf.int32) for k in ("token_ids", "segment_ids", "padding_mask")}
     by_ids = served.signatures["predict_token_ids"](**features)
     expected = tagger.predict(features, verbose=0)
-    assert np.abs(by_ids["logits"].numpy() - expected).max() <= 1e-5
+    np.testing.assert_allclose(by_ids["logits"].numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(by_ids["tag_ids"].numpy(), expected.argmax(-1))
     assert [[t.decode() for t in row] for row in by_ids["tags"].numpy()] == \
         [[IOB2[i] for i in row] for row in expected.argmax(-1)]
@@ -218,7 +218,7 @@ def test_decoder_equals_conlleval_on_random_sequences(scheme, names):
     flat_start = np.cumsum([0] + [len(s) for s in sentences])
     for i, row in enumerate(expected):
         np.testing.assert_allclose(found["score"][i].numpy(), [np.mean(scores[i][a:b]) for _, a, b in row],
-                                   atol=1e-6)
+                                   rtol=1e-5, atol=1e-6)
         assert found["start"][i].numpy().tolist() == [(flat_start[i] + a) * 10 for _, a, _ in row]
         assert found["end"][i].numpy().tolist() == [(flat_start[i] + b - 1) * 10 + 3 for _, _, b in row]
 

@@ -100,7 +100,7 @@ def test_hf_parity_and_round_trip(tmp_path):
     x = int_inputs(batch=4, seq=9)
     model = BertClassifier.from_preset(path, num_classes=3, preprocessor=None)
     ours = model.predict(x, verbose=0)
-    np.testing.assert_allclose(ours, _hf_logits(hf, x), atol=2e-5)
+    np.testing.assert_allclose(ours, _hf_logits(hf, x), rtol=1e-5, atol=2e-5)
 
     # Our preset is an HF checkpoint too, and it remembers the label names.
     model.label_names = ["a", "b", "c"]
@@ -111,10 +111,10 @@ def test_hf_parity_and_round_trip(tmp_path):
     import transformers
 
     reloaded_hf = transformers.BertForSequenceClassification.from_pretrained(out).eval()
-    np.testing.assert_allclose(_hf_logits(reloaded_hf, x), ours, atol=2e-5)
+    np.testing.assert_allclose(_hf_logits(reloaded_hf, x), ours, rtol=1e-5, atol=2e-5)
     again = BertClassifier.from_preset(out, preprocessor=None)
     assert again.label_names == ["a", "b", "c"] and again.num_classes == 3
-    np.testing.assert_allclose(again.predict(x, verbose=0), ours, atol=1e-6)
+    np.testing.assert_allclose(again.predict(x, verbose=0), ours, rtol=1e-5, atol=1e-6)
 
 
 def test_head_with_other_class_count_starts_fresh(tmp_path, capsys):
@@ -129,7 +129,7 @@ def test_head_with_other_class_count_starts_fresh(tmp_path, capsys):
         pooled = hf.bert(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
                          token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
                          attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)).pooler_output
-    np.testing.assert_allclose(model.backbone(x)["pooled_output"], pooled.numpy(), atol=2e-5)
+    np.testing.assert_allclose(model.backbone(x)["pooled_output"], pooled.numpy(), rtol=1e-5, atol=2e-5)
 
 
 @pytest.mark.parametrize("pairs", [False, True])
@@ -150,14 +150,14 @@ def test_raw_strings_match_preprocessed_ints(pairs):
     if pairs:  # the pair really reached the model: segment 1 is present
         assert int(tf.reduce_max(ints["segment_ids"])) == 1
     expected = model.predict({k: v.numpy() for k, v in ints.items()}, verbose=0)
-    np.testing.assert_allclose(model.predict(raw, verbose=0), expected, atol=1e-5)
+    np.testing.assert_allclose(model.predict(raw, verbose=0), expected, rtol=1e-5, atol=1e-5)
     if pairs:  # and text_b was not dropped
         first_only = model.predict({k: v.numpy() for k, v in pre(tf.constant(a)).items()}, verbose=0)
         assert np.abs(first_only - expected).max() > 1e-2
     model.compile()
     loss_raw = model.evaluate(raw, np.array([1, 0, 1]), verbose=0)
     loss_int = model.evaluate({k: v.numpy() for k, v in ints.items()}, np.array([1, 0, 1]), verbose=0)
-    np.testing.assert_allclose(loss_raw, loss_int, atol=1e-5)
+    np.testing.assert_allclose(loss_raw, loss_int, rtol=1e-5, atol=1e-5)
 
 
 def test_google_run_classifier_head_loads(tmp_path):
@@ -188,4 +188,4 @@ def test_google_run_classifier_head_loads(tmp_path):
     model = BertClassifier.from_preset(str(gdir), num_classes=3, preprocessor=None,
                                        backbone_kwargs={"activation": "gelu"})
     x = int_inputs(batch=4, seq=9)
-    np.testing.assert_allclose(model.predict(x, verbose=0), _hf_logits(hf, x), atol=2e-5)
+    np.testing.assert_allclose(model.predict(x, verbose=0), _hf_logits(hf, x), rtol=1e-5, atol=2e-5)

@@ -36,7 +36,7 @@ def test_contract(tmp_path):
     five = model.predict(x, verbose=0)
     two = model.predict({k: v[:, 1:3] for k, v in x.items()}, verbose=0)
     assert five.shape == (2, 5)
-    np.testing.assert_allclose(two, five[:, 1:3], atol=1e-5)
+    np.testing.assert_allclose(two, five[:, 1:3], rtol=1e-5, atol=1e-5)
 
 
 def test_loss_is_softmax_cross_entropy_over_choices():
@@ -114,7 +114,7 @@ def test_real_weights_match_hf_on_swag_rows_and_hf_loads_ours(hf_and_ours, tmp_p
         ref = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
     assert np.ptp(ref, axis=1).min() > 1e-3  # the head distinguishes the choices: a real check
     got = ours.predict((examples.contexts, examples.choices), verbose=0)  # raw strings in
-    np.testing.assert_allclose(got, ref, atol=1e-4)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
     probs, best = ours.predict_choices(examples.contexts, examples.choices)
     np.testing.assert_allclose(probs, torch.softmax(torch.tensor(ref), -1).numpy(), atol=1e-5)
     np.testing.assert_array_equal(best, ref.argmax(-1))
@@ -125,11 +125,11 @@ def test_real_weights_match_hf_on_swag_rows_and_hf_loads_ours(hf_and_ours, tmp_p
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     with torch.no_grad():
         again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
-    np.testing.assert_allclose(again, ref, atol=1e-4)
+    np.testing.assert_allclose(again, ref, rtol=1e-5, atol=1e-4)
     # And ours reads its own preset back, preprocessor length included.
     reloaded = BertMultipleChoice.from_preset(out)
     assert reloaded.preprocessor.sequence_length == 64
-    np.testing.assert_allclose(reloaded.predict((examples.contexts, examples.choices), verbose=0), got, atol=1e-5)
+    np.testing.assert_allclose(reloaded.predict((examples.contexts, examples.choices), verbose=0), got, rtol=1e-5, atol=1e-5)
 
 
 def test_convert_keeps_the_multiple_choice_head(hf_and_ours, tmp_path):

@@ -93,9 +93,9 @@ def test_matches_hf_bert_for_pretraining(tmp_path, act):
     x, y = batch()
     mlm_ref, nsp_ref, loss_ref = _hf_outputs(hf, x, y)
     out = model(x, training=False)
-    np.testing.assert_allclose(np.asarray(out["nsp_logits"]), nsp_ref, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(out["nsp_logits"]), nsp_ref, rtol=1e-5, atol=1e-4)
     real = y["mask_weights"] > 0  # HF has no prediction for our padding slots
-    np.testing.assert_allclose(np.asarray(out["mlm_logits"])[real], mlm_ref[real], atol=1e-4)
+    np.testing.assert_allclose(np.asarray(out["mlm_logits"])[real], mlm_ref[real], rtol=1e-5, atol=1e-4)
     loss = float(model.compute_loss(x, y, out))
     assert abs(loss - loss_ref) <= 1e-4 * max(1.0, abs(loss_ref))
     # Our preset loads back in HF with the same outputs (decoder written as tied tensors).
@@ -107,10 +107,10 @@ def test_matches_hf_bert_for_pretraining(tmp_path, act):
 
     hf2 = transformers.BertForPreTraining.from_pretrained(ours).eval()
     mlm2, nsp2, loss2 = _hf_outputs(hf2, x, y)
-    np.testing.assert_allclose(mlm2[real], mlm_ref[real], atol=1e-5)
-    np.testing.assert_allclose(nsp2, nsp_ref, atol=1e-5)
+    np.testing.assert_allclose(mlm2[real], mlm_ref[real], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(nsp2, nsp_ref, rtol=1e-5, atol=1e-5)
     reloaded = BertPretrainer.from_preset(ours)
-    np.testing.assert_allclose(np.asarray(reloaded(x)["mlm_logits"]), np.asarray(out["mlm_logits"]), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(reloaded(x)["mlm_logits"]), np.asarray(out["mlm_logits"]), rtol=1e-5, atol=1e-6)
 
 
 def test_google_checkpoint_head_loads(tmp_path):
@@ -146,8 +146,8 @@ def test_google_checkpoint_head_loads(tmp_path):
     loaded = BertPretrainer.from_preset(str(gdir), backbone_kwargs={"activation": "gelu"})
     x, _ = batch()
     a, b = ours(x), loaded(x)
-    np.testing.assert_allclose(np.asarray(a["mlm_logits"]), np.asarray(b["mlm_logits"]), atol=1e-5)
-    np.testing.assert_allclose(np.asarray(a["nsp_logits"]), np.asarray(b["nsp_logits"]), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(a["mlm_logits"]), np.asarray(b["mlm_logits"]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(a["nsp_logits"]), np.asarray(b["nsp_logits"]), rtol=1e-5, atol=1e-5)
 
 
 def test_backbone_only_checkpoint_gets_fresh_heads(capsys):
@@ -229,8 +229,8 @@ def test_pretrainer_on_jax_matches_tensorflow_and_trains(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     jax_out = json.loads(result.stdout.strip().splitlines()[-1])
     out = model(x, training=False)
-    np.testing.assert_allclose(np.array(jax_out["mlm"]), np.asarray(out["mlm_logits"]), atol=1e-5)
-    np.testing.assert_allclose(np.array(jax_out["nsp"]), np.asarray(out["nsp_logits"]), atol=1e-5)
+    np.testing.assert_allclose(np.array(jax_out["mlm"]), np.asarray(out["mlm_logits"]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(jax_out["nsp"]), np.asarray(out["nsp_logits"]), rtol=1e-5, atol=1e-5)
     assert jax_out["loss"] == pytest.approx(float(model.compute_loss(x, y, out)), rel=1e-5)
     history = jax_out["history"]
     assert {"mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"} <= set(history)

@@ -93,7 +93,7 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     got = ours.predict(x, verbose=0)
     mask = x["padding_mask"].astype(bool)
     for name in ("start_logits", "end_logits"):
-        np.testing.assert_allclose(got[name][mask], getattr(ref, name).numpy()[mask], atol=1e-4)
+        np.testing.assert_allclose(got[name][mask], getattr(ref, name).numpy()[mask], rtol=1e-5, atol=1e-4)
 
     out = str(tmp_path / "ours")
     ours.save_to_preset(out)
@@ -102,7 +102,7 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     with torch.no_grad():
         again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()})
     for name in ("start_logits", "end_logits"):
-        np.testing.assert_allclose(getattr(again, name).numpy()[mask], getattr(ref, name).numpy()[mask], atol=1e-4)
+        np.testing.assert_allclose(getattr(again, name).numpy()[mask], getattr(ref, name).numpy()[mask], rtol=1e-5, atol=1e-4)
 
 
 def test_google_names_of_the_head():

@@ -104,7 +104,7 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
         ref = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
     got = ours.predict(x, verbose=0)
     mask = x["padding_mask"].astype(bool)
-    np.testing.assert_allclose(got[mask], ref[mask], atol=1e-4)
+    np.testing.assert_allclose(got[mask], ref[mask], rtol=1e-5, atol=1e-4)
 
     out = str(tmp_path / "ours")
     ours.save_to_preset(out)
@@ -113,7 +113,7 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     assert back.config.id2label == dict(enumerate(LABELS))
     with torch.no_grad():
         again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
-    np.testing.assert_allclose(again[mask], ref[mask], atol=1e-4)
+    np.testing.assert_allclose(again[mask], ref[mask], rtol=1e-5, atol=1e-4)
 
 
 def test_packed_sentences_match_hf_one_by_one():
@@ -144,7 +144,7 @@ def test_packed_sentences_match_hf_one_by_one():
         with torch.no_grad():
             ref = hf(**alone).logits.numpy()[0]
         row = np.flatnonzero((numbers == i + 1).any(axis=1))[0]
-        np.testing.assert_allclose(logits[row][numbers[row] == i + 1], ref, atol=1e-4)
+        np.testing.assert_allclose(logits[row][numbers[row] == i + 1], ref, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.slow  # the real 6-layer model traced and trained: about a minute on 2 quiet cores

@@ -50,7 +50,7 @@ def test_returns_the_kept_model_and_its_scores(job, select):
     # The returned model is the saved one, and its dev score is the reported one.
     saved = BertClassifier.from_preset(out)
     texts = [line.split("\t")[0] for line in open(data).read().splitlines()[1:]]
-    np.testing.assert_allclose(saved.predict(texts, verbose=0), model.predict(texts, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(saved.predict(texts, verbose=0), model.predict(texts, verbose=0), rtol=1e-5, atol=1e-5)
     labels = np.array([int(line.split("\t")[1]) for line in open(data).read().splitlines()[1:]])
     accuracy = float(np.mean(np.argmax(saved.predict(texts, verbose=0), -1) == labels))
     assert accuracy == pytest.approx(metrics["accuracy"])
