@@ -58,8 +58,10 @@ def _add_recipe_arguments(parser, spec):
                                "instead of packed into full rows (same loss, slower)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
-    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="false",
-                        help="XLA compilation of the train step")
+    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
+                        help="XLA compilation of the train step; auto: no XLA for bucketed (varying-width) "
+                             "batches, multi-worker on CPUs, bf16 on a CPU or short runs, else the faster of "
+                             "both timed on the first batch (see docs/scaling.md)")
 
 
 def run(args):

@@ -52,9 +52,9 @@ def add_arguments(parser):
                         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
                              "under --strategy multi_worker each worker reads only its shards' files")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
-                        help="XLA compilation of the train step (fixed shapes; which is faster on a CPU depends on the "
-                             "shapes, see docs/benchmarks.md); auto: XLA, except "
-                             "--mixed-precision bf16 on a CPU (oneDNN's bf16 kernels are faster there)")
+                        help="XLA compilation of the train step; auto: no XLA for multi-worker on CPUs, bf16 on a "
+                             "CPU or runs under 300 steps, else the faster of both timed on the first batch "
+                             "(see docs/scaling.md)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--time-budget", type=float_in(0.0, 1e9), default=None,

@@ -14,7 +14,10 @@ def add_arguments(parser):
     parser.add_argument("--no-chinese-split", action="store_true", help="do not split CJK ideographs into words")
     parser.add_argument("--unused", type=int_in(0, MAX_VOCABULARY), default=0, help="number of [unusedN] reserve slots")
     parser.add_argument("--min-count", type=count_int, default=None,
-                        help="lowest count threshold the learner may search (default 10; lower it for small corpora)")
+                        help="lowest count of a piece kept (default: any count; tensorflow-text's learner: the lowest "
+                             "threshold it searches, default 10)")
+    parser.add_argument("--learner", choices=("auto", "tokenizers", "tensorflow_text"), default="auto",
+                        help="auto: HF tokenizers' WordPiece trainer (fast, fills --size), else tensorflow-text's")
 
 
 def run(args):
@@ -33,6 +36,7 @@ def run(args):
         tokenize_chinese_chars=not args.no_chinese_split,
         num_unused_tokens=args.unused,
         min_count=args.min_count,
+        learner=args.learner,
     )
     save_vocabulary(vocab, args.out)
     print(f"wrote {args.out}: {len(vocab)} tokens ({args.unused} unused) from {len(args.corpus)} file(s) "

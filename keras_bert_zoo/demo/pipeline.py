@@ -140,7 +140,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
         corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
         sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
         learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
-        eval_batches=20, seed=seed + 1, jit_compile=True, verbose=verbose,
+        eval_batches=20, seed=seed + 1, verbose=verbose,
     )
     with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)

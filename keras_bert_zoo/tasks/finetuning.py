@@ -74,9 +74,9 @@ def _batching_hint(bucketing):
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
-             bucketing=True, jit_compile=False, strategy="default", tpu=None, replicas=None,
+             bucketing=True, jit_compile="auto", strategy="default", tpu=None, replicas=None,
              mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose="auto", overwrite=False, **task_options):
+             verbose="auto", overwrite=False, callbacks=(), **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -108,8 +108,10 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             `"by_length"` (tag) groups them by length (see `make_tagging_dataset`). One
             of the task's `batchings` (True, False, and "padded" for tag and qa,
             "by_length" for tag); others raise.
-        jit_compile: XLA for the train step (bucketed shapes recompile; off by default;
-            `"auto"`: XLA except bf16 on a CPU, see `training.resolve_jit_compile`).
+        jit_compile: XLA for the train step; `"auto"` (default): the package's rule
+            (`keras_bert_zoo.training.jit`): no XLA for batches of varying widths (bucketing
+            would compile a program per width), multi-worker on CPUs, bf16 on a CPU or runs
+            under 300 steps; otherwise both are timed on the first batch; the choice is printed.
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
         checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`
@@ -125,6 +127,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         overwrite: replace an existing `out` (once the new one is complete); without it an
             existing `out` raises `OutputExistsError` before any work. Everything is written
             to a temporary sibling of `out` first, so a failed run leaves `out` as it was.
+        callbacks: more Keras callbacks, run after the job's own (step log, dev
+            evaluation) at every step.
         **task_options: the task's layout options, applied to `layout` (e.g. qa's
             `doc_stride=128, stride_mode="overlap"`).
 
@@ -149,6 +153,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                                          resolve_jit_compile, set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
     from keras_bert_zoo.training.curves import plot_finetuning
+    from keras_bert_zoo.training.jit import choose_jit_compile
     from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
@@ -186,13 +191,15 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
 
     # --- data ---------------------------------------------------------------------------
+    import tensorflow as tf
+
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.training import tpu_compat
 
     static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
     # Not `bucketing and not static`: that turns "by_length" into True (random batches).
     bucketing = False if static else bucketing
-    jit_compile = True if static else resolve_jit_compile(jit_compile, mixed_precision)
+    resolve_jit_compile(jit_compile, mixed_precision, strategy)  # refuses XLA it cannot run, before any work
 
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
                             bucketing=bucketing)
@@ -201,10 +208,15 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     if static:
         train_ds = tpu_compat.static_batches(train_ds, global_batch)
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
+    # Batches of one width (no bucketing, packed rows) can reuse one XLA program.
+    fixed_shapes = all(None not in t.shape[1:] for t in tf.nest.flatten(train_ds.element_spec))
+    jit_compile = True if static else jit_compile
+    static_jit = resolve_jit_compile(jit_compile, mixed_precision, strategy, steps=epochs * steps_per_epoch,
+                                     fixed_shapes=fixed_shapes)
     with distribution.scope():
         optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
                                      warmup_ratio=warmup_ratio, recipe=recipe)
-        task_model.compile(optimizer=optimizer, jit_compile=jit_compile)
+        task_model.compile(optimizer=optimizer, jit_compile=static_jit is True)  # "auto": decided on the first batch
 
     if check_tpu_compat:
         print(tpu_compat.describe(tpu_compat.check_tpu_compat(task_model, train_ds), train_ds), flush=True)
@@ -245,11 +257,14 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     if chief:
         prepare_run_directory(run_dir, out)
     history = train_loop(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                         callbacks=[steps, evaluation], verbose=verbose,
+                         callbacks=[steps, evaluation, *callbacks], verbose=verbose,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                          resume=resume, signature=signature, writer=chief,
                          position="replay" if worker_info(distribution)[0] > 1 else "iterator",
-                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision})
+                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision},
+                         choose_jit=lambda batch: choose_jit_compile(
+                             task_model, batch, jit_compile, mixed_precision=mixed_precision, strategy=strategy,
+                             steps=epochs * steps_per_epoch, fixed_shapes=fixed_shapes))
     if select == "best":  # the returned model is the one saved
         task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
 

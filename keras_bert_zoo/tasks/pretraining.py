@@ -115,7 +115,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
              lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
              jit_compile="auto", strategy="default", tpu=None, replicas=None, mixed_precision="none",
              time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose=None, overwrite=False, input_shards=1):
+             verbose=None, overwrite=False, input_shards=1, callbacks=()):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -136,9 +136,10 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         holdout_every: hold every N-th document out of training (and of the
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
         eval_every, eval_batches: held-out evaluation interval and size.
-        jit_compile: XLA for the train step (fixed shapes; on a CPU it is not always faster);
-            `"auto"` (default): XLA, except bf16 on a CPU, which runs faster on oneDNN's
-            bf16 kernels (`keras_bert_zoo.training.resolve_jit_compile`).
+        jit_compile: XLA for the train step; `"auto"` (default): the package's rule
+            (`keras_bert_zoo.training.jit`): no XLA where it cannot win or run (multi-worker
+            on CPUs, bf16 on a CPU, runs under 300 steps), otherwise both are timed on the
+            first batch and the faster kept; the choice is printed.
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).
         overwrite: replace an existing `out` once the new one is complete (without it an
@@ -158,6 +159,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
             uninterrupted one). Text corpora resume by replaying the seeded stream up
             to the checkpoint (a Python generator cannot be serialised); TFRecords
             restore the `tf.data` iterator. See `keras_bert_zoo.training.loop`.
+        callbacks: more Keras callbacks, run after the job's own (step log, held-out
+            evaluation, TensorBoard) at every step.
 
     Returns:
         `(model, metrics)`; on non-chief workers `metrics` is empty.
@@ -176,6 +179,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
                                          resolve_jit_compile, set_determinism, set_precision, worker_info)
     from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
+    from keras_bert_zoo.training.jit import choose_jit_compile
     from keras_bert_zoo.training.curves import plot_pretraining
     from keras_bert_zoo.training.loop import evaluate as evaluate_model
     from keras_bert_zoo.training.loop import train as train_loop
@@ -198,6 +202,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     if sequence_length < 16 or sequence_length > 512:
         raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
     max_predictions = max_predictions or default_max_predictions(sequence_length)
+    static_jit = resolve_jit_compile(jit_compile, mixed_precision, strategy, steps=steps)  # refuses XLA it cannot run
     records = _is_records(corpus)
     if not isinstance(input_shards, int) or input_shards < 1:
         raise UsageError(f"--input-shards {input_shards} must be a positive integer.")
@@ -283,7 +288,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
         pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps, warmup_steps=warmup,
                                                       recipe=recipe),
-                           jit_compile=resolve_jit_compile(jit_compile, mixed_precision, strategy))
+                           jit_compile=static_jit is True)  # "auto": decided on the first batch
 
     if check_tpu_compat:
         from keras_bert_zoo.training import tpu_compat
@@ -298,7 +303,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     interval = min(eval_every, steps)
     run_dir = run_directory(out)  # checkpoints and live logs (see `run_directory`)
     log = StepLog(max_steps=steps, time_budget=time_budget)
-    callbacks = [log]
+    extra_callbacks, callbacks = list(callbacks), [log]
     evaluation = None
     if heldout is not None:
         evaluation = PeriodicEvaluation(lambda: evaluate_model(pretrainer, heldout),
@@ -307,6 +312,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     if chief:
         prepare_run_directory(run_dir, out)
         callbacks.append(ScalarLogger(os.path.join(run_dir, "logs"), every=max(1, interval // 10)))
+    callbacks.extend(extra_callbacks)
     if verbose is None:
         verbose = 1 if os.isatty(1) else 2
     signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
@@ -321,7 +327,9 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                          checkpoint_dir=os.path.join(run_dir, "checkpoints"), checkpoint_every=checkpoint_every,
                          resume=resume, signature=signature, position=position, writer=chief,
                          nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision},
-                         per_worker_input=records and input_shards > 1)
+                         per_worker_input=records and input_shards > 1,
+                         choose_jit=lambda batch: choose_jit_compile(pretrainer, batch, jit_compile, strategy=strategy,
+                                                                     mixed_precision=mixed_precision, steps=steps))
 
     if not chief:
         return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)

@@ -1,5 +1,6 @@
 """Optimizer, schedules and distribution strategies."""
 
+from keras_bert_zoo.training.jit import JitChoice, choose_jit_compile  # noqa: F401
 from keras_bert_zoo.training.optimizer import NO_DECAY_NAMES, RECIPES, BertAdamW, create_optimizer, default_optimizer  # noqa: F401
 from keras_bert_zoo.training.schedules import (  # noqa: F401
     SCHEDULES,

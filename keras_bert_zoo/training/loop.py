@@ -158,7 +158,7 @@ def _resumable(callbacks):
 
 def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
           checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
-          writer=True, job_state=None, nonfinite=None, per_worker_input=False):
+          writer=True, job_state=None, nonfinite=None, per_worker_input=False, choose_jit=None):
     """Trains a compiled model on `dataset` like `fit`, with checkpoints and resume.
 
     Args:
@@ -181,6 +181,10 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         nonfinite: dict of `nonfinite_message` keywords (learning_rate, mixed_precision).
         per_worker_input: `dataset` already holds only this worker's rows of each
             global batch (a sharded reader); otherwise each worker slices its rows.
+        choose_jit: optional `callable(batch) -> bool` given the first batch of the
+            run before its first step (`keras_bert_zoo.training.jit.choose_jit_compile`);
+            the train step is compiled with XLA when it answers True. The batch is then
+            trained on as usual.
 
     Returns:
         the `History` callback, as `fit` returns.
@@ -242,6 +246,11 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
                                      verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
     model.stop_training = False
+    pending = None  # the first batch, read early for `choose_jit` and trained on first
+    if choose_jit is not None and start < total:
+        pending = next(iterator)
+        model.jit_compile = bool(choose_jit(pending))
+        model.train_function = None  # made again with the choice
     step_function = train_function(model)
     callback_list.on_train_begin()
     step, logs, epoch_logs, saved = start, {}, {}, start
@@ -252,7 +261,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         callback_list.on_epoch_begin(epoch)
         for batch in range(step - epoch * steps_per_epoch, steps_per_epoch):
             callback_list.on_train_batch_begin(batch)
-            logs = step_function(distribute_batch(strategy, next(iterator)))
+            batch_data, pending = (next(iterator) if pending is None else pending), None
+            logs = step_function(distribute_batch(strategy, batch_data))
             step += 1
             loss = float(logs["loss"]) if "loss" in logs else 0.0
             if not math.isfinite(loss):

@@ -132,30 +132,25 @@ def set_precision(name):
     return PRECISIONS[name]
 
 
-def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default"):
-    """The `compile(jit_compile=...)` value for our `jit_compile` option and precision.
+def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default", steps=None, fixed_shapes=True):
+    """The `jit_compile` rule's decision when it needs no timing: True, False, or `"auto"` (time it).
 
-    `"auto"` is XLA, except for `mixed_precision="bf16"` on a machine without GPUs or
-    TPUs: XLA's CPU backend has no bfloat16 matmul kernels (a bf16 dot runs at the
-    float32 speed, or slower), while TensorFlow's non-XLA CPU kernels (oneDNN) use the
-    CPU's AVX-512 BF16 / AMX instructions: on an AVX-512 BF16 CPU a training step's
-    matmuls took half their float32 time, while under XLA bf16 was slower than float32
-    (docs/benchmarks.md, "bf16 training on CPU"). `True`/`False` are kept; a TPU
-    strategy always compiles.
+    The rule itself is `keras_bert_zoo.training.jit` (`choose_jit_compile` measures
+    what this leaves as `"auto"`): a TPU always compiles; `"auto"` is never XLA for
+    multi-worker training on CPUs (no XLA_CPU kernels for the collectives), for bf16 on
+    a CPU (XLA's CPU backend has no bfloat16 matmul kernels, oneDNN uses the CPU's
+    AVX-512 BF16 / AMX instructions: docs/benchmarks.md, "bf16 training on CPU"), for
+    batches of varying shapes, or for runs shorter than `jit.MIN_STEPS` steps.
 
-    >>> resolve_jit_compile("auto", "none")
-    True
+    >>> resolve_jit_compile("auto", "none", steps=1000)
+    'auto'
     >>> resolve_jit_compile(False, "bf16")
     False
     """
-    if not (jit_compile is True or jit_compile is False or jit_compile == "auto"):  # bool("false") is True
-        raise ValueError(f"jit_compile={jit_compile!r}; use True, False or 'auto'.")
-    if strategy == "tpu":
-        return True
-    if jit_compile != "auto":
-        return jit_compile
-    accelerators = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
-    return not (mixed_precision == "bf16" and not accelerators)
+    from keras_bert_zoo.training.jit import static_rule
+
+    choice = static_rule(jit_compile, mixed_precision, strategy, steps, fixed_shapes)
+    return "auto" if choice is None else choice.enabled
 
 
 def set_determinism(enabled):

@@ -209,3 +209,25 @@ def test_pretrain_on_two_workers_reading_their_own_record_files_equals_one_proce
     for index, output in enumerate(outputs):
         assert f"worker {index} of 2 reads 1 of 2 input shard files: part-{index}.tfrecord" in output
     only_the_chief_wrote(tmp_path, str(tmp_path / "multi"))
+
+
+@pytest.mark.slow
+def test_two_workers_finish_pretrain_and_finetune_with_default_flags(classify_inputs):
+    """No `--jit-compile`: the default ("auto") must not pick XLA under multi-worker on CPUs, where
+    XLA_CPU has no kernel for the collectives (issue 28: `--steps 20` died in CollectiveGatherV2).
+    Each worker says why it chose no XLA."""
+    root = classify_inputs
+    corpus = shared_data("pretrain_text", "sample_text.txt")
+    vocab = os.path.join(minilm_path(), "vocab.txt")
+    pretrain = ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab,
+                "--steps", "20", "--out", str(root / "multi")]
+    for output in run_two_workers(pretrain):
+        assert "jit_compile: no XLA (multi-worker on CPUs" in output, output
+    assert json.load(open(root / "multi" / "metrics.json"))["steps"] == 20
+
+    data = str(root / "data.tsv")
+    finetune = ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data,
+                "--glue", "sst2", "--sequence-length", "16", "--out", str(root / "classified")]
+    for output in run_two_workers(finetune):
+        assert "jit_compile: no XLA (multi-worker on CPUs" in output, output
+    assert json.load(open(root / "classified" / "metrics.json"))["steps"] == 3 * 6  # 48 examples / 8, 3 epochs
