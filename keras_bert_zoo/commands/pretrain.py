@@ -53,7 +53,7 @@ def add_arguments(parser):
                              "under --strategy multi_worker each worker reads only its shards' files")
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
                         help="XLA compilation of the train step; auto: no XLA for multi-worker on CPUs, bf16 on a "
-                             "CPU or runs under 300 steps, else the faster of both timed on the first batch "
+                             "CPU or runs under 1,000 steps, else the faster of both timed on the first batch "
                              "(see docs/scaling.md)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)

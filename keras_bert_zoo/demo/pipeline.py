@@ -25,17 +25,30 @@ import numpy as np
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.demo import corpus
 
-# "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes).
+# "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes on 2
+# cores of the slower machine kind, AVX2: the budget is set from the step time measured on an
+# AVX-512 machine about 4x faster, see docs/benchmarks.md "The demo's budget").
 BUDGETS = {
     # The corpus is small (about 30k training words): a tiny model and a high learning
     # rate (small BERTs fine-tune best at 1e-4..1e-3, Turc et al. 2019) fit it in minutes.
     "small": dict(vocab_size=2000, preset="bert_tiny_uncased", sequence_length=64, batch_size=32,
                   pretrain_steps=200, pretrain_lr=1e-3, eval_every=100, finetune_epochs=8,
                   finetune_lr=1e-3, max_train_examples=None),
-    "full": dict(vocab_size=4000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
-                 pretrain_steps=1200, pretrain_lr=1e-3, eval_every=300, finetune_epochs=15,
+    "full": dict(vocab_size=2000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
+                 pretrain_steps=500, pretrain_lr=1e-3, eval_every=250, finetune_epochs=10,
                  finetune_lr=1e-3, max_train_examples=None),
 }
+
+# The estimate printed at start: the demo's time in units of one pretraining step of its budget,
+# timed on this machine at start (a few seconds). A fine-tuning step costs FINETUNE_STEP_COST of a
+# pretraining step (bucketed batches are shorter, but each epoch also scores dev and saves the best),
+# and everything else (corpus, vocabulary, building and tracing the models, evaluations, export and
+# reloading) FIXED_STEPS steps. "full" from a `bert-zoo demo` run on 2 cores (load 8-9: 0.87-1.15
+# and 280-540 depending on which step time is the unit; docs/benchmarks.md, "The demo's budget");
+# "small" not measured: its steps are about half as long, so its fixed part counts twice as many.
+FINETUNE_STEP_COST = 1.0
+FIXED_STEPS = {"small": 800, "full": 400}
+TRAIN_PARAGRAPHS = 837  # the training split at seed 0 (corpus.split)
 
 # New sentences written for the demo (not from the corpus), one per chapter.
 QUESTIONS = [
@@ -67,6 +80,49 @@ class _Steps:
 
     def elapsed(self):
         return time.perf_counter() - self.start
+
+
+def time_pretraining_step(cfg, repeats=3):
+    """Seconds of one pretraining step of the budget's model and batch (no XLA), timed here now.
+
+    A random-initialised `BertPretrainer` of the budget's size on a random batch: the first
+    step traces, the median of the next `repeats` is returned.
+    """
+    import statistics
+
+    import keras
+
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretraining import default_max_predictions
+    from keras_bert_zoo.training import create_optimizer
+
+    batch, length, vocab = cfg["batch_size"], cfg["sequence_length"], cfg["vocab_size"]
+    predictions = default_max_predictions(length)
+    model = BertPretrainer.from_preset(cfg["preset"], backbone_kwargs={"vocabulary_size": vocab})
+    model.compile(optimizer=create_optimizer(cfg["pretrain_lr"], total_steps=100, warmup_steps=10), jit_compile=False)
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
+         "segment_ids": np.zeros((batch, length), "int32"), "padding_mask": np.ones((batch, length), "int32"),
+         "mask_positions": np.sort(rng.integers(1, length, (batch, predictions)), axis=1).astype("int32")}
+    y = {"mask_ids": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
+         "mask_weights": np.ones((batch, predictions), "float32"),
+         "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+    model.train_on_batch(x, y)
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.train_on_batch(x, y)
+        seconds.append(time.perf_counter() - start)
+    del model
+    keras.backend.clear_session()
+    return statistics.median(seconds)
+
+
+def estimate_seconds(budget, step_seconds):
+    """The demo's expected wall time for `budget` given one pretraining step's seconds here."""
+    cfg = BUDGETS[budget]
+    finetune_steps = cfg["finetune_epochs"] * -(-TRAIN_PARAGRAPHS // cfg["batch_size"])
+    return step_seconds * (cfg["pretrain_steps"] + FINETUNE_STEP_COST * finetune_steps + FIXED_STEPS[budget])
 
 
 def _majority_baseline(train_labels, test_labels):
@@ -117,7 +173,11 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(data_dir, exist_ok=True)
     steps = _Steps(5)
-    metrics = {"seed": seed}
+    step_seconds = time_pretraining_step(cfg)
+    estimate = estimate_seconds(budget, step_seconds)
+    print(f"estimated time on this machine: {estimate / 60:.1f} minutes (one pretraining step takes "
+          f"{1000 * step_seconds:.0f} ms here now; load {os.getloadavg()[0]:.1f})", flush=True)
+    metrics = {"seed": seed, "estimated_seconds": estimate, "pretrain_step_seconds_at_start": step_seconds}
     keras.utils.set_random_seed(seed)
 
     # --- 1. corpus -----------------------------------------------------------------------
@@ -219,7 +279,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
 
     metrics["total_seconds"] = steps.elapsed()
     write_metrics(metrics, os.path.join(out, "demo_metrics.json"))
-    print(f"\ndone in {metrics['total_seconds']:.0f} s. Outputs in {out}/: demo_metrics.json, "
+    print(f"\ndone in {metrics['total_seconds']:.0f} s (estimated {estimate:.0f} s). Outputs in {out}/: demo_metrics.json, "
           f"pretrained/loss_curves.png, classifier/training_curve.png, saved_model/ "
           f"(serve it: tf.saved_model.load after `import tensorflow_text`).")
     return metrics

@@ -111,7 +111,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         jit_compile: XLA for the train step; `"auto"` (default): the package's rule
             (`keras_bert_zoo.training.jit`): no XLA for batches of varying widths (bucketing
             would compile a program per width), multi-worker on CPUs, bf16 on a CPU or runs
-            under 300 steps; otherwise both are timed on the first batch; the choice is printed.
+            under 1,000 steps; otherwise both are timed on the first batch; the choice is printed.
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
             and `set_precision`; only the chief writes `out`.
         checkpoint_every, resume, deterministic: checkpoints in `out/checkpoints/`

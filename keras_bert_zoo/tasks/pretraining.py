@@ -138,7 +138,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         eval_every, eval_batches: held-out evaluation interval and size.
         jit_compile: XLA for the train step; `"auto"` (default): the package's rule
             (`keras_bert_zoo.training.jit`): no XLA where it cannot win or run (multi-worker
-            on CPUs, bf16 on a CPU, runs under 300 steps), otherwise both are timed on the
+            on CPUs, bf16 on a CPU, runs under 1,000 steps), otherwise both are timed on the
             first batch and the faster kept; the choice is printed.
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training`.
         time_budget: stop after this many seconds of training (benchmarks).

@@ -42,7 +42,10 @@ import time
 
 from keras_bert_zoo.errors import UsageError
 
-MIN_STEPS = 300  # below this, "auto" does not measure: an XLA compile costs tens of seconds on a CPU
+# Below this, "auto" does not time: compiling bert_tiny's pretraining step with XLA took 20-40 s
+# on a 2-core CPU, and timing compiles both kinds; at the 30% gain XLA gave bert_tiny on an AVX2
+# machine (226 vs 335 ms/step) that pays back after some 400-600 steps.
+MIN_STEPS = 1000
 TIMED_STEPS = 3  # interleaved timed steps of each kind, after one compiling step each
 MARGIN = 0.95  # XLA is kept only when at least 5% faster: a resumed run compiles it again
 
