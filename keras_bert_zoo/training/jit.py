@@ -12,7 +12,7 @@ One rule for every training path of the package (the jobs' loop and `model.fit`)
 3. Otherwise it times both: the model's own `train_step` compiled each way, on one real
    batch, a few interleaved steps each (the variables are restored afterwards, so the
    run trains exactly as if nothing had been measured), and keeps XLA only when it is
-   clearly faster. On a CPU this matters: the same BERT pretraining step was 10x slower
+   clearly faster. On a CPU this matters: the same BERT pretraining step was 8-18x slower
    under XLA on an AVX-512 machine and 1.2x slower on an AVX2 one (docs/benchmarks.md,
    "XLA by measurement"). The decision is remembered per machine and path in
    `~/.cache/keras_bert_zoo/jit_choices.json` (`BERT_ZOO_JIT_CACHE` moves it; `off`
