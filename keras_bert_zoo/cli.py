@@ -10,6 +10,7 @@ import importlib
 import sys
 
 from keras_bert_zoo.errors import exit_code_of, one_line
+from keras_bert_zoo.locking import output_lock, writes_output
 from keras_bert_zoo.quiet import quiet_command_line
 
 VERBS = {
@@ -67,7 +68,10 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        return int(_module(args.verb).run(args) or 0)
+        # One writer per --out for every verb that writes one (see keras_bert_zoo.locking).
+        out = getattr(args, "out", None) if writes_output(getattr(args, "strategy", "default")) else None
+        with output_lock(out):
+            return int(_module(args.verb).run(args) or 0)
     except KeyboardInterrupt:
         print(f"bert-zoo {args.verb}: interrupted; outputs were left as they were.", file=sys.stderr)
         return 130

@@ -12,13 +12,15 @@ Examples:
 import json
 
 from keras_bert_zoo.commands.embed import add_embedding_arguments, load_embedder
+from keras_bert_zoo.flags import steps_int
 
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (HF, sentence-transformers, ours)")
     parser.add_argument("--data", required=True, help="STS-B file: original sts-*.csv or GLUE STS-B tsv")
     parser.add_argument("--out", default=None, help="metrics.json path (default: print only)")
-    parser.add_argument("--max-examples", type=int, default=None)
+    parser.add_argument("--max-examples", type=steps_int, default=None,
+                        help="score the first N pairs (default: all)")
     add_embedding_arguments(parser)
 
 

@@ -11,6 +11,8 @@ The model class itself lives in `models/` (a user builds it without any of this)
 data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
 """
 
+from keras_bert_zoo.errors import UsageError
+
 
 class TaskSpec:
     """One task, declared once.
@@ -123,10 +125,10 @@ class TaskSpec:
     def predict_inputs(self, args, model):
         """The inputs `predict` gets from `bert-zoo predict`'s arguments (default: the `TEXT`s)."""
         if getattr(args, "data", None):
-            raise ValueError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
+            raise UsageError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
                              "give the texts as arguments.")
         if not args.texts:
-            raise ValueError("give at least one TEXT to predict on.")
+            raise UsageError("give at least one TEXT to predict on.")
         return list(args.texts)
 
     def predict(self, model, texts):

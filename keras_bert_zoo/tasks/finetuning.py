@@ -14,6 +14,7 @@ import numpy as np
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
+from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.registry import get_task
 from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
 
@@ -71,6 +72,7 @@ def _batching_hint(bucketing):
     return f" ({flags[bucketing]} is for {' and '.join(f'`finetune {name}`' for name in takers)})."
 
 
+@locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,

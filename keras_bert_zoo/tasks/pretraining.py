@@ -16,6 +16,7 @@ import os
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.files import check_input_file, check_output, output_dir, write_metrics
+from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
 
@@ -109,6 +110,7 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
     return model
 
 
+@locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
 def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
