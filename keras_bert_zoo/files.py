@@ -60,19 +60,14 @@ def write_metrics(metrics, path):
     return flat
 
 
-def write_npy(path, array):
-    """Writes a numpy array as `.npy` to exactly `path` (no suffix added), atomically."""
+def write_npy(path, array, overwrite=True):
+    """Writes a numpy array as `.npy` to exactly `path` (no suffix added), atomically;
+    an existing `path` only with `overwrite` (else `OutputExistsError`)."""
     import numpy as np
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
+    with output_file(path, overwrite=overwrite, flag="--out") as tmp:
         with open(tmp, "wb") as f:
             np.save(f, array)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def check_input_file(path, what="data file"):

@@ -11,7 +11,23 @@ The model class itself lives in `models/` (a user builds it without any of this)
 data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
 """
 
-from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.errors import CheckpointError, UsageError
+
+
+def check_vocabulary_fits(model, model_dir):
+    """Raises `CheckpointError` when the attached tokenizer's `vocab.txt` has more entries than
+    the model's token-embedding table: its last ids would index past the table, and TensorFlow
+    would fail mid-prediction (`indices[0,1] = 1037 is not in [0, 125)`) naming neither file."""
+    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    backbone = getattr(model, "backbone", None)
+    if tokenizer is None or backbone is None:
+        return
+    entries, rows = int(tokenizer.vocabulary_size()), int(backbone.vocabulary_size)
+    if entries > rows:
+        raise CheckpointError(
+            f"--model {model_dir!r}: its vocab.txt has {entries} entries but the model's embedding table has "
+            f"{rows} rows, so token ids from {rows} up have no embedding. Put back the vocab.txt the model was "
+            "trained with (or convert the checkpoint again with its own vocabulary).")
 
 
 class TaskSpec:
@@ -53,6 +69,7 @@ class TaskSpec:
             raise CheckpointError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; copy the "
                              "vocabulary the model was trained with into it (directories written by "
                              "`bert-zoo finetune` and `bert-zoo pretrain` have it).")
+        check_vocabulary_fits(model, model_dir)
         return model
 
     # --- the command line ---------------------------------------------------------------

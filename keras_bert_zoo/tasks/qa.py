@@ -132,8 +132,11 @@ class QATask(TaskSpec):
     def _read_for_model(self, model, path, require_answers=True):
         from keras_bert_zoo.preprocessing.squad_data import read_squad
 
+        # evaluate/predict have no --version-2-with-negative: the model's own setting is used.
+        hint = ("this model was fine-tuned for SQuAD v1.1 (every question answerable): score it on a v1.1 "
+                "file, or fine-tune one for v2.0 with `bert-zoo finetune qa --version-2-with-negative`")
         return read_squad(path, version_2_with_negative=model.version_2_with_negative,
-                          require_answers=require_answers)
+                          require_answers=require_answers, v2_hint=hint)
 
     def evaluate(self, model_dir, data_paths, batch_size=64):
         return self.evaluate_outputs(model_dir, data_paths, batch_size)[0]
