@@ -16,7 +16,8 @@ from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
 from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.registry import get_task
-from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
+from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
+                                                   run_directory)
 
 SELECTIONS = ("final", "best")
 
@@ -154,8 +155,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
-    # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
-    check_output(out, overwrite or (resume and is_run_directory(out)))
+    # An `out` holding only our checkpoints is this run, killed: it resumes (or, --no-resume, starts over).
+    check_output(out, overwrite or reruns_without_overwrite(out, resume))
     if select not in SELECTIONS:
         raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate

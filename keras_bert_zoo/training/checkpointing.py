@@ -311,6 +311,15 @@ def is_run_directory(out):
     return os.path.isdir(os.path.join(run_directory(out), "checkpoints"))
 
 
+def reruns_without_overwrite(out, resume):
+    """True when rerunning into an existing `out` needs no `--overwrite`: `out` is a killed run
+    of ours (only its `checkpoints/` and `logs/`), which a rerun continues or, with
+    `--no-resume`, starts over; or a killed `--overwrite` run waits in `.NAME.run` to resume."""
+    if not is_run_directory(out):
+        return False
+    return resume or os.path.isdir(os.path.join(os.path.abspath(os.fspath(out)), "checkpoints"))
+
+
 def prepare_run_directory(run_dir, out):
     """Creates `run_dir/checkpoints`, or raises `OutputError` naming `--out` and the fix."""
     from keras_bert_zoo.errors import OutputError
