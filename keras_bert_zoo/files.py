@@ -161,7 +161,7 @@ def read_json(path, what="JSON file", fix="restore the file (or download it agai
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InvalidInputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno}); {fix}.") from None
+        raise InvalidInputError(f"{path}:{e.lineno}: not valid JSON at column {e.colno} ({e.msg}); {fix}.") from None
     if expect is not None and not isinstance(value, expect):
         wanted = {dict: "a JSON object ({...})", list: "a JSON list ([...])"}.get(expect, expect.__name__)
         raise InvalidInputError(f"{path}: holds a JSON {_json_kind(value)}, not {wanted}; {fix}.")

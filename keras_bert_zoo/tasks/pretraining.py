@@ -450,8 +450,8 @@ class PretrainerServing(TaskServing):
         # traced, as TensorFlow's traced source code, naming neither the flag nor the vocabulary.
         vocabulary = int(model.backbone.vocabulary_size)
         if not 1 <= self.top_k <= vocabulary:
-            raise UsageError(f"--top-k {self.top_k} (top_k=) is more tokens than the model's vocabulary of "
-                             f"{vocabulary}; use 1 to {vocabulary}.")
+            raise UsageError(f"--top-k {self.top_k} (top_k= in Python) asks for more tokens than the model's "
+                             f"vocabulary of {vocabulary}; use 1 to {vocabulary}.")
         self.mask_id = preprocessor.tokenizer.mask_token_id
         self.vocab_table = None
 

@@ -116,7 +116,7 @@ CASES = [
         w, w.classifier, "m", "vocab.txt", "\n".join(VOCAB + ["extra", "more"]) + "\n"), "the film"], 1,
      r"vocab\.txt has 19 entries but the model's embedding table has 17 rows"),
     ("export-top-k-beyond-vocab", lambda w: ["export", "--model", w.pretrainer, "--out", w.out, "--top-k", "500"], 2,
-     r"--top-k 500 .*more tokens than the model's vocabulary of 17; use 1 to 17"),
+     r"--top-k 500 .*asks for more tokens than the model's vocabulary of 17; use 1 to 17"),
     ("embed-batch-size-zero", lambda w: embed(w, "--batch-size", "0"), 2, r"--batch-size: 0 is out of range"),
     ("embed-sequence-length-huge", lambda w: embed(w, "--sequence-length", "100000"), 2,
      r"--sequence-length: 100000 is out of range"),
@@ -141,7 +141,7 @@ CASES = [
                                                   "--out", w.write("m.json", "{}")], 2, r"m\.json already exists"),
     # --- errors that did not name the file or the fix
     ("modules-json-truncated", lambda w: embed(w, model=sentence_transformers_dir(w, '[{"idx": 0, "type": "sent')), 1,
-     r"st/modules\.json:1: not valid JSON \(Unterminated string"),
+     r"st/modules\.json:1: not valid JSON at column 21 \(Unterminated string"),
     ("modules-json-object", lambda w: embed(w, model=sentence_transformers_dir(w, '{"idx": 0}')), 1,
      r"st/modules\.json: holds a JSON object, not a JSON list"),
     ("tokenizer-config-truncated", lambda w: ["predict", "--model", truncated_copy(
