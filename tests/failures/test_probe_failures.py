@@ -91,6 +91,12 @@ def sts(w, content=None):
                    "main\tf\t2012\t1\t1.0\tthe film was good\tthe plot was bad\n")
 
 
+def beside_predictions(w):
+    """`--out m.json` in a folder that already holds a `predictions.json` (an earlier evaluation's)."""
+    w.write("predictions.json", '{"q1": "earlier"}')
+    return w.path("m.json")
+
+
 def qa_finetune(w, *extra, train=None):
     return w.finetune("--doc-stride", "4", "--max-query-length", "4", *extra, task="qa",
                       train=train or squad(w, "t.json"), dev=squad(w, "d.json"))
@@ -157,6 +163,17 @@ CASES = [
                                             r"--version-2-with-negative`"),
     ("predict-question-without-context", lambda w: ["predict", "--model", w.qa, "--question", "where?"], 2,
      r"--context \(the passage to answer from\) is missing"),
+    # --- what a careful user tries with the later verbs
+    ("squad-truncated", lambda w: qa_finetune(w, train=w.write("t.json", '{"version": "1.1", "data": [{"tit')), 1,
+     r"t\.json:1: not valid JSON at column \d+ \(Unterminated string"),
+    ("squad-json-list", lambda w: qa_finetune(w, train=w.write("t.json", "[]")), 1,
+     r"t\.json: holds a JSON list, not a JSON object"),
+    ("swag-ragged-row", lambda w: w.finetune(task="choice", train=w.write("t.csv", SWAG_HEADER + SWAG_ROW.format(
+        i=0) + "1,v,1,the film, the plot,the film,was,gen,good,bad,0\n"), dev=swag(w, "d.csv")), 1,
+     r"t\.csv:3: the row has 11 fields, the header 10"),
+    ("embed-data-empty", lambda w: embed(w, data=w.write("t.txt", "")), 1, r"t\.txt' is empty; give one text per line"),
+    ("evaluate-predictions-json-exists", lambda w: ["evaluate", "--model", w.qa, "--data", squad(w, "d.json"),
+                                                    "--out", beside_predictions(w)], 2, r"--out's predictions\.json .*predictions\.json already exists \(a file\).*--overwrite"),
     ("predict-data-and-text", lambda w: ["predict", "--model", w.classifier, "--data", w.dev, "good"], 2,
      r"--data` does not apply to BertClassifier"),
 ]
@@ -254,6 +271,13 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_out(models, tmp_p
     check_failure(code, err, 1, r"cannot write checkpoint .*ckpt-\d+ \(No space left on device\); no checkpoint was "
                                 r"kept yet\. Free some space")
     assert os.listdir(os.path.join(w.out, "checkpoints")) == []
+
+
+def test_a_resume_with_other_flags_is_refused_naming_no_resume(models, tmp_path, capsys, monkeypatch):
+    w = World(tmp_path / "w", models)
+    finished_epoch_checkpoints(w, capsys, monkeypatch)
+    check_case(w.root, w.finetune("--epochs", "1", "--batch-size", "8", "--learning-rate", "1e-3"), 1,
+               r"ckpt-\d+ was written by a different run \(learning_rate: .*\); pass --no-resume to start over", capsys)
 
 
 # --- signals ------------------------------------------------------------------------------------------
