@@ -64,8 +64,6 @@ class TaskSpec:
         """The model saved in `model_dir`, with the preprocessor it was trained with."""
         model = self.model_class().from_preset(model_dir)
         if model.preprocessor is None:
-            from keras_bert_zoo.errors import CheckpointError
-
             raise CheckpointError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; copy the "
                              "vocabulary the model was trained with into it (directories written by "
                              "`bert-zoo finetune` and `bert-zoo pretrain` have it).")
