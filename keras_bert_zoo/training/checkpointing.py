@@ -28,9 +28,10 @@ Examples:
 >>> import keras, numpy as np, tempfile
 >>> from keras_bert_zoo.training.checkpointing import RunCheckpoints
 >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+>>> model.compile("sgd", "mse")
 >>> ckpts = RunCheckpoints(tempfile.mkdtemp(), model, signature={"lr": 0.1})
 >>> path = ckpts.save(step=3, state={"epoch": 0})
->>> model.layers[0].kernel.assign(np.zeros((2, 1)))
+>>> _ = model.layers[0].kernel.assign(np.zeros((2, 1)))
 >>> ckpts.restore(ckpts.latest())["step"]
 3
 """
