@@ -313,8 +313,6 @@ def test_sigterm_and_ctrl_c_end_with_one_line_naming_the_resume_point(tmp_path, 
 def test_sigterm_to_a_real_pretrain(models, tmp_path):
     import time
 
-    from tests.failures.helpers import run_bert_zoo  # noqa: F401  (the same console script)
-
     w = World(tmp_path / "w", models)
     argv = w.pretrain("--checkpoint-every", "1")
     argv[argv.index("--steps") + 1] = "100000"
@@ -369,8 +367,6 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(models, 
     first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, w.out], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert first.stdout.readline().strip() == "locked"
-        w.write(".out.lock.keep", "")  # tree_hash then sees the lock file in both states
-        os.remove(w.path(".out.lock.keep"))
         check_case(w.root, w.finetune(), 1, r"--out .*out is being written by another run right now \(pid "
                                             rf"{first.pid}\); wait for it to finish", capsys)
         code, _, err = run_cli(w.finetune("--overwrite"), capsys)  # --overwrite does not take it over either
