@@ -6,10 +6,14 @@ verb runs, so `bert-zoo --help` is fast and a verb's heavy imports stay its own.
 """
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
 
 from keras_bert_zoo.errors import exit_code_of, one_line
+from keras_bert_zoo.locking import output_lock, writes_output
 from keras_bert_zoo.quiet import quiet_command_line
 
 VERBS = {
@@ -54,6 +58,41 @@ def build_parser(argv):
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, `kill`, a container stop) raised as an interrupt, so the same
+    clean-up runs as for Ctrl-C: staging directories removed, `--out` left as it was."""
+
+    exit_code = 128 + signal.SIGTERM  # 143, as a shell reports a process ended by SIGTERM
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    def terminate(signum, frame):
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_message(verb, error):
+    """The one line for Ctrl-C / SIGTERM: what stopped the run and where rerunning resumes from."""
+    what = "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted"
+    # Only a training run has checkpoints; importing training/ here would load TensorFlow.
+    checkpointing = sys.modules.get("keras_bert_zoo.training.checkpointing")
+    point = checkpointing.resume_point() if checkpointing else None
+    if point and os.path.isdir(point):
+        return (f"bert-zoo {verb}: {what}; --out was left as it was. Rerun the same command to resume from "
+                f"{point}.")
+    return f"bert-zoo {verb}: {what}; outputs were left as they were."
+
+
 def main(argv=None):
     if argv is None:  # run as a command (not called from Python): filter TensorFlow's chatter
         quiet_command_line()
@@ -67,10 +106,13 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        return int(_module(args.verb).run(args) or 0)
-    except KeyboardInterrupt:
-        print(f"bert-zoo {args.verb}: interrupted; outputs were left as they were.", file=sys.stderr)
-        return 130
+        # One writer per --out for every verb that writes one (see keras_bert_zoo.locking).
+        out = getattr(args, "out", None) if writes_output(getattr(args, "strategy", "default")) else None
+        with _sigterm_as_interrupt(), output_lock(out):
+            return int(_module(args.verb).run(args) or 0)
+    except KeyboardInterrupt as e:
+        print(interrupted_message(args.verb, e), file=sys.stderr)
+        return getattr(e, "exit_code", 130)  # 130 = 128 + SIGINT, as a shell reports Ctrl-C
     except Exception as e:
         code = exit_code_of(e)
         if code is None or debug:  # a bug (or asked for): the traceback is the report

@@ -20,7 +20,13 @@ existing output is replaced only when the caller says so (`overwrite=True`,
 
 Reading: `check_input_file(path, what)` and `read_text_file(path, what)` turn a missing
 path, a directory, or bytes that are not UTF-8 into one message naming the file (and
-line) and the fix.
+line) and the fix. Every structured reader goes through them: `read_json(path, what, fix)`
+(invalid JSON -> `FILE:LINE: not valid JSON (...)`, a list where an object belongs -> one
+line too) and `csv_rows(path, ...)` (an unclosed quote or a runaway field -> `FILE:LINE`).
+
+Modes: staged files are created 0600 by `mkstemp`; `output_file` widens them to what the
+user's umask allows (0644 under umask 022) before the rename, as `open()` would have, so a
+serving process under another user can read a model directory.
 """
 
 import contextlib
@@ -54,19 +60,14 @@ def write_metrics(metrics, path):
     return flat
 
 
-def write_npy(path, array):
-    """Writes a numpy array as `.npy` to exactly `path` (no suffix added), atomically."""
+def write_npy(path, array, overwrite=True):
+    """Writes a numpy array as `.npy` to exactly `path` (no suffix added), atomically;
+    an existing `path` only with `overwrite` (else `OutputExistsError`)."""
     import numpy as np
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
+    with output_file(path, overwrite=overwrite, flag="--out") as tmp:
         with open(tmp, "wb") as f:
             np.save(f, array)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def check_input_file(path, what="data file"):
@@ -140,6 +141,67 @@ def decode_utf8(data, path):
             f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
             "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or check it is the right file."
         ) from None
+
+
+def read_json(path, what="JSON file", fix="restore the file (or download it again)", expect=dict):
+    """The JSON value of `path`, of type `expect` (None: any), or one error naming file and line.
+
+    Args:
+        path: the file.
+        what: how messages name it when it is missing ("config.json", "SQuAD file").
+        fix: what the user can do, ending the message ("give a SQuAD v1.1/v2.0 file").
+        expect: the type the top level must have (`dict`, `list`), or None.
+
+    Raises:
+        MissingPathError: no such file.
+        InvalidInputError: not UTF-8, not JSON (with the line of the error), or not an `expect`.
+    """
+    text = read_text_file(path, what)
+    text = text[1:] if text.startswith("\ufeff") else text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{path}:{e.lineno}: not valid JSON at column {e.colno} ({e.msg}); {fix}.") from None
+    if expect is not None and not isinstance(value, expect):
+        wanted = {dict: "a JSON object ({...})", list: "a JSON list ([...])"}.get(expect, expect.__name__)
+        raise InvalidInputError(f"{path}: holds a JSON {_json_kind(value)}, not {wanted}; {fix}.")
+    return value
+
+
+def _json_kind(value):
+    return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(
+        type(value), "number" if isinstance(value, (int, float)) else "null")
+
+
+def csv_rows(path, what="data file", **reader_options):
+    """`(line, row)` of every row of a CSV/TSV file (`csv.reader` options), read as UTF-8 text.
+
+    The line is where the row starts. `csv.Error` (an unclosed quote swallowing the rest of
+    the file, a NUL byte) becomes one `InvalidInputError` naming the file and that line:
+    the row that opened the runaway field, not where the reader gave up.
+    """
+    import csv
+    import io
+    import sys
+
+    text = read_text_file(path, what)
+    text = text[1:] if text.startswith("\ufeff") else text
+    csv.field_size_limit(min(sys.maxsize, MAX_LINE_BYTES))
+    # strict: a quote left open at the end of the file is an error, not one field holding
+    # every line after it (which non-strict csv returns without a word).
+    reader_options.setdefault("strict", True)
+    reader = csv.reader(io.StringIO(text, newline=""), **reader_options)
+    rows, start = [], 1
+    try:
+        for row in reader:
+            rows.append((start, row))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        quote = "" if reader_options.get("quoting") == csv.QUOTE_NONE else \
+            " (an unclosed quote? a field that opens with \" must close with \")"
+        raise InvalidInputError(f"{path}:{start}: cannot be read as CSV: {e}{quote}; fix the row, "
+                                "or check it is the right file.") from None
+    return rows
 
 
 def check_output(path, overwrite=False, kind="dir", flag="--out"):
@@ -223,6 +285,8 @@ def output_file(path, overwrite=False, flag=None):
     os.close(fd)
     try:
         yield tmp
+        if os.path.isfile(tmp):  # mkstemp's 0600 is for the staging only: the umask's mode, as open() gives
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -8,7 +8,7 @@ def add_distribution_arguments(parser):
     parser.add_argument("--strategy", choices=STRATEGIES, default="default",
                         help="tf.distribute strategy; multi_worker reads TF_CONFIG")
     parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
-    parser.add_argument("--replicas", type=int, default=None,
+    parser.add_argument("--replicas", type=int_in(1, 4096), default=None,
                         help="--strategy mirrored: use N local devices (GPUs; without GPUs the CPU is split "
                              "into N logical devices)")
     parser.add_argument("--check-tpu-compat", action="store_true",
@@ -23,57 +23,10 @@ def jit_flag(value):
     return {"auto": "auto", "true": True, "false": False}[value]
 
 
-# --- numeric flags: checked by the parser, so a bad value is a usage error (exit code 2) ---
-# The upper bounds catch typos (an extra digit) long before they exhaust memory or time.
-MAX_STEPS = 10**9
-MAX_BATCH = 65_536
-MAX_LENGTH = 8_192
-MAX_VOCABULARY = 1_000_000
-
-
-def int_in(low, high):
-    """An argparse `type`: an int within [low, high]."""
-    import argparse
-
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; use {low} to {high:,}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def float_in(low, high, low_open=True):
-    """An argparse `type`: a finite float within (low, high] (or [low, high])."""
-    import argparse
-    import math
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
-            bracket = "(" if low_open else "["
-            raise argparse.ArgumentTypeError(f"{text} is out of range; use a number in {bracket}{low:g}, {high:g}]")
-        return value
-
-    parse.__name__ = "number"
-    return parse
-
-
-positive_int = int_in(1, MAX_STEPS)
-steps_int = int_in(1, MAX_STEPS)
-count_int = int_in(0, MAX_STEPS)
-batch_int = int_in(1, MAX_BATCH)
-length_int = int_in(8, MAX_LENGTH)
-learning_rate_float = float_in(0.0, 1.0)
-ratio_float = float_in(0.0, 1.0, low_open=False)
+# Numeric flag types (ranges carried by the type): `keras_bert_zoo.flags`, shared with the tasks' flags.
+from keras_bert_zoo.flags import (MAX_BATCH, MAX_LENGTH, MAX_STEPS, MAX_VOCABULARY, batch_int,  # noqa: E402,F401
+                                  count_int, float_in, int_in, learning_rate_float, length_int, positive_int,
+                                  ratio_float, seed_int, steps_int)
 
 
 def add_overwrite_argument(parser, what="--out"):

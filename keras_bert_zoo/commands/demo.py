@@ -10,11 +10,14 @@ Examples:
     bert-zoo demo --budget small --out /tmp/demo   # CI: about 2 minutes
 """
 
+from keras_bert_zoo.flags import seed_int
+
+
 def add_arguments(parser):
     parser.add_argument("--out", default="bert_zoo_demo", help="output directory (default ./bert_zoo_demo)")
     parser.add_argument("--budget", choices=("small", "full"), default="full",
                         help="small: reduced CI run (~2 min); full: the README's run (< 10 min on 2 cores)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_int, default=0)
 
 
 def run(args):

@@ -32,6 +32,10 @@ def run(args):
     metrics, files = spec.evaluate_outputs(args.model, args.data, batch_size=args.batch_size)
     if args.out:
         folder = os.path.dirname(os.path.abspath(args.out))
+        # The task's files beside --out (qa: predictions.json) follow --out's rule: an existing
+        # one is replaced only with --overwrite; all are checked before any is written.
+        for name in files:
+            check_output(os.path.join(folder, name), args.overwrite, kind="file", flag=f"--out's {name}")
         for name, content in files.items():
             write_json(os.path.join(folder, name), content)
         write_metrics(metrics, args.out)  # atomic: a temporary file renamed into place

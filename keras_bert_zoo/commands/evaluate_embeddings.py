@@ -11,22 +11,28 @@ Examples:
 
 import json
 
+from keras_bert_zoo.commands.common import add_overwrite_argument
 from keras_bert_zoo.commands.embed import add_embedding_arguments, load_embedder
+from keras_bert_zoo.flags import steps_int
 
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (HF, sentence-transformers, ours)")
     parser.add_argument("--data", required=True, help="STS-B file: original sts-*.csv or GLUE STS-B tsv")
     parser.add_argument("--out", default=None, help="metrics.json path (default: print only)")
-    parser.add_argument("--max-examples", type=int, default=None)
+    add_overwrite_argument(parser)
+    parser.add_argument("--max-examples", type=steps_int, default=None,
+                        help="score the first N pairs (default: all)")
     add_embedding_arguments(parser)
 
 
 def run(args):
-    from keras_bert_zoo.files import write_metrics
+    from keras_bert_zoo.files import check_output, write_metrics
     from keras_bert_zoo.preprocessing.sts import read_sts
     from keras_bert_zoo.tasks.embed import similarity_scores
 
+    if args.out:
+        check_output(args.out, args.overwrite, kind="file")  # before the work, not after
     read_sts(args.data, max_examples=1)  # a bad file fails before the model loads
     embedder = load_embedder(args)
     metrics = similarity_scores(embedder, args.data, batch_size=args.batch_size, max_examples=args.max_examples)

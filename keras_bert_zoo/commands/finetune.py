@@ -11,7 +11,7 @@ Examples:
 
 from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
                                             batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
-                                            length_int, ratio_float, steps_int)
+                                            length_int, ratio_float, seed_int, steps_int)
 
 
 def add_arguments(parser):
@@ -47,7 +47,7 @@ def _add_recipe_arguments(parser, spec):
                         help="also score the dev file every N steps (0: once per epoch)")
     parser.add_argument("--select", choices=("final", "best"), default="final",
                         help="final: keep the model at the end of training; best: the best dev evaluation")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_int, default=0)
     batching = parser.add_mutually_exclusive_group()
     batching.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
     batching.add_argument("--group-by-length", action="store_true",

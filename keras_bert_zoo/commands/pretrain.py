@@ -9,7 +9,7 @@ Examples:
 
 from keras_bert_zoo.commands.common import (MAX_VOCABULARY, add_checkpoint_arguments, add_distribution_arguments,
                                             add_overwrite_argument, batch_int, checkpoint_options, count_int, float_in,
-                                            int_in, jit_flag, learning_rate_float, length_int, steps_int)
+                                            int_in, jit_flag, learning_rate_float, length_int, seed_int, steps_int)
 
 
 def add_arguments(parser):
@@ -47,7 +47,7 @@ def add_arguments(parser):
                         help="held-out documents in their own file(s), same format as --corpus")
     parser.add_argument("--eval-every", type=steps_int, default=200, help="steps between held-out evaluations")
     parser.add_argument("--eval-batches", type=steps_int, default=50, help="held-out batches per evaluation")
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--seed", type=seed_int, default=12345)
     parser.add_argument("--input-shards", type=int_in(1, 4096), default=1,
                         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
                              "under --strategy multi_worker each worker reads only its shards' files")

@@ -1,6 +1,5 @@
 """`BertSentenceEmbedder`: raw sentences in, one vector per sentence out."""
 
-import json
 import os
 import sys
 
@@ -185,17 +184,21 @@ def sentence_transformers_settings(path):
     modules_path = os.path.join(path, "modules.json")
     if not os.path.isfile(modules_path):
         return {}
+    from keras_bert_zoo.errors import InvalidInputError
+    from keras_bert_zoo.files import read_json
+
+    fix = "restore it from the model's source (e.g. download the sentence-transformers model again)"
     settings = {}
-    with open(modules_path, encoding="utf-8") as f:
-        modules = json.load(f)
-    settings["normalize"] = any(m.get("type", "").endswith("Normalize") for m in modules)
+    modules = read_json(modules_path, "modules.json", fix, expect=list)
+    if not all(isinstance(m, dict) for m in modules):
+        raise InvalidInputError(f"{modules_path}: each entry must be a JSON object ({{\"type\": ...}}); {fix}.")
+    settings["normalize"] = any(str(m.get("type", "")).endswith("Normalize") for m in modules)
     for module in modules:
-        if not module.get("type", "").endswith("Pooling"):
+        if not str(module.get("type", "")).endswith("Pooling"):
             continue
         config_path = os.path.join(path, module.get("path", ""), "config.json")
         if os.path.isfile(config_path):
-            with open(config_path, encoding="utf-8") as f:
-                flags = json.load(f)
+            flags = read_json(config_path, "pooling config", fix)
             modes = [name for flag, name in _ST_POOLING_FLAGS.items() if flags.get(flag)]
             other = [k for k, v in flags.items() if k.startswith("pooling_mode") and v and k not in _ST_POOLING_FLAGS]
             if len(modes) == 1 and not other:
@@ -205,8 +208,7 @@ def sentence_transformers_settings(path):
                       "using pooling='mean' unless you pass pooling=", file=sys.stderr)
     bert_config = os.path.join(path, "sentence_bert_config.json")
     if os.path.isfile(bert_config):
-        with open(bert_config, encoding="utf-8") as f:
-            length = json.load(f).get("max_seq_length")
+        length = read_json(bert_config, "sentence_bert_config.json", fix).get("max_seq_length")
         if length:
             settings["sequence_length"] = int(length)
     return settings

@@ -7,7 +7,6 @@ ops on the host (CPU), whatever the Keras backend, so that it can live in a
 `tf.data` pipeline and inside an exported SavedModel.
 """
 
-import json
 import os
 
 import keras
@@ -75,8 +74,9 @@ def preset_settings(path, filename, sequence_length=None, **overrides):
     settings = {}
     saved_path = os.path.join(os.fspath(path), filename)
     if os.path.exists(saved_path):
-        with open(saved_path, encoding="utf-8") as f:
-            settings = json.load(f)
+        from keras_bert_zoo.files import read_json
+
+        settings = read_json(saved_path, filename, "restore it from the model's source (or save the model again)")
     if sequence_length is not None:
         settings["sequence_length"] = sequence_length
     settings.setdefault("sequence_length", 128)

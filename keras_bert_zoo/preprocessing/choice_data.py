@@ -18,13 +18,15 @@ Examples:
 (['He sat down.'], [['He ate.', 'Blue sky.']], [0])
 """
 
-import csv
 import dataclasses
 import json
 import os
 import re
 
 import numpy as np
+
+from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.files import csv_rows, read_text_file
 
 SWAG_COLUMNS = ("sent1", "sent2")
 
@@ -74,29 +76,27 @@ class ChoiceExamples:
 
 
 def _read_swag(path, max_examples):
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        endings = sorted((h for h in header if re.fullmatch(r"ending\d+", h)), key=lambda h: int(h[6:]))
-        missing = [c for c in SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
-        if missing:
-            raise ValueError(f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., label "
-                             f"(the header has {header}).")
-        labelled = "label" in header
-        contexts, choices, labels = [], [], []
-        for row in reader:
-            line = reader.line_num
-            values = {k.strip(): v for k, v in row.items() if k is not None}
-            if None in row or any(values.get(c) is None for c in (*SWAG_COLUMNS, *endings)):
-                raise ValueError(f"{path}:{line}: the row has a different number of fields than the header "
-                                 f"({len(header)}).")
-            # HF run_swag.py: first = sent1; second = f"{sent2} {ending_i}".
-            contexts.append(values["sent1"])
-            choices.append([f"{values['sent2']} {values[e]}" for e in endings])
-            if labelled:
-                labels.append(_label(values["label"], len(endings), path, line))
-            if max_examples and len(contexts) >= max_examples:
-                break
+    rows = [(n, row) for n, row in csv_rows(path, "SWAG file") if row]
+    header = [h.strip() for h in rows[0][1]] if rows else []
+    endings = sorted((h for h in header if re.fullmatch(r"ending\d+", h)), key=lambda h: int(h[6:]))
+    missing = [c for c in SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
+    if missing:
+        raise InvalidInputError(f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., "
+                                f"label (the header has {header}).")
+    labelled = "label" in header
+    contexts, choices, labels = [], [], []
+    for line, row in rows[1:]:
+        if len(row) != len(header):
+            raise InvalidInputError(f"{path}:{line}: the row has {len(row)} fields, the header {len(header)}; "
+                                    "fix the row (a comma inside an unquoted field?).")
+        values = dict(zip(header, row))
+        # HF run_swag.py: first = sent1; second = f"{sent2} {ending_i}".
+        contexts.append(values["sent1"])
+        choices.append([f"{values['sent2']} {values[e]}" for e in endings])
+        if labelled:
+            labels.append(_label(values["label"], len(endings), path, line))
+        if max_examples and len(contexts) >= max_examples:
+            break
     return contexts, choices, (labels if labelled else None)
 
 
@@ -109,33 +109,34 @@ def _label(value, num_choices, path, line):
 
 def _read_jsonl(path, max_examples):
     contexts, choices, labels = [], [], []
-    with open(path, encoding="utf-8-sig") as f:
-        for line, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError as e:
-                raise ValueError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
-            if not isinstance(obj, dict) or "context" not in obj or "choices" not in obj:
-                raise ValueError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
-                                 "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60]))
-            row = obj["choices"]
-            if not isinstance(row, list) or len(row) < 2 or not all(isinstance(c, str) for c in row):
-                raise ValueError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
-            if choices and len(row) != len(choices[0]):
-                raise ValueError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
-                                 "question of a file needs the same number of choices.")
-            if not isinstance(obj["context"], str):
-                raise ValueError(f"{path}:{line}: \"context\" must be a string.")
-            if "label" in obj:
-                labels.append(_label(obj["label"], len(row), path, line))
-            elif labels:
-                raise ValueError(f"{path}:{line}: no \"label\", earlier lines have one.")
-            contexts.append(obj["context"])
-            choices.append(row)
-            if max_examples and len(contexts) >= max_examples:
-                break
+    content = read_text_file(path, "data file")  # not UTF-8 -> FILE:LINE, as every reader
+    content = content[1:] if content.startswith("\ufeff") else content
+    for line, text in enumerate(content.split("\n"), 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+        if not isinstance(obj, dict) or "context" not in obj or "choices" not in obj:
+            raise ValueError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
+                             "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60]))
+        row = obj["choices"]
+        if not isinstance(row, list) or len(row) < 2 or not all(isinstance(c, str) for c in row):
+            raise ValueError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
+        if choices and len(row) != len(choices[0]):
+            raise ValueError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
+                             "question of a file needs the same number of choices.")
+        if not isinstance(obj["context"], str):
+            raise ValueError(f"{path}:{line}: \"context\" must be a string.")
+        if "label" in obj:
+            labels.append(_label(obj["label"], len(row), path, line))
+        elif labels:
+            raise ValueError(f"{path}:{line}: no \"label\", earlier lines have one.")
+        contexts.append(obj["context"])
+        choices.append(row)
+        if max_examples and len(contexts) >= max_examples:
+            break
     if labels and len(labels) != len(contexts):
         raise ValueError(f"{path}: the first lines have no \"label\" but later ones do; label every line.")
     return contexts, choices, (labels or None)

@@ -3,8 +3,10 @@
 The official layout: `{"version": ..., "data": [{"title", "paragraphs": [{"context",
 "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}`.
 `answer_start` counts characters (Python `str` indices) of `context`; every answer is
-checked to be at its `answer_start`, so a file with shifted offsets fails here, naming
-the question, instead of training on wrong labels.
+checked to be at its `answer_start` (a non-negative offset inside the context), so a file
+with shifted offsets fails here, naming the question, instead of training on wrong labels.
+`answers` may also be in the layout Hugging Face `datasets` exports SQuAD with,
+`{"text": [...], "answer_start": [...]}` (parallel lists): it is read the same way.
 
 Examples:
 >>> import json, tempfile
@@ -18,8 +20,13 @@ Examples:
 """
 
 import dataclasses
-import json
-import os
+
+from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.files import read_json
+
+# What a v1.1-only reader tells the user about a v2.0 file, per caller: `finetune qa` has the
+# flag, `evaluate` and `predict` read the layout saved with the model and do not.
+V2_FLAG_HINT = "pass --version-2-with-negative to train or score v2.0 files"
 
 
 @dataclasses.dataclass
@@ -64,10 +71,25 @@ class SquadExamples:
 
 
 def _fail(path, where, message):
-    raise ValueError(f"{path}: {where}: {message}")
+    raise InvalidInputError(f"{path}: {where}: {message}")
 
 
-def read_squad(path, version_2_with_negative=False, max_examples=None, require_answers=True):
+def _answer_list(answers, path, here):
+    """`answers` as a list of `{"text", "answer_start"}`: the official list of objects, or the
+    Hugging Face `datasets` layout of two parallel lists (`{"text": [...], "answer_start": [...]}`)."""
+    if isinstance(answers, dict) and set(answers) >= {"text", "answer_start"}:
+        texts, starts = answers["text"], answers["answer_start"]
+        if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
+            _fail(path, here, "\"answers\" in the Hugging Face layout needs lists \"text\" and \"answer_start\" "
+                              "of equal length.")
+        return [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
+    if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+        _fail(path, here, "\"answers\" must be a list of {\"text\", \"answer_start\"} objects (SQuAD) or "
+                          "{\"text\": [...], \"answer_start\": [...]} (Hugging Face datasets).")
+    return answers
+
+
+def read_squad(path, version_2_with_negative=False, max_examples=None, require_answers=True, v2_hint=V2_FLAG_HINT):
     """Reads and validates a SQuAD v1.1 or v2.0 file.
 
     Args:
@@ -77,19 +99,15 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
         max_examples: keep the first N questions.
         require_answers: every answerable question needs at least one answer
             (training and scoring); False reads question files without answers.
+        v2_hint: the fix named when a v1.1 read meets a v2.0 question (a flag the
+            calling verb has).
 
     Returns:
         `SquadExamples`.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file (give a SQuAD JSON file).")
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e}); give a SQuAD v1.1/v2.0 file.") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
-        raise ValueError(f"{path}: no top-level \"data\" list; give a SQuAD v1.1/v2.0 JSON file.")
+    raw = read_json(path, "SQuAD file", "give a SQuAD v1.1/v2.0 JSON file", expect=dict)
+    if not isinstance(raw.get("data"), list):
+        raise InvalidInputError(f"{path}: no top-level \"data\" list; give a SQuAD v1.1/v2.0 JSON file.")
     out = SquadExamples([], [], [], [], [], bool(version_2_with_negative))
     seen = set()
     for a, article in enumerate(raw["data"]):
@@ -113,14 +131,17 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
                     _fail(path, here, "empty or missing \"question\".")
                 impossible = bool(q.get("is_impossible", False))
                 if impossible and not version_2_with_negative:
-                    _fail(path, here, "is unanswerable (\"is_impossible\": true, SQuAD v2.0); pass "
-                                      "--version-2-with-negative to train or score v2.0 files.")
-                golds = [] if impossible else q.get("answers", [])
+                    _fail(path, here, f"is unanswerable (\"is_impossible\": true, SQuAD v2.0); {v2_hint}.")
+                golds = [] if impossible else _answer_list(q.get("answers", []), path, here)
                 texts, first, gold_starts = [], -1, []
                 for k, answer in enumerate(golds):
                     text, start = answer.get("text"), answer.get("answer_start")
-                    if not isinstance(text, str) or not text or not isinstance(start, int):
+                    if not isinstance(text, str) or not text or not isinstance(start, int) or isinstance(start, bool):
                         _fail(path, here, f"answer {k} needs a non-empty \"text\" and an int \"answer_start\".")
+                    if not 0 <= start <= len(context) - len(text):  # a negative start would index from the end
+                        _fail(path, here, f"answer {k} has answer_start {start}, outside the context (0 to "
+                                          f"{len(context) - len(text)} for this answer); answer_start counts "
+                                          "characters of the context from 0.")
                     if context[start:start + len(text)] != text:
                         found = context.find(text)
                         hint = f" (the text is at {found})" if found >= 0 else " (the text is not in the context)"
@@ -132,7 +153,7 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
                         first = start
                 if not texts and not impossible and require_answers:
                     _fail(path, here, "has no answers; give at least one, or mark it \"is_impossible\": true "
-                                      "(SQuAD v2.0, with --version-2-with-negative).")
+                                      f"(SQuAD v2.0: {v2_hint}).")
                 out.ids.append(qid)
                 out.questions.append(question)
                 out.contexts.append(context)
@@ -142,5 +163,5 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
                 if max_examples is not None and len(out) >= max_examples:
                     return out
     if not len(out):
-        raise ValueError(f"{path}: no questions found; give a SQuAD v1.1/v2.0 file.")
+        raise InvalidInputError(f"{path}: no questions found; give a SQuAD v1.1/v2.0 file.")
     return out

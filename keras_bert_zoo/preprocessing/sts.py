@@ -48,35 +48,35 @@ def read_sts(path, max_examples=None):
         ValueError: a row with too few fields or a score that is not a number (naming
             the file and line), or a file without pairs.
     """
-    import os
+    from keras_bert_zoo.files import read_text_file
 
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"STS file {path!r} does not exist.")
+    # Not UTF-8 (a binary or Latin-1 file) -> one error naming the file and line.
+    text = read_text_file(path, "STS file")
+    text = text[1:] if text.startswith("\ufeff") else text
     s1, s2, scores = [], [], []
     columns = (SCORE, SENTENCE1, SENTENCE2)
-    # newline="\n": only \n ends a row (a stray \r or control character is text).
-    with open(path, encoding="utf-8-sig", newline="\n") as f:
-        for number, line in enumerate(f, 1):
-            fields = line.rstrip("\r\n").split("\t")
-            if number == 1 and {"sentence1", "sentence2", "score"} <= {c.strip() for c in fields}:
-                header = [c.strip() for c in fields]  # GLUE's STS-B TSV
-                columns = tuple(header.index(c) for c in ("score", "sentence1", "sentence2"))
-                continue
-            if not line.strip():
-                continue
-            if len(fields) <= max(columns):
-                raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
-                                 f"{len(ORIGINAL_FIELDS)} ({' '.join(ORIGINAL_FIELDS)}) or a GLUE header.")
-            score, a, b = (fields[i] for i in columns)
-            try:
-                scores.append(float(score))
-            except ValueError:
-                raise ValueError(f"{path}:{number}: score {score!r} is not a number (field "
-                                 f"{columns[0] + 1}).") from None
-            s1.append(a)
-            s2.append(b)
-            if max_examples and len(scores) >= max_examples:
-                break
+    # Split on "\n" only: a stray \r or control character is text.
+    for number, line in enumerate(text.split("\n"), 1):
+        fields = line.rstrip("\r\n").split("\t")
+        if number == 1 and {"sentence1", "sentence2", "score"} <= {c.strip() for c in fields}:
+            header = [c.strip() for c in fields]  # GLUE's STS-B TSV
+            columns = tuple(header.index(c) for c in ("score", "sentence1", "sentence2"))
+            continue
+        if not line.strip():
+            continue
+        if len(fields) <= max(columns):
+            raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
+                             f"{len(ORIGINAL_FIELDS)} ({' '.join(ORIGINAL_FIELDS)}) or a GLUE header.")
+        score, a, b = (fields[i] for i in columns)
+        try:
+            scores.append(float(score))
+        except ValueError:
+            raise ValueError(f"{path}:{number}: score {score!r} is not a number (field "
+                             f"{columns[0] + 1}).") from None
+        s1.append(a)
+        s2.append(b)
+        if max_examples and len(scores) >= max_examples:
+            break
     if not scores:
         raise ValueError(f"{path} has no sentence pairs.")
     return SimilarityPairs(s1, s2, np.asarray(scores, np.float32), path)

@@ -144,6 +144,45 @@ def _detect_scheme(sentences):
     return "IOB1" if starts_with_i else "IOB2"
 
 
+# The fix named when a file's tags do not follow the scheme given: the flag and the
+# Python keyword (both exist: `finetune tag --scheme`, `read_tagged(scheme=...)`).
+_SCHEME_FIX = "is the file in another scheme? Pass --scheme IOB1/IOB2/BIOES (scheme= in Python), or leave it out to detect"
+
+
+def _check_transitions(path, lines, tags, scheme):
+    """Raises on the first tag that breaks `scheme`'s entity grammar.
+
+    IOB2: `I-X` only continues an X entity. BIOES: an entity is `S-X`, or `B-X (I-X)* E-X`;
+    every `B-`/`I-` is continued, every `I-`/`E-` continues one of its type. Without this
+    check, IOB1 data read as BIOES trains on entities that were never in the file.
+    IOB1 accepts any sequence (an `I-X` may start an entity; it is converted to IOB2).
+    """
+    if scheme == "IOB1":
+        return
+    open_type, number = None, None  # the type of the entity a B-/I- left open (BIOES)
+    previous = "O"
+    for number, tag in zip(lines, tags):
+        prefix, kind = (tag[0], tag[2:]) if tag != "O" else ("O", None)
+        if scheme == "IOB2":
+            if prefix == "I" and previous[2:] != kind:
+                raise InvalidInputError(f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
+                                        f"(every entity starts with B-); {_SCHEME_FIX}.")
+        elif prefix in ("I", "E"):
+            if open_type != kind:
+                raise InvalidInputError(f"{path}:{number}: tag {tag!r} continues no {kind} entity, which BIOES does "
+                                        f"not allow (an entity is S-X, or B-X ... E-X); {_SCHEME_FIX}.")
+            open_type = kind if prefix == "I" else None
+        else:  # O, B-, S-: the previous entity must have ended
+            if open_type is not None:
+                raise InvalidInputError(f"{path}:{number}: tag {tag!r} follows an unfinished {open_type} entity "
+                                        f"(BIOES ends one with E-{open_type}); {_SCHEME_FIX}.")
+            open_type = kind if prefix == "B" else None
+        previous = tag
+    if open_type is not None:
+        raise InvalidInputError(f"{path}:{number}: the sentence ends inside a {open_type} entity (BIOES ends one "
+                                f"with E-{open_type}); {_SCHEME_FIX}.")
+
+
 def _file_kind(path):
     if os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS:
         return "jsonl"
@@ -259,14 +298,10 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
     prefixes = _PREFIXES[detected]
     allowed = "the tag O and the prefixes " + ", ".join(p + "-" for p in prefixes)
     for lines, _, tags in sentences:
-        previous = "O"
         for number, tag in zip(lines, tags):
             if not _is_tag(tag) or (tag != "O" and tag[0] not in prefixes):
                 raise InvalidInputError(f"{path}:{number}: tag {tag!r} does not fit the {detected} scheme ({allowed}).")
-            if detected == "IOB2" and tag.startswith("I-") and previous[2:] != tag[2:]:
-                raise InvalidInputError(f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
-                                 "(every entity starts with B-); is the file IOB1? Pass scheme='IOB1' or None.")
-            previous = tag
+        _check_transitions(path, lines, tags, detected)
     if detected == "IOB1":
         convert = _iob1_converter()
         sentences = [(lines, words, convert(tags)) for lines, words, tags in sentences]

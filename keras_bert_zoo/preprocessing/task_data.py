@@ -182,14 +182,19 @@ def _read_rows(path, layout):
     return lines, None
 
 
+# Read by `finetune` (whose flags choose the columns) and by `evaluate`/`predict` (which read
+# the columns saved with the model and have no such flags): the fix names the verb with its flags.
+COLUMN_FIX = ("Give a file with the model's columns, or choose them when fine-tuning (`bert-zoo finetune classify "
+              "--text-column/--label-column` or --task).")
+
+
 def _column_index(column, header, path):
     if isinstance(column, int) or (isinstance(column, str) and column.isdigit() and header is None):
         return int(column)
     if header is None:
         raise InvalidInputError(f"{path}: column {column!r} is a name but the file has no header; give a 0-based index.")
     if column not in header:
-        raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. "
-                         "Check --text-column/--label-column or --task.")
+        raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. {COLUMN_FIX}")
     return header.index(column)
 
 
@@ -276,7 +281,7 @@ def read_examples(path, layout, label_names=None, max_examples=None):
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
             raise InvalidInputError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "
-                             "Check --text-column/--label-column.")
+                                    f"{COLUMN_FIX}")
         values = []
         for n, obj in rows:
             try:

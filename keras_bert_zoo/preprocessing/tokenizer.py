@@ -441,8 +441,10 @@ class BertTokenizer(PreprocessingLayer):
         config = {}
         config_path = os.path.join(path, "tokenizer_config.json")
         if os.path.exists(config_path):
-            with open(config_path, encoding="utf-8") as f:
-                hf = json.load(f)
+            from keras_bert_zoo.files import read_json
+
+            hf = read_json(config_path, "tokenizer_config.json",
+                           "restore it from the checkpoint's source, or delete it (the casing is then inferred)")
             config = {
                 "lowercase": hf.get("do_lower_case", True),
                 "strip_accents": hf.get("strip_accents"),

@@ -11,6 +11,24 @@ The model class itself lives in `models/` (a user builds it without any of this)
 data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
 """
 
+from keras_bert_zoo.errors import CheckpointError, UsageError
+
+
+def check_vocabulary_fits(model, model_dir):
+    """Raises `CheckpointError` when the attached tokenizer's `vocab.txt` has more entries than
+    the model's token-embedding table: its last ids would index past the table, and TensorFlow
+    would fail mid-prediction (`indices[0,1] = 1037 is not in [0, 125)`) naming neither file."""
+    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    backbone = getattr(model, "backbone", None)
+    if tokenizer is None or backbone is None:
+        return
+    entries, rows = int(tokenizer.vocabulary_size()), int(backbone.vocabulary_size)
+    if entries > rows:
+        raise CheckpointError(
+            f"--model {model_dir!r}: its vocab.txt has {entries} entries but the model's embedding table has "
+            f"{rows} rows, so token ids from {rows} up have no embedding. Put back the vocab.txt the model was "
+            "trained with (or convert the checkpoint again with its own vocabulary).")
+
 
 class TaskSpec:
     """One task, declared once.
@@ -46,11 +64,10 @@ class TaskSpec:
         """The model saved in `model_dir`, with the preprocessor it was trained with."""
         model = self.model_class().from_preset(model_dir)
         if model.preprocessor is None:
-            from keras_bert_zoo.errors import CheckpointError
-
             raise CheckpointError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; copy the "
                              "vocabulary the model was trained with into it (directories written by "
                              "`bert-zoo finetune` and `bert-zoo pretrain` have it).")
+        check_vocabulary_fits(model, model_dir)
         return model
 
     # --- the command line ---------------------------------------------------------------
@@ -123,10 +140,10 @@ class TaskSpec:
     def predict_inputs(self, args, model):
         """The inputs `predict` gets from `bert-zoo predict`'s arguments (default: the `TEXT`s)."""
         if getattr(args, "data", None):
-            raise ValueError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
+            raise UsageError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
                              "give the texts as arguments.")
         if not args.texts:
-            raise ValueError("give at least one TEXT to predict on.")
+            raise UsageError("give at least one TEXT to predict on.")
         return list(args.texts)
 
     def predict(self, model, texts):

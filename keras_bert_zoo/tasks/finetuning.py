@@ -14,8 +14,10 @@ import numpy as np
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
+from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.registry import get_task
-from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
+from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
+                                                   run_directory)
 
 SELECTIONS = ("final", "best")
 
@@ -71,6 +73,7 @@ def _batching_hint(bucketing):
     return f" ({flags[bucketing]} is for {' and '.join(f'`finetune {name}`' for name in takers)})."
 
 
+@locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
@@ -157,8 +160,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
-    # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
-    check_output(out, overwrite or (resume and is_run_directory(out)))
+    # An `out` holding only our checkpoints is this run, killed: it resumes (or, --no-resume, starts over).
+    check_output(out, overwrite or reruns_without_overwrite(out, resume))
     if select not in SELECTIONS:
         raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate

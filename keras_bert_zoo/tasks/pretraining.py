@@ -16,8 +16,10 @@ import os
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.files import check_input_file, check_output, output_dir, write_metrics
+from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.base import TaskSpec
-from keras_bert_zoo.training.checkpointing import is_run_directory, keep_run_files, prepare_run_directory, run_directory
+from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
+                                                   run_directory)
 
 
 def default_max_predictions(sequence_length):
@@ -109,6 +111,7 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
     return model
 
 
+@locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
 def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
              sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
              warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
@@ -185,8 +188,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     from keras_bert_zoo.training.loop import train as train_loop
 
     corpus = _check_paths(corpus)
-    # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
-    check_output(out, overwrite or (resume and is_run_directory(out)))
+    # An `out` holding only our checkpoints is this run, killed: it resumes (or, --no-resume, starts over).
+    check_output(out, overwrite or reruns_without_overwrite(out, resume))
     if not _is_records(corpus):
         check_corpus(corpus, corpus_format, nsp)
     if eval_corpus:
@@ -451,6 +454,12 @@ class PretrainerServing(TaskServing):
         super().__init__(model, preprocessor, text_pair)
         self.top_k = int(top_k)
         self.max_masks = int(max_masks)
+        # Checked here, not left to tf.math.top_k: its error surfaces while the export is being
+        # traced, as TensorFlow's traced source code, naming neither the flag nor the vocabulary.
+        vocabulary = int(model.backbone.vocabulary_size)
+        if not 1 <= self.top_k <= vocabulary:
+            raise UsageError(f"--top-k {self.top_k} (top_k= in Python) asks for more tokens than the model's "
+                             f"vocabulary of {vocabulary}; use 1 to {vocabulary}.")
         self.mask_id = preprocessor.tokenizer.mask_token_id
         self.vocab_table = None
 

@@ -9,7 +9,9 @@ n-best alternatives, all in the graph.
 
 import dataclasses
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.flags import MAX_LENGTH, float_in, int_in
 from keras_bert_zoo.tasks.base import TaskSpec
 
 
@@ -42,15 +44,15 @@ class QATask(TaskSpec):
 
     # --- command line ---------------------------------------------------------------
     def add_arguments(self, parser):
-        parser.add_argument("--doc-stride", type=int, default=128,
+        parser.add_argument("--doc-stride", type=int_in(1, MAX_LENGTH), default=128,
                             help="see --stride-mode (default 128)")
         parser.add_argument("--stride-mode", choices=("step", "overlap"), default="step",
                             help="step (default, google-research/bert): --doc-stride pieces between window starts; "
                                  "overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows")
-        parser.add_argument("--max-query-length", type=int, default=64, help="question pieces kept (64)")
+        parser.add_argument("--max-query-length", type=int_in(1, MAX_LENGTH), default=64, help="question pieces kept (64)")
         parser.add_argument("--version-2-with-negative", action="store_true",
                             help="SQuAD v2.0: questions may have no answer")
-        parser.add_argument("--null-threshold", type=float, default=0.0,
+        parser.add_argument("--null-threshold", type=float_in(-1e6, 1e6, low_open=False), default=0.0,
                             help="v2.0: answer '' when null score - best span score exceeds this")
 
     def layout_from_args(self, args):
@@ -130,8 +132,11 @@ class QATask(TaskSpec):
     def _read_for_model(self, model, path, require_answers=True):
         from keras_bert_zoo.preprocessing.squad_data import read_squad
 
+        # evaluate/predict have no --version-2-with-negative: the model's own setting is used.
+        hint = ("this model was fine-tuned for SQuAD v1.1 (every question answerable): score it on a v1.1 "
+                "file, or fine-tune one for v2.0 with `bert-zoo finetune qa --version-2-with-negative`")
         return read_squad(path, version_2_with_negative=model.version_2_with_negative,
-                          require_answers=require_answers)
+                          require_answers=require_answers, v2_hint=hint)
 
     def evaluate(self, model_dir, data_paths, batch_size=64):
         return self.evaluate_outputs(model_dir, data_paths, batch_size)[0]
@@ -161,21 +166,23 @@ class QATask(TaskSpec):
         parser.add_argument("--context", default=None, help="qa: the passage to answer from (with --question)")
 
     def predict_inputs(self, args, model):
-        """(question, passage) pairs from `--question/--context` or a SQuAD `--data` file."""
+        """(question, passage) pairs from `--question/--context` or a SQuAD `--data` file.
+
+        A missing or contradicting flag is a `UsageError` (exit code 2), as argparse's own."""
         if getattr(args, "data", None):
             if args.question is not None or args.context is not None:
-                raise ValueError("give either --data FILE or --question with --context, not both.")
+                raise UsageError("give either --data FILE or --question with --context, not both.")
             data = self._read_for_model(model, args.data, require_answers=False)
             return list(zip(data.questions, data.contexts, data.ids))
         if args.question is None or args.context is None:
             missing = "--context (the passage to answer from)" if args.context is None else "--question"
-            raise ValueError(f"a qa model needs --question and --context (or --data FILE); {missing} is missing.")
+            raise UsageError(f"a qa model needs --question and --context (or --data FILE); {missing} is missing.")
         if not args.question.strip():
-            raise ValueError("--question is empty; give the question to answer.")
+            raise UsageError("--question is empty; give the question to answer.")
         if not args.context.strip():
-            raise ValueError("--context is empty; give the passage to find the answer in.")
+            raise UsageError("--context is empty; give the passage to find the answer in.")
         if getattr(args, "texts", None):
-            raise ValueError(f"a qa model takes --question and --context, not positional text ({args.texts[0]!r}).")
+            raise UsageError(f"a qa model takes --question and --context, not positional text ({args.texts[0]!r}).")
         return [(args.question, args.context, None)]
 
     def predict(self, model, texts):

@@ -6,7 +6,6 @@ used, not when it is found).
 """
 
 import importlib
-import json
 import os
 import pkgutil
 
@@ -60,11 +59,13 @@ def task_of_model_dir(model_dir, verb="this command"):
     if not os.path.isfile(path):
         raise CheckpointError(f"--model {model_dir!r} has no config.json; give a directory written by "
                          "`bert-zoo finetune` or `bert-zoo pretrain`.")
-    try:
-        with open(path, encoding="utf-8") as f:
-            task = json.load(f).get("keras_bert_zoo", {}).get("task")
-    except ValueError as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}).") from None
+    from keras_bert_zoo.files import read_json
+
+    fix = "restore it from the checkpoint's source (or write the model again)"
+    saved = read_json(path, "config.json", fix).get("keras_bert_zoo", {})
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: \"keras_bert_zoo\" is not a JSON object; {fix}.")
+    task = saved.get("task")
     tasks = _discover()
     if task not in tasks:
         known = sorted({s.model_class_name for s in tasks.values()})

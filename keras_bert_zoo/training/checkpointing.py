@@ -14,15 +14,24 @@ Layout (one directory per checkpoint; `latest` names the newest complete one):
 Atomic: a checkpoint is written into `tmp-...` and renamed to `ckpt-N` only when
 complete (`meta.json` last), then `latest` is replaced (write + rename). A kill at
 any point leaves the previous checkpoint and a `latest` that names a complete one;
-left-over `tmp-*` directories are removed by the next writer.
+left-over `tmp-*` directories are removed by the next writer. A write that fails (a
+full disk) removes its `tmp-*` and raises `OutputError` naming the checkpoint and the
+last complete one, which the next run resumes from.
+
+Damaged afterwards (a truncated tensor file, an edited `meta.json`): `restore_newest`
+validates the newest checkpoint while reading it and, if it is damaged, falls back to
+the next older intact one and says so on stderr; with none left it raises
+`DamagedCheckpointError` naming the damaged checkpoint and the two ways out (restore
+it, or `--no-resume`).
 
 Examples:
 >>> import keras, numpy as np, tempfile
 >>> from keras_bert_zoo.training.checkpointing import RunCheckpoints
 >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+>>> model.compile("sgd", "mse")
 >>> ckpts = RunCheckpoints(tempfile.mkdtemp(), model, signature={"lr": 0.1})
 >>> path = ckpts.save(step=3, state={"epoch": 0})
->>> model.layers[0].kernel.assign(np.zeros((2, 1)))
+>>> _ = model.layers[0].kernel.assign(np.zeros((2, 1)))
 >>> ckpts.restore(ckpts.latest())["step"]
 3
 """
@@ -30,13 +39,52 @@ Examples:
 import json
 import os
 import shutil
+import sys
+
+from keras_bert_zoo.errors import CheckpointError, InvalidInputError, OutputError
 
 LATEST = "latest"
 META = "meta.json"
+_META_KEYS = {"step": int, "state": dict, "signature": dict, "model": list, "optimizer": list, "iterator": bool}
 
 
 class CheckpointMismatchError(ValueError):
     """The checkpoints in a directory come from a different run (other flags or model)."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """Every checkpoint of a run is unreadable (truncated tensors, a broken `meta.json`)."""
+
+
+_resume_point = {"path": None}  # the checkpoint a rerun would resume from (see `resume_point`)
+
+
+def resume_point():
+    """The newest checkpoint this process wrote or resumed from (None: none yet).
+
+    What `bert-zoo` names when a run is interrupted (Ctrl-C, SIGTERM): rerunning the same
+    command resumes there.
+    """
+    return _resume_point["path"]
+
+
+def _read_meta(path):
+    """`path/meta.json` as a dict with the keys `save` writes, or `InvalidInputError` saying what is wrong."""
+    from keras_bert_zoo.files import read_json
+
+    meta = read_json(os.path.join(path, META), META, "the checkpoint is damaged", expect=dict)
+    wrong = [k for k, kind in _META_KEYS.items() if not isinstance(meta.get(k), kind)]
+    if wrong:
+        raise InvalidInputError(f"{os.path.join(path, META)}: {wrong[0]!r} is missing or not a {_META_KEYS[wrong[0]].__name__}")
+    return meta
+
+
+def _read_errors():
+    """What reading a damaged TF checkpoint raises: `IndexError: Read less bytes than
+    requested` (a truncated data file), `DataLossError`/`NotFoundError` (OpError), ..."""
+    import tensorflow as tf
+
+    return (IndexError, ValueError, KeyError, OSError, AssertionError, tf.errors.OpError)
 
 
 def _manifest(variables):
@@ -64,6 +112,8 @@ class RunCheckpoints:
         self.model, self.iterator, self.writer, self.keep = model, iterator, writer, max(1, int(keep))
         self.signature = json.loads(json.dumps(signature or {}))
         self._scratch = None
+        if writer:
+            _resume_point["path"] = None  # a new run: nothing to resume from until it saves or resumes
 
     # --- what is saved ----------------------------------------------------------------
     def _variables(self):
@@ -97,18 +147,29 @@ class RunCheckpoints:
             self._scratch = self._scratch or tempfile.mkdtemp(prefix="bert-zoo-worker-ckpt-")
             checkpoint.write(os.path.join(self._scratch, "state"))
             return None
-        os.makedirs(self.directory, exist_ok=True)
-        self._remove_partial()
+        import tensorflow as tf
+
         tmp = os.path.join(self.directory, f"tmp-{name}-{os.getpid()}")
-        os.makedirs(tmp)
-        checkpoint.write(os.path.join(tmp, "state"))
-        meta = {"step": int(step), "state": state or {}, "signature": self.signature,
-                "model": _manifest(model_vars), "optimizer": _manifest(opt_vars),
-                "iterator": self.iterator is not None}
-        with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
-            json.dump(meta, f)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            self._remove_partial()
+            os.makedirs(tmp)
+            checkpoint.write(os.path.join(tmp, "state"))
+            meta = {"step": int(step), "state": state or {}, "signature": self.signature,
+                    "model": _manifest(model_vars), "optimizer": _manifest(opt_vars),
+                    "iterator": self.iterator is not None}
+            with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
+                json.dump(meta, f)
+                f.flush()
+                os.fsync(f.fileno())
+        except (OSError, tf.errors.OpError) as e:  # a full disk: TF's ResourceExhaustedError from SaveV2
+            shutil.rmtree(tmp, ignore_errors=True)
+            reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
+            reason = "No space left on device" if "No space left" in str(reason) else " ".join(str(reason).split())
+            last = self.latest()
+            kept = f"the run can resume from {last}, the last complete one" if last else "no checkpoint was kept yet"
+            raise OutputError(f"cannot write checkpoint {os.path.join(self.directory, name)} ({reason}); {kept}. "
+                              "Free some space (or raise --checkpoint-every) and rerun the same command.") from None
         final = os.path.join(self.directory, name)
         if os.path.exists(final):  # the same step saved twice (resumed exactly at a save point)
             shutil.rmtree(final)
@@ -117,6 +178,7 @@ class RunCheckpoints:
 
         write_text(os.path.join(self.directory, LATEST), name + "\n")
         self._prune(keep_name=name)
+        _resume_point["path"] = final
         return final
 
     def _remove_partial(self):
@@ -150,13 +212,54 @@ class RunCheckpoints:
         return os.path.join(self.directory, complete[-1]) if complete else None
 
     def restore(self, path):
-        """Loads `path` into the model, optimizer and iterator; returns its meta dict."""
-        with open(os.path.join(path, META), encoding="utf-8") as f:
-            meta = json.load(f)
+        """Loads `path` into the model, optimizer and iterator; returns its meta dict.
+
+        Raises:
+            InvalidInputError: `meta.json` is damaged.
+            CheckpointMismatchError: the checkpoint is another run's.
+            IndexError, tf.errors.OpError, ...: the tensor files are damaged (`_read_errors`).
+        """
+        meta = _read_meta(path)
         self._check(meta, path)
         checkpoint, _, _ = self._checkpoint()
         checkpoint.read(os.path.join(path, "state")).assert_consumed()
         return meta
+
+    def restore_newest(self):
+        """Restores the newest intact checkpoint: `(path, meta)`, or `(None, None)` when there is none.
+
+        A damaged newer checkpoint is passed over for the next older one, and stderr says so.
+        A checkpoint of another run is not passed over (`CheckpointMismatchError`): older
+        ones are that run's too.
+
+        Raises:
+            DamagedCheckpointError: checkpoints exist, but none can be read; the message names
+                the newest and the two ways out.
+        """
+        newest = self.latest()
+        if newest is None:
+            return None, None
+        older = [os.path.join(self.directory, n) for n in reversed(self._complete())]
+        candidates = [newest] + [p for p in older if p != newest]
+        damaged = []
+        for path in candidates:
+            try:
+                meta = self.restore(path)
+            except CheckpointMismatchError:
+                raise
+            except (InvalidInputError, *_read_errors()) as e:
+                damaged.append((path, " ".join(str(e).split()) or type(e).__name__))
+                continue
+            _resume_point["path"] = path
+            if damaged:
+                print(f"warning: checkpoint {damaged[0][0]} is damaged ({_short(damaged[0][1])}); resumed from the "
+                      f"older intact checkpoint {path} instead.", file=sys.stderr, flush=True)
+            return path, meta
+        path, reason = damaged[0]
+        raise DamagedCheckpointError(
+            f"checkpoint {path} is damaged ({_short(reason)}) and no older intact checkpoint is left to resume "
+            f"from. Either restore {path} (e.g. from a backup), or pass --no-resume to start over (it deletes "
+            f"{self.directory}).")
 
     def _check(self, meta, path):
         fix = "pass --no-resume to start over, or use another --out"
@@ -182,6 +285,11 @@ class RunCheckpoints:
             shutil.rmtree(self.directory)
 
 
+def _short(reason, limit=200):
+    """A TF error's first sentence, cut to `limit` characters, for a one-line message."""
+    return reason if len(reason) <= limit else reason[:limit].rstrip() + "..."
+
+
 def run_directory(out):
     """Where a run's live files (`checkpoints/`, `logs/`) go while it trains.
 
@@ -202,6 +310,15 @@ def run_directory(out):
 def is_run_directory(out):
     """True when `out` (or its hidden `.NAME.run` sibling) holds a `finetune`/`pretrain` run's checkpoints."""
     return os.path.isdir(os.path.join(run_directory(out), "checkpoints"))
+
+
+def reruns_without_overwrite(out, resume):
+    """True when rerunning into an existing `out` needs no `--overwrite`: `out` is a killed run
+    of ours (only its `checkpoints/` and `logs/`), which a rerun continues or, with
+    `--no-resume`, starts over; or a killed `--overwrite` run waits in `.NAME.run` to resume."""
+    if not is_run_directory(out):
+        return False
+    return resume or os.path.isdir(os.path.join(os.path.abspath(os.fspath(out)), "checkpoints"))
 
 
 def prepare_run_directory(run_dir, out):

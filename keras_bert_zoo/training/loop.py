@@ -217,12 +217,12 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
         if not resume:
             checkpoints.clear()
-        latest = checkpoints.latest() if resume else None
     with strategy.scope():
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
+    if checkpoints is not None and resume:
+        latest, meta = checkpoints.restore_newest()  # a damaged newest one: the older intact one, said so
     if latest:
-        meta = checkpoints.restore(latest)
         start = meta["step"]
         for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", [])):
             cb.load_resume_state(state)

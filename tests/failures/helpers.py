@@ -65,3 +65,43 @@ def run_bert_zoo(argv, timeout=240):
     env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(command + [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, env=env)
     return done.returncode, done.stdout, done.stderr
+
+
+FLAG = re.compile(r"(?<![\w`-])--[a-z][\w-]*|(?<=`)--[a-z][\w-]*")
+NAMED_VERB = re.compile(r"`bert-zoo ([\w-]+)(?: ([a-z]+))?[^`]*`")
+
+
+def _options(argv):
+    """The option strings `bert-zoo ARGV[0] [TASK]` accepts."""
+    import argparse
+
+    from keras_bert_zoo.cli import build_parser
+
+    parser = build_parser(argv)
+    for word in argv[:2]:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or word not in sub.choices:
+            break
+        parser = sub.choices[word]
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+def check_suggested_flags(argv, line):
+    """Every `--flag` an error line suggests exists on the verb that printed it, unless the line
+    names the verb it belongs to (`` `bert-zoo finetune qa --version-2-with-negative` ``)."""
+    argv = [str(a) for a in argv]
+    own = _options(argv)
+    elsewhere = set()
+    for verb, task in NAMED_VERB.findall(line):
+        elsewhere |= _options([verb, task] if task else [verb])
+    wrong = sorted({f for f in FLAG.findall(line) if f not in own and f not in elsewhere})
+    assert not wrong, f"the error suggests {wrong}, which `bert-zoo {' '.join(argv[:2])}` does not have: {line}"
+
+
+def check_case(root, args, code, pattern, capsys):
+    """One failure-table case: `bert-zoo ARGS` fails as documented (`check_failure`), every flag
+    its line suggests exists (`check_suggested_flags`), and nothing under `root` changed."""
+    before = tree_hash(root)
+    exit_code, _, err = run_cli(args, capsys)
+    check_suggested_flags(args, check_failure(exit_code, err, code, pattern))
+    assert tree_hash(root) == before, "the failed run changed files"

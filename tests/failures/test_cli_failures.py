@@ -17,7 +17,7 @@ import struct
 import numpy as np
 import pytest
 
-from tests.failures.helpers import check_failure, run_bert_zoo, run_cli, tree_hash
+from tests.failures.helpers import check_case, check_failure, run_bert_zoo, run_cli, tree_hash
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "plot", "a", "very"]
@@ -435,11 +435,7 @@ def existing_saved_model(w):
 @pytest.mark.parametrize("case_id, argv, code, pattern", CASES, ids=[c[0] for c in CASES])
 def test_cli_failure(case_id, argv, code, pattern, models, tmp_path, capsys):
     w = World(tmp_path / "w", models)
-    args = argv(w)
-    before = tree_hash(w.root)
-    exit_code, _, err = run_cli(args, capsys)
-    check_failure(exit_code, err, code, pattern)
-    assert tree_hash(w.root) == before, "the failed run changed files"
+    check_case(w.root, argv(w), code, pattern, capsys)
     assert not os.path.exists(w.path("UNPICKLED")), "a pickle was opened"
 
 

@@ -49,15 +49,18 @@ def test_embed_cli_writes_the_rows_of_encode(embedder_dir, tmp_path, capsys):
     expected = BertSentenceEmbedder.from_preset(embedder_dir).encode(texts)
     assert vectors.shape == (4, 16) and vectors.dtype == np.float32
     np.testing.assert_allclose(vectors, expected, rtol=1e-5, atol=1e-6)
-    assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]  # the atomic writer left nothing behind
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # the atomic writer left nothing behind
     assert main(["embed", "--model", embedder_dir, "--data", str(data), "--out", out, "--pooling", "cls",
-                 "--normalize"]) == 0
+                 "--normalize"]) == 2  # an existing --out needs --overwrite (issue 27)
+    assert main(["embed", "--model", embedder_dir, "--data", str(data), "--out", out, "--pooling", "cls",
+                 "--normalize", "--overwrite"]) == 0
     cls = np.load(out)
     np.testing.assert_allclose(np.linalg.norm(cls, axis=1), 1.0, atol=1e-5)
     assert np.abs(cls - vectors).max() > 1e-3
     # Bad input: one line naming the flag, and the old output stays as it was.
     before = open(out, "rb").read()
-    assert main(["embed", "--model", embedder_dir, "--data", str(tmp_path / "nope.txt"), "--out", out]) == 1
+    assert main(["embed", "--model", embedder_dir, "--data", str(tmp_path / "nope.txt"), "--out", out,
+                 "--overwrite"]) == 1
     assert "--data" in capsys.readouterr().err and open(out, "rb").read() == before
 
 

@@ -160,7 +160,7 @@ def test_predict_needs_question_and_passage(tiny_model, tmp_path, capsys):
                            (["--question", "Where?", "--context", " "], "--context is empty"),
                            (["--context", "Anna lives in Paris."], "--question is missing")):
         capsys.readouterr()
-        assert main(["predict", "--model", out, *extra]) == 1
+        assert main(["predict", "--model", out, *extra]) == 2  # usage errors exit 2 (issue 27)
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
 
