@@ -183,9 +183,11 @@ class BertMultipleChoice(Task):
 
         Examples:
         >>> from keras_bert_zoo import BertMultipleChoice
-        >>> BertMultipleChoice.from_preset("bert_tiny_uncased").output_shape
+        >>> BertMultipleChoice.from_preset("bert_tiny_uncased", load_weights=False).output_shape
         (None, None)
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
 
     @classmethod
