@@ -61,6 +61,8 @@ KERAS_HUB_TASKS = {ours: theirs for theirs, ours in TASKS.items()}
 # KerasHub's MaskedLMHead as BertMaskedLM builds it (intermediate_activation="gelu", default epsilon).
 MASKED_LM_HEAD = {"mlm_activation": "gelu", "mlm_layer_norm_epsilon": 1e-5}
 _SUFFIX = "##"
+# Recorded in metadata.json: the KerasHub release whose file layout this writes (tested against it).
+KERAS_HUB_VERSION = "0.32.0"
 
 
 def registered_class(config, path):
@@ -412,7 +414,7 @@ def _write_backbone_h5(path, backbone):
         h5.create_group("vars").attrs["name"] = "bert_backbone"
 
 
-def _write_task_h5(path, model, kind):
+def _write_task_h5(path, model, kind, with_preprocessor):
     import h5py
 
     specs = {s.name: np.asarray(s.variable.numpy(), dtype=np.float32) for s in model.head_weight_specs()}
@@ -437,7 +439,7 @@ def _write_task_h5(path, model, kind):
         optimizer = _group(h5, "optimizer", "adam")
         optimizer["vars"].create_dataset("0", data=np.int64(0))
         optimizer["vars"].create_dataset("1", data=np.float32(5e-5))
-        if model.preprocessor is not None:
+        if with_preprocessor:
             preprocessor = _group(h5, "preprocessor", f"{task_name}_preprocessor")
             _group(preprocessor, "tokenizer", "bert_tokenizer")
         h5.create_group("vars").attrs["name"] = task_name
@@ -478,18 +480,17 @@ def _tokenizer_config(tokenizer):
     }
 
 
-def _preprocessor_config(preprocessor, kind):
+def _preprocessor_config(tokenizer, sequence_length, truncate, kind):
     cls = {"BertTextClassifier": "BertTextClassifierPreprocessor",
            "BertMaskedLM": "BertMaskedLMPreprocessor"}.get(kind, "BertTextClassifierPreprocessor")
     module = {"BertTextClassifierPreprocessor": "bert_text_classifier_preprocessor",
               "BertMaskedLMPreprocessor": "bert_masked_lm_preprocessor"}[cls]
     config = {"name": module, "trainable": True, "dtype": _dtype("float32"),
-              "tokenizer": _tokenizer_config(preprocessor.tokenizer), "config_file": PREPROCESSOR_FILE,
-              "sequence_length": int(preprocessor.sequence_length),
+              "tokenizer": _tokenizer_config(tokenizer), "config_file": PREPROCESSOR_FILE,
+              "sequence_length": int(sequence_length),
               # KerasHub truncates round_robin or waterfall; longest_first has no counterpart
               # there and round_robin is the closest (both shorten the longer segment first).
-              "truncate": preprocessor.truncate if preprocessor.truncate in ("round_robin", "waterfall")
-              else "round_robin"}
+              "truncate": truncate if truncate in ("round_robin", "waterfall") else "round_robin"}
     if cls == "BertMaskedLMPreprocessor":
         config.update(mask_selection_rate=0.15, mask_selection_length=96, mask_token_rate=0.8, random_token_rate=0.1)
     return {"module": f"keras_hub.src.models.bert.{module}", "class_name": cls, "config": config,
@@ -516,51 +517,64 @@ def check_writable(model):
     return kind
 
 
-def write_keras_hub_preset(path, model):
+def write_keras_hub_preset(path, model, tokenizer=None):
     """Writes `model` (a `BertBackbone`, `BertClassifier` or `BertPretrainer`) as a KerasHub preset.
+
+    Args:
+        path: the directory (new, empty, or an earlier KerasHub preset, which is replaced).
+        model: the model.
+        tokenizer: a `BertTokenizer` to save with it (default: the model's preprocessor's);
+            without one the preset holds weights only (KerasHub's backbone needs none).
 
     Every file is written into a fresh staging directory beside `path` and renamed into
     place, so a failure leaves nothing half-written.
     """
-    import keras
-
     from keras_bert_zoo.files import output_dir
 
-    kind = check_writable(model)
-    backbone = model if kind is None else model.backbone
+    check_writable(model)
     path = os.fspath(path)
     if os.path.isdir(path) and os.listdir(path) and not is_keras_hub_preset(path):
         raise OutputError(f"{path} holds other files ({', '.join(sorted(os.listdir(path))[:4])}); a KerasHub "
                           "preset replaces its directory whole: give a new or empty directory.")
     with output_dir(path, overwrite=True, flag=None) as staging:
-        write_json(os.path.join(staging, CONFIG_FILE), _backbone_config(backbone))
-        _write_backbone_h5(os.path.join(staging, WEIGHTS_FILE), backbone)
-        write_json(os.path.join(staging, METADATA_FILE), {
-            "keras_version": keras.__version__, "keras_hub_version": "0.32.0",
-            "parameter_count": int(backbone.count_params()),
-            "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
-            "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
-        })
-        preprocessor = getattr(model, "preprocessor", None)
-        tokenizer = getattr(preprocessor, "tokenizer", None)
-        if tokenizer is not None:
-            write_json(os.path.join(staging, TOKENIZER_FILE), _tokenizer_config(tokenizer))
-            os.makedirs(os.path.dirname(os.path.join(staging, VOCABULARY_ASSET)))
-            write_text(os.path.join(staging, VOCABULARY_ASSET), "".join(t + "\n" for t in tokenizer.vocabulary))
-        if kind is None:
-            return
-        task_config = {"backbone": _backbone_config(backbone),
-                       "preprocessor": _preprocessor_config(preprocessor, kind) if tokenizer is not None else None,
-                       "name": "bert_text_classifier" if kind == "BertTextClassifier" else "bert_masked_lm"}
-        if kind == "BertTextClassifier":
-            task_config.update(num_classes=int(model.num_classes), activation="linear",
-                               dropout=float(model.dropout))
-        write_json(os.path.join(staging, TASK_FILE), {
-            "module": f"keras_hub.src.models.bert.{'bert_text_classifier' if kind == 'BertTextClassifier' else 'bert_masked_lm'}",
-            "class_name": kind, "config": task_config, "registered_name": f"keras_hub>{kind}"})
-        if tokenizer is not None:
-            write_json(os.path.join(staging, PREPROCESSOR_FILE), task_config["preprocessor"])
-        _write_task_h5(os.path.join(staging, TASK_WEIGHTS_FILE), model, kind)
+        write_keras_hub_files(staging, model, tokenizer)
+
+
+def write_keras_hub_files(directory, model, tokenizer=None):
+    """The files of `write_keras_hub_preset`, written into the existing empty `directory`."""
+    import keras
+
+    kind = KERAS_HUB_TASKS.get(type(model).__name__)  # None: a backbone (check_writable ran)
+    backbone = model.backbone if kind else model
+    write_json(os.path.join(directory, CONFIG_FILE), _backbone_config(backbone))
+    _write_backbone_h5(os.path.join(directory, WEIGHTS_FILE), backbone)
+    write_json(os.path.join(directory, METADATA_FILE), {
+        "keras_version": keras.__version__, "keras_hub_version": KERAS_HUB_VERSION,
+        "parameter_count": int(backbone.count_params()),
+        "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+        "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
+    })
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = tokenizer or getattr(preprocessor, "tokenizer", None)
+    if tokenizer is not None:
+        write_json(os.path.join(directory, TOKENIZER_FILE), _tokenizer_config(tokenizer))
+        os.makedirs(os.path.dirname(os.path.join(directory, VOCABULARY_ASSET)))
+        write_text(os.path.join(directory, VOCABULARY_ASSET), "".join(t + "\n" for t in tokenizer.vocabulary))
+    if kind is None:
+        return
+    preprocessor_config = None
+    if tokenizer is not None:
+        preprocessor_config = _preprocessor_config(tokenizer, getattr(preprocessor, "sequence_length", 512),
+                                                   getattr(preprocessor, "truncate", "round_robin"), kind)
+        write_json(os.path.join(directory, PREPROCESSOR_FILE), preprocessor_config)
+    module = "bert_text_classifier" if kind == "BertTextClassifier" else "bert_masked_lm"
+    task_config = {"backbone": _backbone_config(backbone), "preprocessor": preprocessor_config, "name": module}
+    if kind == "BertTextClassifier":
+        task_config.update(num_classes=int(model.num_classes), activation="linear", dropout=float(model.dropout))
+    write_json(os.path.join(directory, TASK_FILE), {"module": f"keras_hub.src.models.bert.{module}",
+                                                    "class_name": kind, "config": task_config,
+                                                    "registered_name": f"keras_hub>{kind}"})
+    _write_task_h5(os.path.join(directory, TASK_WEIGHTS_FILE), model, kind, with_preprocessor=tokenizer is not None)
 
 
 loading.register_keras_hub_writer(write_keras_hub_preset)
