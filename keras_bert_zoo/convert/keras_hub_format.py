@@ -564,7 +564,9 @@ def write_keras_hub_files(directory, model, tokenizer=None):
         return
     preprocessor_config = None
     if tokenizer is not None:
-        preprocessor_config = _preprocessor_config(tokenizer, getattr(preprocessor, "sequence_length", 512),
+        # Without a preprocessor: KerasHub's default length, within the position table.
+        length = getattr(preprocessor, "sequence_length", None) or min(512, backbone.max_sequence_length)
+        preprocessor_config = _preprocessor_config(tokenizer, length,
                                                    getattr(preprocessor, "truncate", "round_robin"), kind)
         write_json(os.path.join(directory, PREPROCESSOR_FILE), preprocessor_config)
     module = "bert_text_classifier" if kind == "BertTextClassifier" else "bert_masked_lm"
