@@ -81,7 +81,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     Args:
         task: a registered task name (`"classify"`) or its `TaskSpec`.
-        model: preset name or checkpoint directory (HF, Google or ours).
+        model: preset name or `hf://ORG/NAME[@REV]` (its pretrained checkpoint, through the
+            Hub cache), or a checkpoint directory (HF, Google, KerasHub or ours).
         train, dev: data files in the task's formats.
         out: output directory; receives the preset (weights, config, vocabulary),
             `metrics.json` and `training_curve.png`.
@@ -152,6 +153,10 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
+    if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
+        from keras_bert_zoo.models import loading
+
+        model = loading.resolve(model)
     # An `out` holding only our checkpoints is this run, killed or finished: it resumes.
     check_output(out, overwrite or (resume and is_run_directory(out)))
     if select not in SELECTIONS:
