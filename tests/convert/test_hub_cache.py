@@ -140,3 +140,27 @@ def test_cli_converts_a_cached_hf_uri(hf_cache, tmp_path, capsys):
 def test_malformed_hf_uri_is_a_usage_error(address):
     with pytest.raises(ValueError, match="hf://ORG/NAME"):
         BertBackbone.from_preset(address)
+
+
+@pytest.mark.parametrize("module", ["keras_bert_zoo.convert.hub", "keras_bert_zoo.convert.keras_hub_format",
+                                    "keras_bert_zoo.models.presets", "keras_bert_zoo.models.backbone",
+                                    "keras_bert_zoo.models.classifier", "keras_bert_zoo.models.tagger"])
+def test_docstring_examples_run(module, hf_cache):
+    """The examples of the loading docstrings run as written (preset names with load_weights=False)."""
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 1 and result.failed == 0
+
+
+def test_pretrain_preset_starts_from_scratch_and_says_so(hf_cache, tmp_path, capsys):
+    """`pretrain --preset` needs no checkpoint (the cache is empty and offline) and says it starts from scratch."""
+    from tests.helpers import shared_data
+
+    out = tmp_path / "run"
+    assert main(["pretrain", "--corpus", shared_data("pretrain_text", "sample_text.txt"), "--preset",
+                 "bert_tiny_uncased", "--vocab-size", "300", "--steps", "1", "--batch-size", "2",
+                 "--sequence-length", "32", "--jit-compile", "false", "--out", str(out)]) == 0
+    assert "pretraining bert_tiny_uncased from scratch" in capsys.readouterr().err
+    assert (out / "model.safetensors").exists()
