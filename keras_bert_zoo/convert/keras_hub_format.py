@@ -149,14 +149,18 @@ def _layers_by_name(h5, path):
     return found
 
 
-def _read_table(path, table):
-    """Our name -> array (Keras layout, 2-D kernels) for every entry of `table` in file `path`."""
+def _read_table(path, table, keys=None):
+    """Our name -> array (Keras layout, 2-D kernels) for every entry of `table` in file `path`.
+
+    `keys` maps a layer name to its class-numbered h5 key, for files whose `vars` groups
+    carry no name (then the layer is looked up by where Keras puts it).
+    """
     tensors, sources = {}, {}
     with _open_h5(path) as h5:
         layers = _layers_by_name(h5, path)
         for name, (layer, sub), index, kind in table:
             where = f"layers/{layer}" + (f"/{sub}" if sub else "") + f"/vars/{index}"
-            group = layers.get(layer)
+            group = layers.get(layer, layers.get((keys or {}).get(layer)))
             dataset = None
             if group is not None:
                 dataset = group.get(f"{sub}/vars/{index}" if sub else f"vars/{index}")
@@ -229,8 +233,9 @@ class KerasHubCheckpoint:
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{config_path} has a size of the wrong type ({e}); sizes are integers.") from None
         _check_architecture(self.backbone_kwargs, config_path)
-        self._tensors, self._sources = _read_table(os.path.join(path, WEIGHTS_FILE),
-                                                   backbone_table(self.backbone_kwargs["num_layers"]))
+        layers = self.backbone_kwargs["num_layers"]
+        self._tensors, self._sources = _read_table(os.path.join(path, WEIGHTS_FILE), backbone_table(layers),
+                                                   backbone_keys(layers))
         self.task_class, self.task_config = self._read_task()
         self.extra = {"task": TASKS[self.task_class], "task_config": self._our_task_config()} \
             if self.task_class in TASKS else {}
@@ -247,7 +252,7 @@ class KerasHubCheckpoint:
             loading.note(f"{task_path}: KerasHub task {kind or task.get('class_name')!r} has no counterpart here; "
                          "its head is dropped and the backbone kept")
             return None, {}
-        head, sources = _read_table(os.path.join(self.path, TASK_WEIGHTS_FILE), HEAD_TABLES[kind])
+        head, sources = _read_table(os.path.join(self.path, TASK_WEIGHTS_FILE), HEAD_TABLES[kind], HEAD_KEYS)
         self._tensors.update(head)
         self._sources.update(sources)
         return kind, task.get("config") or {}
@@ -373,6 +378,26 @@ def _einsum(value, sub, heads):
     return value
 
 
+def backbone_layer_order(num_layers):
+    """KerasHub `BertBackbone`'s layers in Keras' order: `(snake-case class, layer name)`."""
+    order = [("input_layer", "token_ids"), ("input_layer", "segment_ids"), ("input_layer", "padding_mask"),
+             ("reversible_embedding", "token_embedding"), ("position_embedding", "position_embedding"),
+             ("embedding", "segment_embedding"), ("add", "embeddings_add"),
+             ("layer_normalization", "embeddings_layer_norm"), ("dropout", "embeddings_dropout")]
+    order += [("transformer_encoder", f"transformer_layer_{i}") for i in range(num_layers)]
+    return order + [("dense", "pooled_dense")]
+
+
+def backbone_keys(num_layers):
+    """`{layer name: h5 key}` of a KerasHub backbone's weights file (`transformer_layer_1` -> `transformer_encoder_1`)."""
+    order = backbone_layer_order(num_layers)
+    return {name: key for key, (_, name) in zip(_snake_numbered([cls for cls, _ in order]), order)}
+
+
+# The task layers' keys in task.weights.h5 (after the backbone's inputs, which count).
+HEAD_KEYS = {"logits": "dense", "mlm_head": "masked_lm_head"}
+
+
 def _write_backbone_h5(path, backbone):
     import h5py
 
@@ -382,13 +407,7 @@ def _write_backbone_h5(path, backbone):
     for name, (layer, sub), index, _ in table:
         by_layer.setdefault((layer, sub), []).append(name)
     heads = backbone.num_heads
-    # KerasHub BertBackbone's layers in order: (Keras class, layer name).
-    order = [("input_layer", "token_ids"), ("input_layer", "segment_ids"), ("input_layer", "padding_mask"),
-             ("reversible_embedding", "token_embedding"), ("position_embedding", "position_embedding"),
-             ("embedding", "segment_embedding"), ("add", "embeddings_add"),
-             ("layer_normalization", "embeddings_layer_norm"), ("dropout", "embeddings_dropout")]
-    order += [("transformer_encoder", f"transformer_layer_{i}") for i in range(backbone.num_layers)]
-    order += [("dense", "pooled_dense")]
+    order = backbone_layer_order(backbone.num_layers)
     keys = _snake_numbered([cls for cls, _ in order])
     with h5py.File(path, "w") as h5:
         layers = h5.create_group("layers")

@@ -258,3 +258,32 @@ def test_keras_hub_output_never_replaces_a_directory_of_other_files(tmp_path):
     with pytest.raises(ValueError, match="holds other files"):
         backbone.save_to_preset(str(target), format="keras_hub")
     assert os.listdir(target) == ["notes.txt"]
+
+
+def test_weights_files_without_layer_names_load_by_keras_keys(presets, tmp_path):
+    """Files whose `vars` groups carry no `name` attribute are read by Keras' class-numbered keys."""
+    import h5py
+
+    path = str(tmp_path / "unnamed")
+    shutil.copytree(presets["classifier"], path)
+    for name in ("model.weights.h5", "task.weights.h5"):
+        with h5py.File(os.path.join(path, name), "a") as h5:
+            h5.visititems(lambda key, obj: obj.attrs.pop("name", None) if isinstance(obj, h5py.Group) else None)
+    named, unnamed = BertClassifier.from_preset(presets["classifier"]), BertClassifier.from_preset(path)
+    for a, b in zip(named.weights, unnamed.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_task_without_keras_hub_counterpart_is_refused_before_writing(tmp_path):
+    from keras_bert_zoo import BertTagger
+
+    backbone, _ = _ours()
+    with pytest.raises(CheckpointError, match="BertTagger has no KerasHub counterpart"):
+        BertTagger(backbone, num_labels=3).save_to_preset(str(tmp_path / "kh"), format="keras_hub")
+    assert not (tmp_path / "kh").exists()
+
+
+def test_loading_without_huggingface_hub_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(CheckpointError, match=r'pip install "keras-bert-zoo\[hub\]"'):
+        BertBackbone.from_preset("hf://google-bert/bert-base-uncased")
