@@ -144,7 +144,9 @@ def test_malformed_hf_uri_is_a_usage_error(address):
 
 @pytest.mark.parametrize("module", ["keras_bert_zoo.convert.hub", "keras_bert_zoo.convert.keras_hub_format",
                                     "keras_bert_zoo.models.presets", "keras_bert_zoo.models.backbone",
-                                    "keras_bert_zoo.models.classifier", "keras_bert_zoo.models.tagger"])
+                                    "keras_bert_zoo.models.classifier", "keras_bert_zoo.models.tagger",
+                                    "keras_bert_zoo.models.multiple_choice", "keras_bert_zoo.models.embedder",
+                                    "keras_bert_zoo.models.feature_extractor"])
 def test_docstring_examples_run(module, hf_cache):
     """The examples of the loading docstrings run as written (preset names with load_weights=False)."""
     import doctest
