@@ -35,7 +35,7 @@ def run(args):
     import shutil
 
     from keras_bert_zoo.convert.checkpoint import open_checkpoint
-    from keras_bert_zoo.convert.keras_hub_format import check_writable, write_keras_hub_files
+    from keras_bert_zoo.convert.keras_hub_writer import check_writable, write_keras_hub_files
     from keras_bert_zoo.convert.tasks import detect_task, task_classes
     from keras_bert_zoo.files import check_output, output_dir
     from keras_bert_zoo.models import loading
