@@ -32,6 +32,11 @@ def vocab_dir_for(model, vocab=None):
     else:
         path = model if os.path.isdir(str(model)) else None
     if path is None or not os.path.isfile(os.path.join(path, "vocab.txt")):
+        from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
+
+        if path is not None and is_keras_hub_preset(path):
+            raise UsageError(f"--model {model!r} is a KerasHub preset (its vocabulary is in assets/tokenizer/); "
+                             f"convert it once (bert-zoo convert --from {model} --out DIR) and pass --model DIR.")
         raise UsageError(
             f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
             "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."

@@ -287,3 +287,12 @@ def test_loading_without_huggingface_hub_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(CheckpointError, match=r'pip install "keras-bert-zoo\[hub\]"'):
         BertBackbone.from_preset("hf://google-bert/bert-base-uncased")
+
+
+def test_finetune_on_a_keras_hub_preset_says_to_convert_it(presets, tmp_path, capsys):
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nthe fox\t1\na dog\t0\n")
+    assert main(["finetune", "classify", "--model", presets["classifier"], "--train", str(tmp_path / "train.tsv"),
+                 "--dev", str(tmp_path / "train.tsv"), "--glue", "sst2", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "is a KerasHub preset" in err and "bert-zoo convert --from" in err
+    assert not (tmp_path / "out").exists()
