@@ -1,3 +1,6 @@
-"""Checkpoint reading and writing (HF safetensors, original Google TF checkpoints)."""
+"""Checkpoint reading and writing (HF safetensors, original Google TF checkpoints, KerasHub
+presets) and Hub resolution (preset names, `hf://`); importing it registers them with
+`keras_bert_zoo.models.loading`."""
 
+from keras_bert_zoo.convert import hub, keras_hub_format, keras_hub_writer  # noqa: F401  (register the resolver and writer)
 from keras_bert_zoo.convert.checkpoint import Checkpoint, CheckpointError  # noqa: F401

@@ -304,11 +304,25 @@ def _open_tf_checkpoint(path, files):
                               "do not belong together.") from None
 
 
+def open_checkpoint(path):
+    """The checkpoint in directory `path`: a KerasHub / keras-nlp preset (its config.json has
+    a `registered_name`), else HF, Google or ours (`Checkpoint`)."""
+    from keras_bert_zoo.convert.keras_hub_format import KerasHubCheckpoint, is_keras_hub_preset
+
+    if is_keras_hub_preset(path):
+        return KerasHubCheckpoint(path)
+    return Checkpoint(path)
+
+
 def read_architecture(name_or_path):
     """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
     file only (no weights are read), so checks before training stay cheap."""
     if name_or_path in BACKBONE_PRESETS:
         return backbone_config(name_or_path)
+    from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
+
+    if is_keras_hub_preset(name_or_path):
+        return open_checkpoint(name_or_path).backbone_kwargs
     for name, fmt in (("config.json", "hf"), ("bert_config.json", "google")):
         path = os.path.join(str(name_or_path), name)
         if os.path.isfile(path):
@@ -355,5 +369,5 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
 
 
 # Models load and save through keras_bert_zoo.models.loading; these are its file formats.
-loading.register_checkpoint_reader(Checkpoint)
+loading.register_checkpoint_reader(open_checkpoint)
 loading.register_preset_writer(save_preset)

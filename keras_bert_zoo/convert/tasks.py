@@ -4,6 +4,8 @@
 - HF: `config.json["architectures"]`, matched against each task model's
   `hf_architecture` (`BertForPreTraining` -> `BertPretrainer`,
   `BertForSequenceClassification` -> `BertClassifier`).
+- KerasHub / keras-nlp presets: `task.json`'s class (`BertTextClassifier` ->
+  `BertClassifier`, `BertMaskedLM` -> `BertPretrainer`), which the reader puts in `extra`.
 - Google TF1 checkpoints carry no class name, only tensor names: `cls/predictions/*` and
   `cls/seq_relationship/*` are the pretraining heads, run_classifier.py's top-level
   `output_weights`/`output_bias` a classifier.
@@ -90,6 +92,8 @@ def detect_task(checkpoint):
             for task in HEAD_TENSORS:
                 if task in classes and checkpoint.format in HEAD_TENSORS[task] and has_head(task):
                     return DetectedTask(task, source, [])
+    elif checkpoint.format == "keras_hub":  # its task.json named the task (in `extra`) or there is none
+        source = "KerasHub preset"
     else:
         source = "Google checkpoint"
         for task in HEAD_TENSORS:

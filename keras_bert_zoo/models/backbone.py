@@ -181,20 +181,25 @@ class BertBackbone(keras.Model):
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, **kwargs):
-        """Builds a backbone from a preset name or a local checkpoint directory.
+        """Builds a backbone from a preset name, a Hub repo or a local checkpoint directory.
 
-        A preset *name* gives the architecture only, with random weights: unlike
-        KerasHub's `from_preset("bert_base_en_uncased")`, nothing is downloaded and
-        the model is untrained (a line on stderr says so). Pretrained weights come from
-        a checkpoint *directory* you have on disk.
+        A preset *name* loads that size's official pretrained checkpoint from the
+        Hugging Face Hub (`bert_base_uncased` -> `google-bert/bert-base-uncased`, see
+        `keras_bert_zoo.models.presets.PRETRAINED_REPOS`), through `huggingface_hub`'s
+        cache, so it works offline once cached; `load_weights=False` builds the
+        architecture alone (random initialisation), with nothing fetched (a line on
+        stderr says so).
 
         Args:
-            name_or_path: a name from `keras_bert_zoo.presets()` (architecture only,
-                random initialisation), or a directory in HF format (`config.json`,
-                `model.safetensors`), original Google format (`bert_config.json`,
-                `bert_model.ckpt.*`) or one written by `save_to_preset`.
-            load_weights: bool, False builds the architecture of a checkpoint
-                without reading its weights.
+            name_or_path: one of
+                - a name from `keras_bert_zoo.presets()`;
+                - `"hf://ORG/NAME"` or `"hf://ORG/NAME@REVISION"`: any BERT repo on the Hub;
+                - a directory in HF format (`config.json`, `model.safetensors`), original
+                  Google format (`bert_config.json`, `bert_model.ckpt.*`), KerasHub /
+                  keras-nlp format (`config.json` with `registered_name`
+                  `keras_hub>BertBackbone`, `model.weights.h5`), or one written by
+                  `save_to_preset`.
+            load_weights: bool, False builds the architecture without reading weights.
             **kwargs: overrides of constructor arguments (`dropout`,
                 `output_hidden_states`, `dtype`, ...).
 
@@ -203,12 +208,17 @@ class BertBackbone(keras.Model):
         beyond `num_hidden_layers`) are named on stderr. Task heads in the
         checkpoint are ignored here: load them with the task's `from_preset`.
 
+        Raises:
+            CheckpointError: a Hub repo that is neither cached nor reachable (one line
+                naming it and the fixes), or a directory that cannot be loaded.
+
         Examples:
         >>> from keras_bert_zoo import BertBackbone
-        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased")  # random weights
+        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased", load_weights=False)  # random
         >>> backbone.count_params()
         4385920
         """
+        name_or_path = loading.resolve(name_or_path, load_weights)
         if loading.is_preset_name(name_or_path):
             loading.note_random_init(name_or_path)
             return cls(**{**backbone_config(name_or_path), **kwargs})
@@ -218,10 +228,17 @@ class BertBackbone(keras.Model):
             loading.report_unused(checkpoint, cls.__name__, backbone_only=True)
         return backbone
 
-    def save_to_preset(self, path):
-        """Writes `config.json` + `model.safetensors` (HF BERT layout) into `path`.
+    def save_to_preset(self, path, format="keras_bert_zoo"):
+        """Writes the backbone as a preset directory.
 
-        The directory loads back with `from_preset` exactly, and with HF
-        `transformers.BertModel.from_pretrained` too.
+        Args:
+            path: directory to write.
+            format: `"keras_bert_zoo"` (default): `config.json` + `model.safetensors`,
+                the HF BERT layout, which loads back with `from_preset` exactly and with
+                HF `transformers.BertModel.from_pretrained` too. `"keras_hub"`: a KerasHub
+                preset (`config.json`, `metadata.json`, `model.weights.h5`) that
+                `keras_hub.models.BertBackbone.from_preset(path)` loads.
         """
+        if loading.save_as(path, self, format):
+            return
         loading.write_preset(path, backbone=self)

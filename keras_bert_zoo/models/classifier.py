@@ -161,22 +161,25 @@ class BertClassifier(Task):
         label names default to its `id2label`; for a Google `run_classifier.py`
         checkpoint, `num_classes` defaults to the size of its `output_bias`. The head
         is loaded when the class count matches, otherwise a fresh head starts (with a
-        note). A preset name gives the architecture only, randomly initialised
-        (nothing is downloaded, unlike KerasHub's named presets).
+        note). A preset name loads its pretrained checkpoint through the Hub cache (the
+        head starts fresh); with `load_weights=False`, the architecture only, random
+        initialisation. A KerasHub `BertTextClassifier` preset loads with its head.
 
         Args:
-            name_or_path: preset name (architecture only, random initialisation) or a
-                checkpoint directory.
+            name_or_path: preset name, `hf://ORG/NAME[@REV]`, or a checkpoint directory.
             load_weights: False builds the architecture only.
-            preprocessor: `"auto"` (from the directory's `vocab.txt`), None, or a layer.
+            preprocessor: `"auto"` (from the directory's `vocab.txt`, or a KerasHub
+                preset's tokenizer), None, or a layer.
             **kwargs: `BertClassifier` arguments, e.g. `num_classes=2`.
 
         Examples:
         >>> from keras_bert_zoo.models.classifier import BertClassifier
-        >>> model = BertClassifier.from_preset("bert_tiny_uncased", num_classes=2)
+        >>> model = BertClassifier.from_preset("bert_tiny_uncased", load_weights=False, num_classes=2)
         >>> model.output_shape
         (None, 2)
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         import os
 
         ours = False

@@ -158,9 +158,11 @@ class BertSentenceEmbedder(Task):
 
         Examples:
         >>> from keras_bert_zoo import BertSentenceEmbedder
-        >>> BertSentenceEmbedder.from_preset("bert_tiny_uncased", pooling="cls").output_shape
+        >>> BertSentenceEmbedder.from_preset("bert_tiny_uncased", load_weights=False, pooling="cls").output_shape
         (None, 128)
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         sequence_length = kwargs.pop("sequence_length", None)
         if not loading.is_preset_name(name_or_path):
             st = sentence_transformers_settings(name_or_path)

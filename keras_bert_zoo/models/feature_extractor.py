@@ -110,14 +110,17 @@ class BertFeatureExtractor(keras.Model):
 
         Examples:
         >>> from keras_bert_zoo import BertFeatureExtractor
-        >>> BertFeatureExtractor.from_preset("bert_mini_uncased", combination="sum_last_four").output_shape
+        >>> BertFeatureExtractor.from_preset("bert_mini_uncased", load_weights=False,
+        ...                                 combination="sum_last_four").output_shape
         (None, None, 256)
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         from keras_bert_zoo.models.backbone import BertBackbone
 
         backbone_kwargs["output_hidden_states"] = True
         if loading.is_preset_name(name_or_path):
-            backbone = BertBackbone.from_preset(name_or_path, **backbone_kwargs)
+            backbone = BertBackbone.from_preset(name_or_path, load_weights=False, **backbone_kwargs)
         else:
             checkpoint = loading.open_checkpoint(name_or_path)
             backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, pooler_needed=False,

@@ -37,7 +37,20 @@ from keras_bert_zoo.errors import CheckpointError  # noqa: E402  (re-exported: i
 
 
 # --- the hooks keras_bert_zoo.convert fills ---------------------------------------------
-_HOOKS = {"reader": None, "writer": None}
+_HOOKS = {"reader": None, "writer": None, "resolver": None, "keras_hub_writer": None}
+
+
+def register_resolver(resolver):
+    """Sets `resolver(name_or_path, load_weights) -> name_or_path`: turns a preset name or
+    `hf://ORG/NAME[@REV]` into a local directory (`keras_bert_zoo.convert.hub`)."""
+    _HOOKS["resolver"] = resolver
+    return resolver
+
+
+def register_keras_hub_writer(writer):
+    """Sets `writer(path, model)`: writes a model as a KerasHub preset directory."""
+    _HOOKS["keras_hub_writer"] = writer
+    return writer
 
 
 def register_checkpoint_reader(reader):
@@ -63,6 +76,28 @@ def _hook(kind):
     return hook
 
 
+def resolve(name_or_path, load_weights=True):
+    """The local directory `from_preset` reads for `name_or_path`, or a preset name itself
+    when `load_weights=False` (architecture only). A local directory comes back unchanged.
+
+    A preset name stands for its official pretrained checkpoint, `hf://ORG/NAME[@REV]` for
+    any Hub repo; both go through `huggingface_hub`'s cache (see `keras_bert_zoo.convert.hub`).
+    """
+    return _hook("resolver")(name_or_path, load_weights)
+
+
+def save_as(path, model, format):
+    """Writes `model` as a KerasHub preset when `format="keras_hub"` and returns True;
+    returns False for `"keras_bert_zoo"` (ours, HF layout: the caller writes it)."""
+    if format == "keras_hub":
+        _hook("keras_hub_writer")(path, model)
+        return True
+    if format != "keras_bert_zoo":
+        raise ValueError(f"format={format!r} is not a preset format; use 'keras_bert_zoo' (HF layout, the "
+                         "default) or 'keras_hub'.")
+    return False
+
+
 def open_checkpoint(path):
     """The checkpoint in directory `path`, opened by the registered reader."""
     return _hook("reader")(path)
@@ -84,8 +119,8 @@ def is_preset_name(name_or_path):
 
 
 def note_random_init(name):
-    note(f"{name}: architecture only, random initialisation "
-         "(pass a checkpoint directory for pretrained weights)")
+    note(f"{name}: architecture only, random initialisation (load_weights=False; "
+         "load_weights=True loads its pretrained checkpoint)")
 
 
 def report_unused(checkpoint, owner, accounted=(), backbone_only=False):

@@ -178,12 +178,13 @@ class BertMultipleChoice(Task):
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
-        """Builds the model from a preset name (architecture only, random initialisation)
-        or a checkpoint directory; an HF `BertForMultipleChoice` directory loads its head.
+        """Builds the model from a preset name (its pretrained backbone; with
+        `load_weights=False` the architecture only, random initialisation), `hf://`, or a
+        checkpoint directory; an HF `BertForMultipleChoice` directory loads its head.
 
         Examples:
         >>> from keras_bert_zoo import BertMultipleChoice
-        >>> BertMultipleChoice.from_preset("bert_tiny_uncased").output_shape
+        >>> BertMultipleChoice.from_preset("bert_tiny_uncased", load_weights=False).output_shape
         (None, None)
         """
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)

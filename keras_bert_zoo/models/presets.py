@@ -1,8 +1,10 @@
 """The architecture table: every BERT size this package knows by name.
 
 Sizes follow google-research/bert's released models (Turc et al. 2019 for the small
-ones). A preset name builds the architecture with random weights; real weights come
-from a local checkpoint directory (see `BertBackbone.from_preset`).
+ones). A preset name loads the official pretrained checkpoint of that size from the
+Hugging Face Hub (`PRETRAINED_REPOS`, resolved by `keras_bert_zoo.convert.hub` through
+`huggingface_hub`'s cache); `load_weights=False` builds the architecture alone, randomly
+initialised, with nothing fetched.
 """
 
 _SIZES = {
@@ -35,6 +37,37 @@ def _build_table():
 
 
 BACKBONE_PRESETS = _build_table()
+
+# The official checkpoint of each preset on the Hugging Face Hub. Base and large are
+# Google's original release (moved to the `google-bert` org); tiny/mini/small/medium are
+# Turc et al.'s "Well-Read Students Learn Better" miniatures, released uncased only,
+# so the small cased presets have no checkpoint (None): they exist as architectures.
+PRETRAINED_REPOS = {
+    "bert_tiny_uncased": "google/bert_uncased_L-2_H-128_A-2",
+    "bert_mini_uncased": "google/bert_uncased_L-4_H-256_A-4",
+    "bert_small_uncased": "google/bert_uncased_L-4_H-512_A-8",
+    "bert_medium_uncased": "google/bert_uncased_L-8_H-512_A-8",
+    "bert_base_uncased": "google-bert/bert-base-uncased",
+    "bert_large_uncased": "google-bert/bert-large-uncased",
+    "bert_base_cased": "google-bert/bert-base-cased",
+    "bert_large_cased": "google-bert/bert-large-cased",
+    "bert_tiny_cased": None,
+    "bert_mini_cased": None,
+    "bert_small_cased": None,
+    "bert_medium_cased": None,
+}
+
+
+def pretrained_repo(name):
+    """The Hub repo id of a preset's official checkpoint, or None when Google released none.
+
+    Examples:
+    >>> pretrained_repo("bert_base_uncased"), pretrained_repo("bert_tiny_cased")
+    ('google-bert/bert-base-uncased', None)
+    """
+    backbone_config(name)  # unknown names: the error listing the known ones
+    return PRETRAINED_REPOS[name]
+
 
 # Keys of a preset entry that describe the tokenizer, not the backbone.
 TOKENIZER_KEYS = ("lowercase",)

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task
@@ -67,6 +68,11 @@ class BertPretrainer(Task):
         data_layout: optional dict, how the pretraining data was made
             (`sequence_length`, `max_predictions`, `nsp`, `corpus_format`, ...);
             saved with the preset so `bert-zoo evaluate` prepares data the same way.
+        mlm_activation: str or None, the MLM transform's activation; None: the
+            backbone's (HF and Google use one for both). KerasHub's `BertMaskedLM`
+            uses the exact erf `"gelu"` here over a tanh-GELU backbone.
+        mlm_layer_norm_epsilon: float or None, the MLM transform's LayerNorm epsilon;
+            None: the backbone's (1e-12). KerasHub's `BertMaskedLM` uses 1e-5.
 
     Examples:
     >>> import numpy as np
@@ -83,15 +89,16 @@ class BertPretrainer(Task):
 
     hf_architecture = "BertForPreTraining"
 
-    def __init__(self, backbone, preprocessor=None, data_layout=None, **kwargs):
+    def __init__(self, backbone, preprocessor=None, data_layout=None, mlm_activation=None,
+                 mlm_layer_norm_epsilon=None, **kwargs):
         if data_layout is None:
             data_layout = kwargs.pop("data_config", None)  # the 0.1 name
         kwargs.pop("data_config", None)
         # === Layers ===
         mlm_head = MaskedLMHead(
             token_embedding=backbone.token_embedding,
-            activation=backbone.activation,
-            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            activation=mlm_activation or backbone.activation,
+            layer_norm_epsilon=mlm_layer_norm_epsilon or backbone.layer_norm_epsilon,
             initializer_range=backbone.initializer_range,
             dtype=backbone.dtype_policy,
             name="predictions",
@@ -117,6 +124,8 @@ class BertPretrainer(Task):
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
         self.data_layout = dict(data_layout or {})
+        self.mlm_activation = mlm_activation
+        self.mlm_layer_norm_epsilon = mlm_layer_norm_epsilon
 
         # Metrics are computed from (y, y_pred) in `compute_metrics`, not in the
         # loss, so the JAX backend's stateless training step works too.
@@ -211,6 +220,18 @@ class BertPretrainer(Task):
                               google_prefix="cls/seq_relationship", google_transposed=True),
         ]
 
+    def _load_head(self, checkpoint):
+        # A masked-LM checkpoint without NSP (HF `BertForMaskedLM`, KerasHub `BertMaskedLM`)
+        # still fills the MLM head; the NSP head stays random and one line says so.
+        specs = self.head_weight_specs()
+        mlm_specs = [s for s in specs if s.name.startswith("cls.predictions.")]
+        nsp_missing = all(checkpoint.get(s) is None for s in specs if not s.name.startswith("cls.predictions."))
+        if nsp_missing and loading.assign_weights(checkpoint, mlm_specs, required=False):
+            print(f"{type(self).__name__}: MLM head loaded; NSP head initialised randomly "
+                  "(the checkpoint has no cls.seq_relationship weights).")
+            return
+        super()._load_head(checkpoint)
+
     def _tied_tensors(self):
         # HF's BertForPreTraining ties the decoder to the word embeddings; writing the
         # decoder tensors too makes the preset load in HF without "newly initialized".
@@ -268,4 +289,6 @@ class BertPretrainer(Task):
     def get_config(self):
         config = super().get_config()
         config["data_layout"] = dict(self.data_layout)
+        if self.mlm_activation is not None or self.mlm_layer_norm_epsilon is not None:
+            config.update(mlm_activation=self.mlm_activation, mlm_layer_norm_epsilon=self.mlm_layer_norm_epsilon)
         return config

@@ -211,9 +211,11 @@ class BertTagger(Task):
 
         Examples:
         >>> from keras_bert_zoo import BertTagger
-        >>> BertTagger.from_preset("bert_tiny_uncased", num_labels=9).output_shape
+        >>> BertTagger.from_preset("bert_tiny_uncased", load_weights=False, num_labels=9).output_shape
         (None, None, 9)
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         if not loading.is_preset_name(name_or_path):
             config = loading.read_config(name_or_path)
             ours = (config or {}).get(loading.CONFIG_SECTION, {}).get("task") == cls.__name__

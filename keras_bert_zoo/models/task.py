@@ -104,31 +104,34 @@ class Task(keras.Model):
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, preprocessor="auto", **kwargs):
-        """Builds the task from a preset name or a checkpoint directory.
+        """Builds the task from a preset name, a Hub repo or a checkpoint directory.
 
-        A preset *name* (`"bert_base_uncased"`, ...) gives the architecture only: the
-        backbone and the head are randomly initialised and nothing is downloaded,
-        unlike KerasHub's named presets (a line on stderr says so). Pretrained weights
-        come from a checkpoint *directory*: its backbone weights always load; the head
+        A preset *name* (`"bert_base_uncased"`, ...) loads its official pretrained
+        checkpoint through `huggingface_hub`'s cache, as `BertBackbone.from_preset`;
+        with `load_weights=False` it is the architecture only: random initialisation
+        of backbone and head, nothing fetched (a line on stderr says so). From a checkpoint
+        directory (or the snapshot a name resolves to): its backbone weights always load; the head
         loads when the checkpoint has it with matching shapes, and is freshly
         initialised otherwise (a note says so). Arguments saved with the preset (e.g.
         `num_classes`, label names) are reused unless given in `**kwargs`. Checkpoint
         tensors the model does not use are named in one line on stderr.
 
         Args:
-            name_or_path: preset name (architecture only, random initialisation) or
-                directory (HF, Google or ours).
+            name_or_path: preset name, `hf://ORG/NAME[@REV]`, or directory (HF,
+                Google, KerasHub / keras-nlp, or ours).
             load_weights: False builds the architecture only.
             preprocessor: `"auto"` attaches one built from the directory's
                 `vocab.txt` when present; `None` attaches none; or a layer.
             **kwargs: task constructor arguments, and backbone overrides under
                 `backbone_kwargs={...}`.
         """
+        # A preset name or hf:// address becomes the cached snapshot's directory.
+        name_or_path = loading.resolve(name_or_path, load_weights)
         from keras_bert_zoo.models.backbone import BertBackbone
 
         backbone_kwargs = kwargs.pop("backbone_kwargs", {})
         if loading.is_preset_name(name_or_path):
-            backbone = BertBackbone.from_preset(name_or_path, **backbone_kwargs)  # says "random"
+            backbone = BertBackbone.from_preset(name_or_path, load_weights=False, **backbone_kwargs)  # says "random"
             if preprocessor == "auto":
                 preprocessor = None
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
@@ -155,7 +158,11 @@ class Task(keras.Model):
     @classmethod
     def _preprocessor_from_checkpoint(cls, checkpoint):
         """A `BertPreprocessor` from the directory's `vocab.txt` (None without one), at the
-        sequence length the model was trained with. Tasks with other inputs override it."""
+        sequence length the model was trained with. Tasks with other inputs override it.
+        A checkpoint that carries its own tokenizer settings (a KerasHub preset's
+        `tokenizer.json` and `preprocessor.json`) builds it from those."""
+        if hasattr(checkpoint, "make_preprocessor"):
+            return checkpoint.make_preprocessor()
         if checkpoint.file("vocab.txt") is None:
             return None
         from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
@@ -183,8 +190,15 @@ class Task(keras.Model):
         if not loaded:
             print(f"{type(self).__name__}: head initialised randomly ({reason}).")
 
-    def save_to_preset(self, path):
-        """Writes weights, config, task arguments and the preprocessor's files to `path`."""
+    def save_to_preset(self, path, format="keras_bert_zoo"):
+        """Writes weights, config, task arguments and the preprocessor's files to `path`.
+
+        `format="keras_hub"` writes a KerasHub preset instead (`BertBackbone`, and a
+        `BertClassifier` / `BertPretrainer` as KerasHub's `BertTextClassifier` /
+        `BertMaskedLM`) that KerasHub's own `from_preset(path)` loads.
+        """
+        if loading.save_as(path, self, format):
+            return
         os.makedirs(path, exist_ok=True)
         loading.write_preset(
             path,

@@ -34,6 +34,11 @@ def vocab_dir_for(model, vocab=None):
     else:
         path = model if os.path.isdir(str(model)) else None
     if path is None or not os.path.isfile(os.path.join(path, "vocab.txt")):
+        from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
+
+        if path is not None and is_keras_hub_preset(path):
+            raise UsageError(f"--model {model!r} is a KerasHub preset (its vocabulary is in assets/tokenizer/); "
+                             f"convert it once (bert-zoo convert --from {model} --out DIR) and pass --model DIR.")
         raise UsageError(
             f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
             "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."
@@ -84,7 +89,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     Args:
         task: a registered task name (`"classify"`) or its `TaskSpec`.
-        model: preset name or checkpoint directory (HF, Google or ours).
+        model: preset name or `hf://ORG/NAME[@REV]` (its pretrained checkpoint, through the
+            Hub cache), or a checkpoint directory (HF, Google, KerasHub or ours).
         train, dev: data files in the task's formats.
         out: output directory; receives the preset (weights, config, vocabulary),
             `metrics.json` and `training_curve.png`.
@@ -160,6 +166,10 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     from keras_bert_zoo.training.loop import train as train_loop
 
     spec = get_task(task) if isinstance(task, str) else task
+    if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
+        from keras_bert_zoo.models import loading
+
+        model = loading.resolve(model)
     # An `out` holding only our checkpoints is this run, killed: it resumes (or, --no-resume, starts over).
     check_output(out, overwrite or reruns_without_overwrite(out, resume))
     if select not in SELECTIONS:

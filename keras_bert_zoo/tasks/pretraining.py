@@ -12,6 +12,7 @@ of training and out of the vocabulary). `out` receives TensorBoard logs (`logs/`
 
 import math
 import os
+import sys
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
@@ -100,7 +101,12 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
         if preset not in BACKBONE_PRESETS:
             raise UsageError(f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} "
                              "or pass --model DIR.")
-        return BertPretrainer.from_preset(preset, backbone_kwargs={"vocabulary_size": len(vocabulary)},
+        # --preset is pretraining from scratch: the architecture alone, never the name's checkpoint.
+        print(f"pretraining {preset} from scratch (its architecture, randomly initialised); to continue "
+              "from its pretrained checkpoint, convert it once (bert-zoo convert --from NAME --out DIR) and "
+              "pass --model DIR", file=sys.stderr)
+        return BertPretrainer.from_preset(preset, load_weights=False,
+                                          backbone_kwargs={"vocabulary_size": len(vocabulary)},
                                           data_layout=data_layout)
     model = BertPretrainer.from_preset(model_dir, preprocessor=None, data_layout=data_layout)
     if model.backbone.vocabulary_size != len(vocabulary):

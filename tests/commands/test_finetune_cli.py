@@ -93,10 +93,11 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     ("missing_column", "no column 'label'", 1),
     ("empty", "has no examples", 1),
     ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries", 1),
-    ("preset_without_vocab", "no vocab.txt for --model 'bert_tiny_uncased'", 2),
+    # A preset name is its pretrained checkpoint; offline and uncached, one line names the repo.
+    ("preset_without_vocab", "google/bert_uncased_L-2_H-128_A-2 is not in the Hugging Face cache", 1),
     ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions", 2),
 ])
-def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message, code):
+def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, monkeypatch, case, message, code):
     train = _sentiment_file(tmp_path / "train.tsv", 20, seed=0)
     dev = _sentiment_file(tmp_path / "dev.tsv", 10, seed=1)
     model = tiny_model
@@ -115,6 +116,8 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
             f.write("\n".join(SPECIAL + WORDS + ["extra"]) + "\n")
     elif case == "preset_without_vocab":
         model = "bert_tiny_uncased"
+        constants = pytest.importorskip("huggingface_hub.constants")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_hf_cache"))  # nothing cached
     out = str(tmp_path / "out")
     extra = ["--sequence-length", "64"] if case == "too_long" else []
     assert _finetune(model, train, dev, out, *extra) == code

@@ -102,10 +102,12 @@ def test_the_checker_sees_every_kind_of_import():
 
 
 def test_convert_registers_its_formats_with_the_models():
-    from keras_bert_zoo.convert.checkpoint import Checkpoint, save_preset
+    from keras_bert_zoo.convert import hub, keras_hub_writer
+    from keras_bert_zoo.convert.checkpoint import open_checkpoint, save_preset
     from keras_bert_zoo.models import loading
 
-    assert loading._HOOKS == {"reader": Checkpoint, "writer": save_preset}
+    assert loading._HOOKS == {"reader": open_checkpoint, "writer": save_preset, "resolver": hub.resolve,
+                              "keras_hub_writer": keras_hub_writer.write_keras_hub_preset}
 
 
 def test_without_a_registered_reader_the_error_says_what_to_import(monkeypatch, tmp_path):

@@ -65,7 +65,7 @@ def test_preset_parameter_counts_equal_hf(name, expected):
         num_attention_heads=p["num_heads"], intermediate_size=p["intermediate_dim"])
     with __import__("torch").device("meta"):
         hf_count = sum(t.numel() for t in transformers.BertModel(hf_config).parameters())
-    ours = BertBackbone.from_preset(name).count_params()
+    ours = BertBackbone.from_preset(name, load_weights=False).count_params()
     assert ours == hf_count
     if expected:
         assert ours == expected
@@ -110,20 +110,20 @@ def test_mixed_bfloat16_trains():
     assert np.isfinite(history.history["loss"]).all()
 
 
-RANDOM_INIT_LINE = ("bert_tiny_uncased: architecture only, random initialisation "
-                    "(pass a checkpoint directory for pretrained weights)")
+RANDOM_INIT_LINE = ("bert_tiny_uncased: architecture only, random initialisation (load_weights=False; "
+                    "load_weights=True loads its pretrained checkpoint)")
 
 
 def test_preset_name_says_it_is_random_initialisation(capsys, tmp_path):
-    """KerasHub's named presets download weights; ours are architectures, and say so once."""
+    """A preset name with load_weights=False is the architecture alone, and says so once."""
     from keras_bert_zoo import BertClassifier, BertPretrainer
     from keras_bert_zoo.models.task import Task
 
-    backbone = BertBackbone.from_preset("bert_tiny_uncased")
+    backbone = BertBackbone.from_preset("bert_tiny_uncased", load_weights=False)
     assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
-    BertClassifier.from_preset("bert_tiny_uncased", num_classes=2)
+    BertClassifier.from_preset("bert_tiny_uncased", load_weights=False, num_classes=2)
     assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
-    BertPretrainer.from_preset("bert_tiny_uncased")
+    BertPretrainer.from_preset("bert_tiny_uncased", load_weights=False)
     assert capsys.readouterr().err.splitlines().count(RANDOM_INIT_LINE) == 1
     # A directory holds weights: no such line.
     backbone.save_to_preset(str(tmp_path / "tiny"))
