@@ -20,13 +20,14 @@ class MultipleChoicePreprocessor(BertPreprocessor):
         sequence_length: int, length of each packed pair.
         truncate: as `BertPreprocessor`.
 
-    Call args:
+    Call args (the contract of `BertPreprocessor`: `(x, y=None, sample_weight=None)`):
         x: a tuple `(contexts, choices)`: `tf.string` `[batch]` and `[batch, num_choices]`
             (or a scalar context and `[num_choices]` choices).
 
     Returns:
         dict of int32 `token_ids`, `segment_ids`, `padding_mask`,
-        `[batch, num_choices, sequence_length]` (`[num_choices, sequence_length]` unbatched).
+        `[batch, num_choices, sequence_length]` (`[num_choices, sequence_length]` unbatched);
+        `(x, y, sample_weight)` when labels or weights are given.
 
     Examples:
     ```python
@@ -39,7 +40,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
     ```
     """
 
-    def call(self, x):
+    def features(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
                              "batch of equally long lists of choices.")
@@ -68,7 +69,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
                                   message="contexts and choices must have the same batch size")
         # One row per pair: the context repeated for each of its choices (HF's `[[context] * 4 ...]`).
         repeated = tf.repeat(contexts, shape[1])
-        packed = super().call((repeated, tf.reshape(choices, [-1])))
+        packed = super().features((repeated, tf.reshape(choices, [-1])))
         out_shape = tf.stack([shape[0], shape[1], self.sequence_length])
         static = [choices.shape[0], choices.shape[1], self.sequence_length]
         outputs = {k: tf.ensure_shape(tf.reshape(v, out_shape), static) for k, v in packed.items()}
