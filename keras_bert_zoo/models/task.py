@@ -222,7 +222,7 @@ class Task(keras.Model):
     # Every task's raw inputs go the same way: `batch_raw` (or, for a preprocessor that
     # cuts examples into windows, its own `raw_dataset`) runs the preprocessor in
     # tf.data and pads each batch only to the bucket width it needs.
-    def raw_dataset(self, x, y=None, sample_weight=None, batch_size=None, training=False, batching="auto", seed=0):
+    def raw_dataset(self, x, y=None, sample_weight=None, batch_size=None, training=False, batching="auto", seed=None):
         """Raw inputs -> the batched `tf.data.Dataset` that `fit/evaluate/predict` use.
 
         Args:
@@ -230,7 +230,8 @@ class Task(keras.Model):
                 `(contexts, choices)`), or a `tf.data.Dataset` of raw batches.
             y, sample_weight: optional labels and weights, one per example.
             batch_size: default 32.
-            training: shuffle every epoch (seeded by `seed`).
+            training: shuffle every epoch, seeded by `seed` (None: by the global seed,
+                `keras.utils.set_random_seed`).
             batching: `"auto"` (grouped by length for training, batches cut to a
                 bucket width otherwise), `"by_length"`, `"bucketed"`, `"fixed"` (full
                 `sequence_length`), and `"packed"` for preprocessors that pack rows
@@ -269,14 +270,35 @@ class Task(keras.Model):
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
+        """Keras' `evaluate`; raw inputs are sorted by length and batched (`"auto"`), so
+        each batch is cut to within a bucket step of its longest."""
         if self._is_raw(x):
-            return super().evaluate(self.raw_dataset(x, y, sample_weight, batch_size, batching=batching), **kwargs)
+            sorted_ = self._sorted_batches(x, y, sample_weight, batch_size, batching)
+            ds = sorted_[0] if sorted_ else self.raw_dataset(x, y, sample_weight, batch_size, batching=batching)
+            return super().evaluate(ds, **kwargs)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x, batch_size=None, batching="auto", **kwargs):
+        """Keras' `predict`; raw inputs run sorted by length (`"auto"`) and the outputs
+        come back in the input order."""
         if self._is_raw(x):
+            sorted_ = self._sorted_batches(x, None, None, batch_size, batching)
+            if sorted_:
+                from keras_bert_zoo.preprocessing.batching import unsort
+
+                return unsort(super().predict(sorted_[0], **kwargs), sorted_[1])
             return super().predict(self.raw_dataset(x, batch_size=batch_size, batching=batching), **kwargs)
         return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def _sorted_batches(self, x, y, sample_weight, batch_size, batching):
+        """`batch_raw_sorted` for in-memory raw inputs with `batching="auto"` (None otherwise,
+        and for preprocessors with their own `raw_dataset`)."""
+        if (batching != "auto" or isinstance(x, tf.data.Dataset)
+                or getattr(self.preprocessor, "raw_dataset", None) is not None):
+            return None
+        from keras_bert_zoo.preprocessing.batching import batch_raw_sorted
+
+        return batch_raw_sorted(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32)
 
 
 # XLA for the steps of `compile()`'s default (Keras' own "auto" is XLA on TensorFlow).

