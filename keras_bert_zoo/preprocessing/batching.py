@@ -69,6 +69,11 @@ def as_raw_columns(x):
         if len(x[0]) == 2:
             return tuple(list(col) for col in zip(*x))  # [(a, b), ...] -> ([a...], [b...])
     if isinstance(x, list):
+        bad = next((v for v in x if not isinstance(v, (str, bytes))), None)
+        if bad is not None:
+            raise ValueError(f"raw inputs must be strings (or (text_a, text_b) pairs), got {type(bad).__name__} "
+                             f"values such as {bad!r}; to feed token ids, pass a dict of token_ids/segment_ids/"
+                             "padding_mask (or build the model with preprocessor=None).")
         return tf.constant(x, dtype=tf.string) if x else tf.zeros([0], tf.string)
     return x
 
@@ -85,6 +90,15 @@ def _per_token(value, features):
 
 def _cut(rest, features, width):
     return tuple(v[..., :width] if _per_token(v, features) else v for v in rest)
+
+
+def _columns(preprocessor, x, y, sample_weight):
+    """`(x[, y[, sample_weight]])` for `from_tensor_slices`, after the preprocessor's own
+    check of in-memory raw inputs (`check_raw`, when it has one: one clear error first)."""
+    check = getattr(preprocessor, "check_raw", None)
+    if check is not None:
+        check(x, y)
+    return tuple(v for v in (as_raw_columns(x), y, sample_weight) if v is not None)
 
 
 def _as_tuple(out):
@@ -132,7 +146,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         ds = x.map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
         return _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
 
-    columns = tuple(v for v in (as_raw_columns(x), y, sample_weight) if v is not None)
+    columns = _columns(preprocessor, x, y, sample_weight)
     ds = tf.data.Dataset.from_tensor_slices(columns)
     n = int(ds.cardinality())
     # Tokenize once, in big batches (TF ops), and keep the int features.
@@ -193,8 +207,7 @@ def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32,
     """
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
     bounds = sorted(int(b) for b in (boundaries or bucketing.fine_boundaries(sequence_length)))
-    columns = tuple(v for v in (as_raw_columns(x), y, sample_weight) if v is not None)
-    ds = tf.data.Dataset.from_tensor_slices(columns).batch(1024)
+    ds = tf.data.Dataset.from_tensor_slices(_columns(preprocessor, x, y, sample_weight)).batch(1024)
     ds = ds.map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
     parts = list(ds.as_numpy_iterator())
     if not parts:

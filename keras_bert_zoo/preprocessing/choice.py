@@ -1,6 +1,7 @@
 """`MultipleChoicePreprocessor`: a context and its choices -> `[batch, num_choices, seq]` packed pairs."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.preprocessing.base import to_string_tensor
@@ -40,6 +41,17 @@ class MultipleChoicePreprocessor(BertPreprocessor):
     ```
     """
 
+    def check_raw(self, x, y=None):
+        """Raises one clear ValueError (the first question that does not fit) before any
+        batching: `batch_raw` calls it on in-memory raw inputs."""
+        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples
+
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
+                             "list of equally long lists of choices.")
+        ChoiceExamples(contexts=list(x[0]), choices=[list(row) for row in x[1]],
+                       labels=None if y is None else np.asarray(y)).check()
+
     def features(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
@@ -50,8 +62,6 @@ class MultipleChoicePreprocessor(BertPreprocessor):
             raise ValueError("every question must have the same number of choices (got a ragged batch); "
                              "group questions by their number of choices.")
         if not isinstance(choices, tf.Tensor):
-            import numpy as np
-
             choices = np.asarray(choices, dtype=object)
             if choices.dtype == object and choices.ndim < 1 + (contexts.shape.rank or 0):
                 raise ValueError("every question must have the same number of choices.")
