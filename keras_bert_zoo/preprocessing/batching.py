@@ -40,6 +40,8 @@ TensorShape([2, 8])
 [1, 0]
 """
 
+import inspect
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -101,6 +103,23 @@ def _columns(preprocessor, x, y, sample_weight):
     return tuple(v for v in (as_raw_columns(x), y, sample_weight) if v is not None)
 
 
+def _applier(preprocessor):
+    """`row -> (x[, y[, sample_weight]])` for rows of raw columns.
+
+    A preprocessor with the contract takes the labels and weights; a features-only
+    callable (`x -> dict`, as older custom preprocessors are) gets `x` and the rest
+    passes by."""
+    fn = getattr(preprocessor, "call", preprocessor)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return lambda *row: _as_tuple(preprocessor(*row))
+    return lambda x, *rest: (preprocessor(x),) + tuple(rest)
+
+
 def _as_tuple(out):
     """`preprocessor(...)`'s result as a tuple `(x[, y[, sample_weight]])`, without Nones."""
     x, y, sw = keras.utils.unpack_x_y_sample_weight(out)
@@ -143,14 +162,14 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         return ({k: v[..., :width] for k, v in features.items()},) + _cut(row[1:], features, width)
 
     if isinstance(x, tf.data.Dataset):  # already batched raw data: keep its batches
-        ds = x.map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = x.map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
         return _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
 
     columns = _columns(preprocessor, x, y, sample_weight)
     ds = tf.data.Dataset.from_tensor_slices(columns)
     n = int(ds.cardinality())
     # Tokenize once, in big batches (TF ops), and keep the int features.
-    ds = ds.batch(1024).map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(1024).map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.unbatch()
     if batching == "by_length":
         if drop_remainder:
@@ -208,7 +227,7 @@ def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32,
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
     bounds = sorted(int(b) for b in (boundaries or bucketing.fine_boundaries(sequence_length)))
     ds = tf.data.Dataset.from_tensor_slices(_columns(preprocessor, x, y, sample_weight)).batch(1024)
-    ds = ds.map(lambda *row: _as_tuple(preprocessor(*row)), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
     parts = list(ds.as_numpy_iterator())
     if not parts:
         raise ValueError("no examples to batch (empty input).")

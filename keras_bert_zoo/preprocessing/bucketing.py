@@ -106,5 +106,8 @@ def with_known_cardinality(ds):
     Returns:
         `(dataset, num_batches)`.
     """
+    known = int(ds.cardinality())
+    if known >= 0:  # already counted (`batch_raw` does)
+        return ds, known
     n = int(ds.reduce(0, lambda count, _: count + 1))
     return ds.apply(tf.data.experimental.assert_cardinality(n)), n
