@@ -302,8 +302,10 @@ class Task(keras.Model):
 
 
 # XLA for the steps of `compile()`'s default (Keras' own "auto" is XLA on TensorFlow).
-# Raw-input batches come in a few bucket widths, and XLA compiles one program per
-# width, while `tf.function` retraces shape-generic after a few; measured on this
-# machine kind (benchmarks/fit_speed.py, docs/benchmarks.md), whole `fit` runs were
-# faster without XLA. Issue 28's training-side rule may replace this constant.
+# Raw-input batches come in many widths (every 8 positions), and XLA compiles one
+# program per width, while `tf.function` retraces shape-generic after a few
+# (`reduce_retracing`; tests/models/test_raw_inputs.py counts the traces). Even at one
+# fixed shape the bert_mini train step was faster without XLA on this machine kind
+# (1,506 vs 1,812 ms, issue 24). `benchmarks/fit_speed.py --systems ours,ours_xla`
+# measures this path; issue 28's training-side rule may replace this constant.
 RAW_INPUT_JIT_COMPILE = False
