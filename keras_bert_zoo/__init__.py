@@ -24,6 +24,7 @@ from keras_bert_zoo.models.pretrainer import BertPretrainer  # noqa: E402
 from keras_bert_zoo.models.span_qa import BertSpanQA  # noqa: E402
 from keras_bert_zoo.models.tagger import BertTagger  # noqa: E402
 from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary  # noqa: E402
+from keras_bert_zoo.preprocessing.batching import batch_raw  # noqa: E402
 from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
 from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor  # noqa: E402
@@ -41,4 +42,4 @@ def presets():
 __all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
            "BertSentenceEmbedder", "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "TaggingPreprocessor", "SpanQAPreprocessor", "MultipleChoicePreprocessor",
-           "learn_vocabulary", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]
+           "learn_vocabulary", "batch_raw", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]

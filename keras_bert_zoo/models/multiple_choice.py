@@ -6,6 +6,7 @@ from keras import ops
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -70,6 +71,7 @@ class BertMultipleChoice(Task):
     """
 
     hf_architecture = "BertForMultipleChoice"
+    preprocessor_cls = MultipleChoicePreprocessor
 
     def __init__(self, backbone, preprocessor=None, dropout=0.1, data_layout=None, **kwargs):
         # === Layers ===
@@ -120,29 +122,6 @@ class BertMultipleChoice(Task):
             metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    # --- raw inputs -------------------------------------------------------------------
-    def _is_raw(self, x):
-        return (self.preprocessor is not None and isinstance(x, (list, tuple)) and len(x) == 2
-                and not isinstance(x, dict))
-
-    def _preprocess(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
-        """`(contexts, choices)` (and labels) -> a batched dataset of packed pairs."""
-        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples, make_choice_dataset
-
-        contexts, choices = x
-        examples = ChoiceExamples(contexts=[str(c) for c in contexts], choices=[[str(c) for c in row] for row in choices],
-                                  labels=None if y is None else [int(v) for v in y])
-        examples.check()
-        if sample_weight is not None:
-            raise ValueError("BertMultipleChoice does not take sample_weight with raw text; weight the data instead.")
-        ds = make_choice_dataset(examples, self.preprocessor, batch_size or 32, shuffle=shuffle,
-                                 with_labels=y is not None)
-        if shuffle:  # length buckets: count the batches once, so Keras knows the epoch's length
-            from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
-
-            ds = with_known_cardinality(ds)[0]
-        return ds
-
     def predict_choices(self, contexts, choices, batch_size=32, **kwargs):
         """Probabilities `[n, num_choices]` (numpy) and the best choice's index `[n]`.
 
@@ -188,15 +167,3 @@ class BertMultipleChoice(Task):
         (None, None)
         """
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
-
-    @classmethod
-    def _preprocessor_from_checkpoint(cls, checkpoint):
-        if checkpoint.file("vocab.txt") is None:
-            return None
-        from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
-
-        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
-        length = (extra.get("data_layout") or {}).get("sequence_length")
-        return MultipleChoicePreprocessor.from_preset(checkpoint.path,
-                                                      **({"sequence_length": int(length)} if length else {}))
-

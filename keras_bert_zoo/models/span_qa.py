@@ -7,6 +7,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -54,6 +55,8 @@ class BertSpanQA(Task):
     """
 
     hf_architecture = "BertForQuestionAnswering"
+    preprocessor_cls = SpanQAPreprocessor
+    preprocessor_options = ("sequence_length", "doc_stride", "stride_mode", "max_query_length")
     uses_pooler = False  # HF builds BertForQuestionAnswering with add_pooling_layer=False
 
     def __init__(self, backbone, preprocessor=None, version_2_with_negative=False, null_threshold=0.0,
@@ -141,10 +144,6 @@ class BertSpanQA(Task):
             tracker.update_state(accuracy)
         return self.get_metrics_result()
 
-    # --- raw inputs -------------------------------------------------------------------
-    def _is_raw(self, x):
-        return False  # raw questions and passages go through predict_answers (windows, n-best search)
-
     def predict_answers(self, questions, contexts, batch_size=64, n_best=20, max_answer_length=30,
                         null_threshold=None):
         """The best answer span of each (question, passage) pair, and its n-best list.
@@ -174,17 +173,6 @@ class BertSpanQA(Task):
         # run_squad.py: `cls/squad/output_weights` [2, hidden] (transposed) and `cls/squad/output_bias`.
         return head_dense_specs("qa_outputs", self.qa_outputs, google_prefix="cls/squad", google_transposed=True)
 
-    @classmethod
-    def _preprocessor_from_checkpoint(cls, checkpoint):
-        if checkpoint.file("vocab.txt") is None:
-            return None
-        from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
-
-        extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
-        layout = extra.get("data_layout") or {}
-        options = {k: layout[k] for k in ("sequence_length", "doc_stride", "stride_mode", "max_query_length")
-                   if layout.get(k) is not None}
-        return SpanQAPreprocessor.from_preset(checkpoint.path, **options)
 
 
 def packed_cross_entropy(targets, logits, padding_mask):

@@ -8,6 +8,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
+from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
 
 IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
 
@@ -51,6 +52,8 @@ class BertTagger(Task):
     """
 
     hf_architecture = "BertForTokenClassification"
+    preprocessor_cls = TaggingPreprocessor
+    preprocessor_options = ()
     uses_pooler = False  # as HF's BertForTokenClassification: no pooler loaded or saved
 
     def __init__(self, backbone, num_labels, preprocessor=None, dropout=0.1, label_names=None, scheme="IOB2",
@@ -128,26 +131,6 @@ class BertTagger(Task):
         count = ops.sum(valid)
         self.token_accuracy_tracker.update_state(ops.sum(hits) / ops.maximum(count, 1.0), sample_weight=count)
         return self.get_metrics_result()
-
-    # --- raw inputs -----------------------------------------------------------------------
-    def _is_raw(self, x):
-        return self.preprocessor is not None and isinstance(x, (list, tuple)) and not isinstance(x, dict)
-
-    def _preprocess(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
-        """Word lists (and tag lists, as names or ids) -> a dataset of windows."""
-        from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
-        from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples
-
-        if sample_weight is not None:
-            raise ValueError("BertTagger does not take sample_weight with raw words; weight the data instead.")
-        words = [_as_words(s) for s in x]
-        if y is None:
-            ds = make_tagging_dataset(words, self.preprocessor, batch_size or 32, training=False)
-            return ds.map(lambda features, info: features)
-        names = self._names()
-        tags = [[names[t] if not isinstance(t, str) else t for t in row] for row in y]
-        examples = TaggedExamples(words=words, tags=tags, label_names=names, scheme=self.scheme)
-        return make_tagging_dataset(examples, self.preprocessor, batch_size or 32, training=shuffle, with_labels=True)
 
     def _names(self):
         return self.label_names or [str(i) for i in range(self.num_labels)]
@@ -230,13 +213,6 @@ class BertTagger(Task):
             kwargs["num_labels"] = len(kwargs["label_names"])
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
 
-    @classmethod
-    def _preprocessor_from_checkpoint(cls, checkpoint):
-        if checkpoint.file("vocab.txt") is None:
-            return None
-        from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
-
-        return TaggingPreprocessor.from_preset(checkpoint.path)
 
 
 def _as_words(sentence):

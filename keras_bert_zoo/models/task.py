@@ -1,10 +1,12 @@
 """`Task`: what every task model (classifier, tagger, QA, pretrainer) shares.
 
 A task is a Functional `keras.Model` built on a `BertBackbone`, with an optional
-`preprocessor` (a Keras layer turning raw strings into `token_ids`, `segment_ids`,
-`padding_mask`). With a preprocessor attached, `fit`, `evaluate` and `predict` accept
-raw strings: the preprocessing runs in `tf.data` on the host, the model only ever sees
-int tensors of fixed shape.
+`preprocessor` (a Keras layer turning raw inputs into `token_ids`, `segment_ids`,
+`padding_mask`, with the contract `preprocessor(x, y=None, sample_weight=None) ->
+(x, y, sample_weight)`). With a preprocessor attached, `fit`, `evaluate` and `predict`
+accept raw inputs: the preprocessing runs in `tf.data` on the host, and each batch is
+padded only to the bucket width it needs (`Task.raw_dataset`, `batch_raw`); each task
+names its preprocessor class once (`preprocessor_cls`).
 
 A subclass provides:
 - `head_weight_specs()`: `WeightSpec`s of its head (names as in HF checkpoints), so
@@ -22,6 +24,7 @@ import tensorflow as tf
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CheckpointError
+from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
 
 # --- the optimizer `compile(optimizer="auto")` uses -------------------------------------
@@ -52,6 +55,10 @@ def label_table(names):
 
 class Task(keras.Model):
     hf_architecture = "BertModel"
+    # The one place a task names its preprocessor: `from_preset` builds it from a
+    # directory's vocab.txt with the `preprocessor_options` saved in the data layout.
+    preprocessor_cls = BertPreprocessor
+    preprocessor_options = ("sequence_length",)
     uses_pooler = True  # False: the pooler is neither needed when loading nor written when saving
 
     def __init__(self, *args, backbone=None, preprocessor=None, **kwargs):
@@ -157,20 +164,20 @@ class Task(keras.Model):
 
     @classmethod
     def _preprocessor_from_checkpoint(cls, checkpoint):
-        """A `BertPreprocessor` from the directory's `vocab.txt` (None without one), at the
-        sequence length the model was trained with. Tasks with other inputs override it.
+        """A `preprocessor_cls` from the directory's `vocab.txt` (None without one), with the
+        settings (`preprocessor_options`: the sequence length, ...) the model was trained with.
         A checkpoint that carries its own tokenizer settings (a KerasHub preset's
         `tokenizer.json` and `preprocessor.json`) builds it from those."""
         if hasattr(checkpoint, "make_preprocessor"):
             return checkpoint.make_preprocessor()
-        if checkpoint.file("vocab.txt") is None:
+        if checkpoint.file("vocab.txt") is None or cls.preprocessor_cls is None:
             return None
-        from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-
         extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
         layout = extra.get("data_layout") or extra.get("data_format") or extra.get("data_config") or {}
-        length = layout.get("sequence_length")
-        return BertPreprocessor.from_preset(checkpoint.path, **({"sequence_length": int(length)} if length else {}))
+        options = {k: layout[k] for k in cls.preprocessor_options if layout.get(k) is not None}
+        if "sequence_length" in options:
+            options["sequence_length"] = int(options["sequence_length"])
+        return cls.preprocessor_cls.from_preset(checkpoint.path, **options)
 
     def _load_head(self, checkpoint):
         specs = self.head_weight_specs()
@@ -225,54 +232,94 @@ class Task(keras.Model):
     def _tied_tensors(self):
         return ()
 
-    # --- raw-string inputs ------------------------------------------------------------
-    def _preprocess(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
-        """Turns raw-string inputs into a batched `tf.data.Dataset` of model inputs."""
+    # --- raw inputs ----------------------------------------------------------------------
+    # Every task's raw inputs go the same way: `batch_raw` (or, for a preprocessor that
+    # cuts examples into windows, its own `raw_dataset`) runs the preprocessor in
+    # tf.data and pads each batch only to the bucket width it needs.
+    def raw_dataset(self, x, y=None, sample_weight=None, batch_size=None, training=False, batching="auto", seed=None):
+        """Raw inputs -> the batched `tf.data.Dataset` that `fit/evaluate/predict` use.
+
+        Args:
+            x: raw inputs as the preprocessor takes them (strings, pairs, word lists,
+                `(contexts, choices)`), or a `tf.data.Dataset` of raw batches.
+            y, sample_weight: optional labels and weights, one per example.
+            batch_size: default 32.
+            training: shuffle every epoch, seeded by `seed` (None: by the global seed,
+                `keras.utils.set_random_seed`).
+            batching: `"auto"` (grouped by length for training, batches cut to a
+                bucket width otherwise), `"by_length"`, `"bucketed"`, `"fixed"` (full
+                `sequence_length`), and `"packed"` for preprocessors that pack rows
+                (tagging); see `keras_bert_zoo.batch_raw`.
+        """
         if self.preprocessor is None:
-            return None
-        if isinstance(x, tf.data.Dataset):
-            ds = x
-        else:
-            if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
-                x = tuple(list(col) for col in zip(*x))  # [(a, b), ...] -> ([a...], [b...])
-            elif isinstance(x, list):
-                x = tf.constant(x, dtype=tf.string)
-            data = tuple(v for v in (x, y, sample_weight) if v is not None)
-            # Always a tuple, (x,) when alone: a sentence pair x = (a, b) must not be
-            # mistaken for (x, y) by `apply` below.
-            ds = tf.data.Dataset.from_tensor_slices(data)
-            if shuffle:
-                ds = ds.shuffle(10_000, seed=0)
-            ds = ds.batch(batch_size or 32)
-        pre = self.preprocessor
+            raise ValueError(f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
+                             "padding_mask dicts; attach one (preprocessor=...) to feed raw text.")
+        own = getattr(self.preprocessor, "raw_dataset", None)
+        if own is not None:
+            return own(self, x, y, sample_weight, batch_size=batch_size or 32, training=training, batching=batching,
+                       seed=seed)
+        from keras_bert_zoo.preprocessing.batching import batch_raw
 
-        def apply(*row):
-            return (pre(row[0]),) + tuple(row[1:]) if len(row) > 1 else pre(row[0])
-
-        return ds.map(apply, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        return batch_raw(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32, training=training,
+                         batching=batching, seed=seed)
 
     def _is_raw(self, x):
-        if self.preprocessor is None:
+        if self.preprocessor is None or isinstance(x, dict):
             return False
         if isinstance(x, tf.data.Dataset):
-            spec = tf.nest.flatten(x.element_spec)[0]
-            return spec.dtype == tf.string
-        return not isinstance(x, dict)
+            return tf.nest.flatten(x.element_spec)[0].dtype == tf.string
+        return True
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+    def compile(self, *args, jit_compile=None, **kwargs):
+        """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` (see there)."""
+        super().compile(*args, jit_compile=RAW_INPUT_JIT_COMPILE if jit_compile is None else jit_compile, **kwargs)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
+        """Keras' `fit`; raw inputs go through the preprocessor (`raw_dataset`, which
+        shuffles itself, seeded; Keras' own `shuffle` flag then does not apply)."""
         if self._is_raw(x):
-            # The dataset built here shuffles itself (seeded); Keras' own flag does not apply to it.
             shuffle = kwargs.pop("shuffle", True)
-            return super().fit(self._preprocess(x, y, sample_weight, batch_size, shuffle=shuffle),
-                               shuffle=False, **kwargs)
+            ds = self.raw_dataset(x, y, sample_weight, batch_size, training=shuffle, batching=batching)
+            return super().fit(ds, shuffle=False, **kwargs)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
-    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
+        """Keras' `evaluate`; raw inputs are sorted by length and batched (`"auto"`), so
+        each batch is cut to within a bucket step of its longest."""
         if self._is_raw(x):
-            return super().evaluate(self._preprocess(x, y, sample_weight, batch_size), **kwargs)
+            sorted_ = self._sorted_batches(x, y, sample_weight, batch_size, batching)
+            ds = sorted_[0] if sorted_ else self.raw_dataset(x, y, sample_weight, batch_size, batching=batching)
+            return super().evaluate(ds, **kwargs)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
-    def predict(self, x, batch_size=None, **kwargs):
+    def predict(self, x, batch_size=None, batching="auto", **kwargs):
+        """Keras' `predict`; raw inputs run sorted by length (`"auto"`) and the outputs
+        come back in the input order."""
         if self._is_raw(x):
-            return super().predict(self._preprocess(x, batch_size=batch_size), **kwargs)
+            sorted_ = self._sorted_batches(x, None, None, batch_size, batching)
+            if sorted_:
+                from keras_bert_zoo.preprocessing.batching import unsort
+
+                return unsort(super().predict(sorted_[0], **kwargs), sorted_[1])
+            return super().predict(self.raw_dataset(x, batch_size=batch_size, batching=batching), **kwargs)
         return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def _sorted_batches(self, x, y, sample_weight, batch_size, batching):
+        """`batch_raw_sorted` for in-memory raw inputs with `batching="auto"` (None otherwise,
+        and for preprocessors with their own `raw_dataset`)."""
+        if (batching != "auto" or isinstance(x, tf.data.Dataset)
+                or getattr(self.preprocessor, "raw_dataset", None) is not None):
+            return None
+        from keras_bert_zoo.preprocessing.batching import batch_raw_sorted
+
+        return batch_raw_sorted(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32)
+
+
+# XLA for the steps of `compile()`'s default (Keras' own "auto" is XLA on TensorFlow).
+# Raw-input batches come in many widths (every 8 positions), and XLA compiles one
+# program per width, while `tf.function` retraces shape-generic after a few
+# (`reduce_retracing`; tests/models/test_raw_inputs.py counts the traces). Even at one
+# fixed shape the bert_mini train step was faster without XLA on this machine kind
+# (1,506 vs 1,812 ms, issue 24). `benchmarks/fit_speed.py --systems ours,ours_xla`
+# measures this path; issue 28's training-side rule may replace this constant.
+RAW_INPUT_JIT_COMPILE = False

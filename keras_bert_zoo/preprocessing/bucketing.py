@@ -53,15 +53,19 @@ def trim_example(features, *rest):
     return (trimmed, *rest) if rest else trimmed
 
 
-def trim_batch(features, boundaries):
-    """Cuts a padded batch `[batch, seq]` to the smallest bucket length >= its longest example."""
-    longest = tf.reduce_max(_length(features))
+def bucket_width(longest, boundaries):
+    """The smallest of `boundaries` >= `longest` (the largest when none is), an int32 scalar."""
     bounds = tf.constant(sorted(boundaries), tf.int32)
-    width = tf.gather(bounds, tf.minimum(tf.searchsorted(bounds, [longest])[0], len(boundaries) - 1))
-    return {k: v[:, :width] for k, v in features.items()}
+    return tf.gather(bounds, tf.minimum(tf.searchsorted(bounds, [tf.cast(longest, tf.int32)])[0], len(boundaries) - 1))
 
 
-def bucket_by_length(ds, batch_size, boundaries, padding_values=None):
+def trim_batch(features, boundaries):
+    """Cuts a padded batch `[batch, ..., seq]` to the smallest bucket length >= its longest example."""
+    width = bucket_width(tf.reduce_max(_length(features)), boundaries)
+    return {k: v[..., :width] for k, v in features.items()}
+
+
+def bucket_by_length(ds, batch_size, boundaries, padding_values=None, length=None):
     """Groups unbatched, trimmed `(features, ...)` elements into padded batches by length.
 
     Args:
@@ -70,16 +74,19 @@ def bucket_by_length(ds, batch_size, boundaries, padding_values=None):
         boundaries: sorted bucket lengths; the last must be >= the longest example.
         padding_values: structure of `ds`'s elements with the value each is padded
             with (default 0 everywhere), e.g. an ignored label for per-token labels.
+        length: `features -> int32 scalar`, an example's length (default: the sum of
+            its `padding_mask`; `[num_choices, seq]` examples need their longest row).
     """
     boundaries = sorted(int(b) for b in boundaries)
+    measure = length or _length
 
-    def length(features, *rest):
-        return _length(features)
+    def element_length(features, *rest):
+        return measure(features)
 
     # bucket_by_sequence_length puts length L in bucket i when b[i-1] <= L < b[i] and
     # pads to b[i] - 1, hence the +1.
     return ds.bucket_by_sequence_length(
-        element_length_func=length,
+        element_length_func=element_length,
         bucket_boundaries=[b + 1 for b in boundaries[:-1]] + [boundaries[-1] + 1],
         bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
         padding_values=padding_values,
@@ -99,5 +106,8 @@ def with_known_cardinality(ds):
     Returns:
         `(dataset, num_batches)`.
     """
+    known = int(ds.cardinality())
+    if known >= 0:  # already counted (`batch_raw` does)
+        return ds, known
     n = int(ds.reduce(0, lambda count, _: count + 1))
     return ds.apply(tf.data.experimental.assert_cardinality(n)), n

@@ -1,6 +1,7 @@
 """`MultipleChoicePreprocessor`: a context and its choices -> `[batch, num_choices, seq]` packed pairs."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.preprocessing.base import to_string_tensor
@@ -20,13 +21,14 @@ class MultipleChoicePreprocessor(BertPreprocessor):
         sequence_length: int, length of each packed pair.
         truncate: as `BertPreprocessor`.
 
-    Call args:
+    Call args (the contract of `BertPreprocessor`: `(x, y=None, sample_weight=None)`):
         x: a tuple `(contexts, choices)`: `tf.string` `[batch]` and `[batch, num_choices]`
             (or a scalar context and `[num_choices]` choices).
 
     Returns:
         dict of int32 `token_ids`, `segment_ids`, `padding_mask`,
-        `[batch, num_choices, sequence_length]` (`[num_choices, sequence_length]` unbatched).
+        `[batch, num_choices, sequence_length]` (`[num_choices, sequence_length]` unbatched);
+        `(x, y, sample_weight)` when labels or weights are given.
 
     Examples:
     ```python
@@ -39,7 +41,18 @@ class MultipleChoicePreprocessor(BertPreprocessor):
     ```
     """
 
-    def call(self, x):
+    def check_raw(self, x, y=None):
+        """Raises one clear ValueError (the first question that does not fit) before any
+        batching: `batch_raw` calls it on in-memory raw inputs."""
+        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples
+
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
+                             "list of equally long lists of choices.")
+        ChoiceExamples(contexts=list(x[0]), choices=[list(row) for row in x[1]],
+                       labels=None if y is None else np.asarray(y)).check()
+
+    def features(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
                              "batch of equally long lists of choices.")
@@ -49,8 +62,6 @@ class MultipleChoicePreprocessor(BertPreprocessor):
             raise ValueError("every question must have the same number of choices (got a ragged batch); "
                              "group questions by their number of choices.")
         if not isinstance(choices, tf.Tensor):
-            import numpy as np
-
             choices = np.asarray(choices, dtype=object)
             if choices.dtype == object and choices.ndim < 1 + (contexts.shape.rank or 0):
                 raise ValueError("every question must have the same number of choices.")
@@ -68,7 +79,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
                                   message="contexts and choices must have the same batch size")
         # One row per pair: the context repeated for each of its choices (HF's `[[context] * 4 ...]`).
         repeated = tf.repeat(contexts, shape[1])
-        packed = super().call((repeated, tf.reshape(choices, [-1])))
+        packed = super().features((repeated, tf.reshape(choices, [-1])))
         out_shape = tf.stack([shape[0], shape[1], self.sequence_length])
         static = [choices.shape[0], choices.shape[1], self.sequence_length]
         outputs = {k: tf.ensure_shape(tf.reshape(v, out_shape), static) for k, v in packed.items()}

@@ -171,12 +171,6 @@ def read_choices(path, max_examples=None, require_labels=True):
     return ChoiceExamples(contexts=contexts, choices=choices, labels=labels, path=path).check()
 
 
-def _longest(features):
-    import tensorflow as tf
-
-    return tf.reduce_max(tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32), axis=-1))
-
-
 def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, bucket=True,
                         boundaries=None, with_labels=True):
     """A batched `tf.data.Dataset` of `(features, labels)`, features `[batch, num_choices, width]`.
@@ -192,45 +186,16 @@ def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, se
         shuffle: reshuffle every epoch (seeded); set for training.
         with_labels: False yields features only (for `predict`); labels may then be None.
     """
-    import tensorflow as tf
-
     from keras_bert_zoo.preprocessing import bucketing
+    from keras_bert_zoo.preprocessing.batching import batch_raw
 
     examples.check()
-    n, num_choices = len(examples), examples.num_choices
-    labels = examples.labels if examples.labels is not None else np.zeros(n, np.int32)
-    ds = tf.data.Dataset.from_tensor_slices(((tf.constant(examples.contexts, tf.string),
-                                              tf.constant(examples.choices, tf.string)), labels))
-    sequence_length = int(preprocessor.sequence_length)
-    boundaries = sorted(boundaries or bucketing.default_boundaries(sequence_length))
-
-    def trim(features, label):  # one question [num_choices, seq] -> [num_choices, its longest pair]
-        return {k: v[:, :_longest(features)] for k, v in features.items()}, label
-
-    ds = ds.batch(256).map(lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    if bucket and shuffle:
-        ds = ds.map(trim, num_parallel_calls=tf.data.AUTOTUNE).cache()
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-        # Lengths in [b[i-1], b[i]) go to bucket i, padded to b[i] - 1: hence the +1.
-        ds = ds.bucket_by_sequence_length(
-            element_length_func=lambda x, y: _longest(x),
-            bucket_boundaries=[b + 1 for b in boundaries[:-1]] + [boundaries[-1] + 1],
-            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), pad_to_bucket_boundary=True)
-        ds = ds.map(lambda x, y: ({k: tf.ensure_shape(v, [None, num_choices, None]) for k, v in x.items()}, y))
-    else:
-        ds = ds.cache()
-        if shuffle:
-            ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size)
-        if bucket:
-            bounds = tf.constant(boundaries, tf.int32)
-
-            def cut(x, y):
-                width = tf.gather(bounds, tf.minimum(tf.searchsorted(bounds, [_longest(x)])[0], len(boundaries) - 1))
-                return {k: v[..., :width] for k, v in x.items()}, y
-
-            ds = ds.map(cut)
-        ds = ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
-    if not with_labels:
-        ds = ds.map(lambda x, y: x)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    # The public helper `BertMultipleChoice.fit` uses on raw text, at the coarse widths
+    # the job was measured with.
+    batching = ("by_length" if shuffle else "bucketed") if bucket else "fixed"
+    labels = examples.labels if with_labels and examples.labels is not None else None
+    if with_labels and labels is None:
+        labels = np.zeros(len(examples), np.int32)
+    return batch_raw(preprocessor, (list(examples.contexts), [list(c) for c in examples.choices]), labels,
+                     batch_size=batch_size, training=shuffle, seed=seed, batching=batching,
+                     boundaries=boundaries or bucketing.default_boundaries(int(preprocessor.sequence_length)))

@@ -22,12 +22,17 @@ class BertPreprocessor(PreprocessingLayer):
         sequence_length: int, fixed output length.
         truncate: `"longest_first"` (default, original BERT), `"round_robin"` or `"waterfall"`.
 
-    Call args:
+    Call args (the preprocessor contract every task's preprocessor follows, as KerasHub's):
         x: tf.string `[batch]` or scalar, or a tuple/list `(text_a, text_b)` of them.
+        y: optional labels, passed through.
+        sample_weight: optional weights, passed through.
 
     Returns:
-        dict of int32 `token_ids`, `segment_ids`, `padding_mask`, `[batch, sequence_length]`
-        (`[sequence_length]` for scalar input).
+        `x` alone without `y` and `sample_weight`, else `(x, y, sample_weight)` (as
+        `keras.utils.pack_x_y_sample_weight`), where `x` is a dict of int32 `token_ids`,
+        `segment_ids`, `padding_mask`, `[batch, sequence_length]` (`[sequence_length]`
+        for scalar input). Usable in `tf.data.Dataset.map`; `keras_bert_zoo.batch_raw`
+        then cuts batches to the width they need.
 
     Examples:
     ```python
@@ -62,7 +67,11 @@ class BertPreprocessor(PreprocessingLayer):
             truncate=truncate,
         )
 
-    def call(self, x):
+    def call(self, x, y=None, sample_weight=None):
+        return keras.utils.pack_x_y_sample_weight(self.features(x), y, sample_weight)
+
+    def features(self, x):
+        """`x` -> the dict of int32 model inputs (what `call` returns without labels)."""
         if isinstance(x, dict):
             raise ValueError(
                 "BertPreprocessor takes raw text, got a dict (already preprocessed inputs?). "

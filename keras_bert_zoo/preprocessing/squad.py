@@ -107,6 +107,14 @@ class SpanQAPreprocessor(PreprocessingLayer):
         out = self.windows(question, context)
         return {k: out[k] for k in MODEL_INPUTS}
 
+    def raw_dataset(self, model, x, y=None, sample_weight=None, **kwargs):
+        """Raw questions and passages are read through `BertSpanQA.predict_answers` (windows
+        and the n-best search) and trained by `finetune("qa", ...)`; `fit/evaluate/predict`
+        take the windows' int features (`make_qa_windows` + `make_qa_dataset`)."""
+        raise ValueError("BertSpanQA.fit/evaluate/predict take the windows' token_ids/segment_ids/padding_mask "
+                         "(make_qa_windows + make_qa_dataset); for raw questions and passages use "
+                         "model.predict_answers(questions, contexts) or finetune('qa', ...).")
+
     def windows(self, question, context, answer_start=None, answer_end=None):
         from keras_bert_zoo.preprocessing.base import to_string_tensor
 

@@ -348,6 +348,62 @@ class TaggingPreprocessor(PreprocessingLayer):
             compiled[with_labels] = fn
         return compiled[with_labels]
 
+    # --- raw inputs of `BertTagger.fit/evaluate/predict` ---------------------------------
+    PACK_WIDTH = 64  # packed rows' width in training (finetune tag's `pack_width`, measured there)
+
+    def raw_dataset(self, model, x, y=None, sample_weight=None, batch_size=32, training=False, batching="auto",
+                    seed=0):
+        """Word lists (and tags, as names or ids) -> windows batched for `model` (a `BertTagger`).
+
+        Sentences longer than a window are cut into overlapping windows (`windows`), so
+        the preprocessor's `(x, y)` call does not map one-to-one and this method replaces
+        `batch_raw`. `batching`: `"auto"` packs training batches into rows of
+        `PACK_WIDTH` (same windows and loss as padding them; `preprocessing.packing`)
+        and sorts evaluation windows by length (each batch cut to within 8 of its
+        longest; the token accuracy is order-free, the loss is averaged per batch); `"packed"`, `"by_length"`,
+        `"bucketed"` (random batches cut to within 8 of their longest) or `"fixed"`
+        (full `sequence_length`). `predict` always gets full-width windows, which
+        Keras can concatenate (`predict_tags` reads them word by word).
+        """
+        from keras_bert_zoo.preprocessing import bucketing
+        from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples
+
+        choices = ("auto", "packed", "by_length", "bucketed", "fixed")
+        if batching not in choices:
+            raise ValueError(f"batching={batching!r}; BertTagger takes one of {', '.join(map(repr, choices))}.")
+        if sample_weight is not None:
+            raise ValueError("BertTagger does not take sample_weight with raw words; weight the data instead.")
+        words = [s.split() if isinstance(s, str) else [str(w) for w in s] for s in x]
+        if y is None:  # predict: one output per window at full width, so Keras can concatenate them
+            ds = make_tagging_dataset(words, self, batch_size, training=False)
+            return ds.map(lambda features, info: features)
+        names = model.label_names or [str(i) for i in range(model.num_labels)]
+        tags = [[names[t] if not isinstance(t, str) else t for t in row] for row in y]
+        examples = TaggedExamples(words=words, tags=tags, label_names=names, scheme=model.scheme)
+        windows = None
+        if not training and batching == "auto":
+            # evaluate: the windows sorted by length (the loss and metrics are order-free), so each
+            # batch is cut to within 8 of its longest window, not to the 32/64 of a random batch's.
+            windows = make_windows(examples, self, with_labels=True)
+            order = np.argsort(windows.features["padding_mask"].sum(1), kind="stable")
+            windows = dataclasses.replace(
+                windows, features={k: v[order] for k, v in windows.features.items()}, labels=windows.labels[order],
+                word_ids=windows.word_ids[order], first_piece_mask=windows.first_piece_mask[order],
+                sentence_ids=windows.sentence_ids[order])
+            return make_tagging_dataset(examples, self, batch_size, with_labels=True, bucket=True, windows=windows,
+                                        boundaries=bucketing.fine_boundaries(self.sequence_length))
+        if batching == "auto":
+            batching = "packed" if training else "bucketed"
+        if batching == "packed" and not training:
+            batching = "bucketed"  # packing is for training batches (shuffled, with labels)
+        ds = make_tagging_dataset(examples, self, batch_size, training=training, seed=seed, with_labels=True,
+                                  bucket=batching == "bucketed", group_by_length=batching == "by_length",
+                                  pack_width=min(self.PACK_WIDTH, self.sequence_length) if batching == "packed"
+                                  else None)
+        if batching == "by_length":
+            ds = bucketing.with_known_cardinality(ds)[0]
+        return ds
+
     # --- presets & config ----------------------------------------------------------------
     @classmethod
     def from_preset(cls, path, sequence_length=None, **kwargs):

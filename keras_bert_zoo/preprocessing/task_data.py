@@ -319,34 +319,14 @@ def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, b
         boundaries: bucket lengths; default from `bucketing.default_boundaries`.
         with_labels: False yields features only (for `predict`).
     """
-    import tensorflow as tf
-
     from keras_bert_zoo.preprocessing import bucketing
+    from keras_bert_zoo.preprocessing.batching import batch_raw
 
-    texts = tuple(tf.constant(t, dtype=tf.string) for t in examples.texts)
-    data = (texts if len(texts) == 2 else texts[0], examples.labels)
-    ds = tf.data.Dataset.from_tensor_slices(data)
+    # The public helper `Task.fit` uses on raw texts, with the coarse widths the jobs were
+    # measured with (docs/benchmarks.md; `jit_compile=True` compiles one program per width).
+    texts = tuple(list(t) for t in examples.texts)
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
-    boundaries = boundaries or bucketing.default_boundaries(sequence_length)
-
-    def tokenize(x, y):
-        return preprocessor(x), y
-
-    # Tokenize once in big batches (TF ops), then cache the int features.
-    ds = ds.batch(1024).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-    if bucket and shuffle:
-        ds = ds.unbatch().map(bucketing.trim_example, num_parallel_calls=tf.data.AUTOTUNE).cache()
-        ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-        ds = bucketing.bucket_by_length(ds, batch_size, boundaries)
-    else:
-        ds = ds.unbatch().cache()
-        if shuffle:
-            ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size)
-        if bucket:
-            ds = ds.map(lambda x, y: (bucketing.trim_batch(x, boundaries), y))
-        # In-order batches: the count is known, and telling tf.data lets Keras show it.
-        ds = ds.apply(tf.data.experimental.assert_cardinality(-(-len(examples) // batch_size)))
-    if not with_labels:
-        ds = ds.map(lambda x, y: x)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    batching = ("by_length" if shuffle else "bucketed") if bucket else "fixed"
+    return batch_raw(preprocessor, texts if len(texts) == 2 else texts[0], examples.labels if with_labels else None,
+                     batch_size=batch_size, training=shuffle, seed=seed, batching=batching,
+                     boundaries=boundaries or bucketing.default_boundaries(sequence_length))

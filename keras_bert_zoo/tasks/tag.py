@@ -9,6 +9,7 @@ conlleval rules (`metrics.entities`); serving `text` -> entity spans and word ta
 import dataclasses
 
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
 
 
@@ -30,7 +31,9 @@ class TagTask(TaskSpec):
     # True: training batches packed (the default); "padded": random batches each padded to their
     # longest, as HF's Trainer; "by_length": batches grouped by length; False: padded to the length.
     batchings = (True, False, "padded", "by_length")
-    pack_width = 64  # packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003
+    # Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
+    # for the job and `BertTagger.fit` on raw words (`TaggingPreprocessor.raw_dataset`).
+    pack_width = TaggingPreprocessor.PACK_WIDTH
 
     def model_class(self):
         from keras_bert_zoo.models.tagger import BertTagger

@@ -1,0 +1,307 @@
+"""The user's script, timed: `model.fit(texts, labels)` vs KerasHub's `fit` vs HF's training loop.
+
+What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, the whole
+`fit` (or loop) timed, one epoch, batch 32, length 128, the same first N training examples:
+
+- `ours`: `BertClassifier.from_preset(minilm, num_classes=2, preprocessor=BertPreprocessor
+  .from_preset(minilm, sequence_length=128))`, `compile()` defaults, `fit(texts, labels,
+  batch_size=32, epochs=1)` (tagger: `BertTagger` + `TaggingPreprocessor`, `fit(words,
+  tags)`); then `evaluate` and `predict` on the raw dev texts (batch 64), timed each;
+  `ours_bucketed` is the same with `fit(..., batching="bucketed")` (random batches, each
+  padded to its longest: the padded path's batches and loss), for the accuracy check;
+  `ours_xla` is `compile(jit_compile=True)` (the XLA decision, measured);
+- `keras_hub`: `keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=
+  BertTextClassifierPreprocessor(BertTokenizer(vocab.txt), sequence_length=128))`, its
+  `compile()` defaults, `fit(texts, labels, batch_size=32)`; the backbone has MiniLM's shape
+  (6 layers, hidden 384, 12 heads, FFN 1536) with random weights (KerasHub reads no local HF
+  directory offline): the same compute, so its speed, not its accuracy, is reported;
+- `hf` / `hf1`: `AutoTokenizer(truncation, max_length=128)` + `DataCollatorWithPadding` +
+  `DataLoader(shuffle=True)` + torch `AdamW` with linear warm-up/decay and clipping at 1.0
+  (what `Trainer` does), at 2 threads (`hf`) and 1 thread (`hf1`, often faster on this shared
+  2-core machine); then the dev set through the tokenizer + model under `torch.no_grad`
+  (batch 64, dynamic padding), its time the reference for `predict` and `evaluate`.
+
+Each system runs in its own process (nothing else of the benchmark loaded), rounds
+interleaved (ours, keras_hub, hf, hf1, ours, ...) so machine load hits all alike; ratios are
+medians of per-round ratios. Sentences/s count examples, never padded tokens.
+
+    python benchmarks/fit_speed.py --task classify --rounds 2
+    python benchmarks/fit_speed.py --task tag --rounds 2 --examples 800
+    python benchmarks/fit_speed.py --task classify --systems ours,ours_bucketed --seeds 0,1,2   # accuracy
+
+Writes `benchmarks/results/fit_speed_TASK.json` and prints a markdown table.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
+
+DATA = os.path.join(os.path.dirname(common.REPO), "shared", "data")
+FILES = {"classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
+         "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa"))}
+BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
+
+
+def read(task, path, n=None):
+    """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag."""
+    if task == "classify":
+        from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples
+
+        data = read_examples(path, DataLayout.for_task("sst2"), max_examples=n)
+        return list(data.texts[0]), [int(v) for v in data.labels], list(data.label_names)
+    from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+
+    data = read_tagged(path, max_examples=n)
+    return data.words, data.tags, list(data.label_names)
+
+
+def accuracy(task, true, pred):
+    if task == "classify":
+        return sum(int(a == b) for a, b in zip(true, pred)) / len(true)
+    from seqeval.metrics import f1_score
+
+    return float(f1_score(true, pred))
+
+
+# --- workers: one system, one process -----------------------------------------------------------------
+def run_ours(task, n, seed, batching="auto", jit_compile=None):
+    import keras
+    import numpy as np
+
+    from keras_bert_zoo import BertClassifier, BertPreprocessor, BertTagger, TaggingPreprocessor
+
+    minilm = common.minilm_path()
+    x, y, names = read(task, FILES[task][0], n)
+    dev_x, dev_y, _ = read(task, FILES[task][1])
+    keras.utils.set_random_seed(seed)
+    if task == "classify":
+        model = BertClassifier.from_preset(minilm, num_classes=2,
+                                           preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+    else:
+        model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
+                                       preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+    model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
+    fit_s = time.perf_counter() - t
+    t = time.perf_counter()
+    model.evaluate(dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0)
+    evaluate_s = time.perf_counter() - t
+    t = time.perf_counter()
+    if task == "classify":
+        pred = np.argmax(model.predict(dev_x, batch_size=EVAL_BATCH, verbose=0), -1).tolist()
+    else:
+        pred = model.predict_tags(dev_x, batch_size=EVAL_BATCH)
+    predict_s = time.perf_counter() - t
+    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, train_examples=len(x),
+                dev_examples=len(dev_x), dev_score=accuracy(task, dev_y, pred))
+
+
+def run_keras_hub(task, n, seed):
+    import keras
+    import keras_hub
+
+    x, y, _ = read(task, FILES[task][0], n)
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=6, num_heads=12, hidden_dim=384,
+                                             intermediate_dim=1536, max_sequence_length=512)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.path.join(common.minilm_path(), "vocab.txt"),
+                                               lowercase=True)
+    pre = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=LENGTH)
+    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=pre)
+    model.compile()
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+    return dict(fit_s=time.perf_counter() - t, train_examples=len(x))
+
+
+def run_hf(task, n, seed, threads):
+    import torch
+    import transformers
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    minilm = common.minilm_path()
+    x, y, names = read(task, FILES[task][0], n)
+    dev_x, dev_y, _ = read(task, FILES[task][1])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
+    recipe = dict(learning_rate=5e-5, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1)
+    if task == "classify":
+        model = transformers.BertForSequenceClassification.from_pretrained(minilm, num_labels=2)
+        collate = transformers.DataCollatorWithPadding(tokenizer)
+    else:
+        model = transformers.BertForTokenClassification.from_pretrained(minilm, num_labels=len(names))
+        collate = transformers.DataCollatorForTokenClassification(tokenizer)
+    index = {n_: i for i, n_ in enumerate(names)}
+
+    def features(texts, labels):
+        import conll
+
+        if task == "classify":
+            enc = tokenizer(texts, truncation=True, max_length=LENGTH)
+            return [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
+                         attention_mask=enc["attention_mask"][i], labels=labels[i]) for i in range(len(texts))]
+        rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
+        return rows
+
+    t = time.perf_counter()  # the whole user script: tokenize, batch, train
+    train = features(x, y)
+    train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
+    loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
+    optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
+    model.train()
+    for batch in loader:
+        common.hf_step(model, batch, optimizer, scheduler, 1.0)
+    fit_s = time.perf_counter() - t
+
+    t = time.perf_counter()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
+    model.eval()
+    dev = features(dev_x, dev_y)
+    word_ids = [f.pop("word_ids", None) for f in dev]
+    pred = []
+    with torch.no_grad():
+        for start in range(0, len(dev), EVAL_BATCH):
+            batch = collate(dev[start:start + EVAL_BATCH])
+            out = model(**batch)
+            out.loss.item()
+            pred.extend(out.logits.argmax(-1).tolist())
+    eval_s = time.perf_counter() - t
+    if task == "tag":  # first piece of each word; words cut by truncation get "O"
+        tags = []
+        for ids, row, words in zip(word_ids, pred, dev_x):
+            seen, out = {}, ["O"] * len(words)
+            for pos, w in enumerate(ids):
+                if w is not None and w not in seen:
+                    seen[w] = True
+                    out[w] = names[row[pos]]
+            tags.append(out)
+        pred = tags
+    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, train_examples=len(x), dev_examples=len(dev_x),
+                dev_score=accuracy(task, dev_y, pred), threads=threads)
+
+
+SYSTEMS = {
+    "ours": lambda task, n, seed: run_ours(task, n, seed),
+    "ours_bucketed": lambda task, n, seed: run_ours(task, n, seed, batching="bucketed"),
+    "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
+    "keras_hub": run_keras_hub,
+    "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
+    "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
+}
+
+
+def worker(args):
+    load = os.getloadavg()
+    result = SYSTEMS[args.worker](args.task, args.examples, args.seed)
+    result.update(system=args.worker, seed=args.seed, loadavg_before=list(load), loadavg_after=list(os.getloadavg()))
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_one(system, task, n, seed):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", system, "--task", task, "--examples", str(n),
+           "--seed", str(seed)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{system} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def machine_info():
+    tool = os.path.join(os.path.dirname(common.REPO), "shared", "tools", "machine_info.py")
+    out = subprocess.run([sys.executable, tool], capture_output=True, text=True).stdout.strip().splitlines()
+    return out[-1] if out else ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(FILES), default="classify")
+    parser.add_argument("--systems", default="ours,keras_hub,hf,hf1")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--examples", type=int, default=1600)
+    parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--worker", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
+    started, info_before, runs = common.now(), machine_info(), []
+    for r in range(args.rounds):
+        seed = seeds[r % len(seeds)]
+        for system in systems:
+            result = run_one(system, args.task, args.examples, seed)
+            result["round"] = r
+            runs.append(result)
+            print(f"round {r} seed {seed} {system}: fit {result['fit_s']:.1f} s "
+                  f"({result['train_examples'] / result['fit_s']:.1f} ex/s)"
+                  + (f", evaluate {result['evaluate_s']:.1f} s, predict {result['predict_s']:.1f} s, "
+                     f"dev {result['dev_score']:.4f}" if "dev_score" in result else ""), flush=True)
+    record = dict(task=args.task, examples=args.examples, batch_size=BATCH, sequence_length=LENGTH,
+                  command="python benchmarks/fit_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  started=started, finished=common.now(), machine_before=info_before, machine_after=machine_info(),
+                  commit=common.git_commit(), versions=common.versions("tensorflow", "keras", "keras-hub", "torch",
+                                                                       "transformers"),
+                  runs=runs, summary=summarize(runs, systems))
+    out = args.out or os.path.join(common.REPO, "benchmarks", "results", f"fit_speed_{args.task}.json")
+    common.write_json(out, record)
+    print_table(record)
+
+
+def summarize(runs, systems):
+    """Per system: median examples/s of fit, median seconds of evaluate/predict, dev scores, and the
+    median per-round ratios of ours to every other system."""
+    out = {}
+    for s in systems:
+        rows = [r for r in runs if r["system"] == s]
+        out[s] = dict(fit_examples_per_s=statistics.median(r["train_examples"] / r["fit_s"] for r in rows))
+        for key in ("evaluate_s", "predict_s"):
+            if all(key in r for r in rows):
+                out[s][key] = statistics.median(r[key] for r in rows)
+        if all("dev_score" in r for r in rows):
+            out[s]["dev_scores"] = [round(r["dev_score"], 4) for r in rows]
+    if "ours" in systems:
+        for s in systems:
+            if s == "ours":
+                continue
+            for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict")):
+                ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, "ours", s) if key in o and key in p]
+                if ratios:
+                    out[s][f"ours_{better}_speedup"] = round(statistics.median(ratios), 2)
+    return out
+
+
+def _pairs(runs, a, b):
+    rounds = sorted({r["round"] for r in runs})
+    for k in rounds:
+        ra = [r for r in runs if r["round"] == k and r["system"] == a]
+        rb = [r for r in runs if r["round"] == k and r["system"] == b]
+        if ra and rb:
+            yield ra[0], rb[0]
+
+
+def print_table(record):
+    print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
+          f"{record['sequence_length']}, 1 epoch; {record['machine_before']}")
+    print("| system | fit examples/s | evaluate s | predict s | dev score | ours' fit / evaluate / predict speed-up |")
+    print("|---|---|---|---|---|---|")
+    for s, v in record["summary"].items():
+        ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
+        print(f"| {s} | {v['fit_examples_per_s']:.1f} | {v.get('evaluate_s', float('nan')):.1f} | "
+              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != 'ours' else '-'} |")
+
+
+if __name__ == "__main__":
+    main()
