@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,6 +90,17 @@ def machine():
     except OSError:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def machine_line():
+    """`../shared/tools/machine_info.py`'s line (CPU flags, matmul GFLOP/s, load), to record beside a
+    speed figure; cores and load alone where the tool is not beside the repository."""
+    tool = os.path.join(REPO, "..", "shared", "tools", "machine_info.py")
+    if not os.path.isfile(tool):
+        return f"cores {os.cpu_count()}, load_1min {os.getloadavg()[0]:.2f}"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, tool], capture_output=True, text=True, env=env).stdout.strip().splitlines()
+    return out[-1] if out else ""
 
 
 def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None):

@@ -218,12 +218,6 @@ def run_one(system, task, n, seed):
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def machine_info():
-    tool = os.path.join(os.path.dirname(common.REPO), "shared", "tools", "machine_info.py")
-    out = subprocess.run([sys.executable, tool], capture_output=True, text=True).stdout.strip().splitlines()
-    return out[-1] if out else ""
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(FILES), default="classify")
@@ -238,7 +232,7 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
-    started, info_before, runs = common.now(), machine_info(), []
+    started, info_before, runs = common.now(), common.machine_line(), []
     for r in range(args.rounds):
         seed = seeds[r % len(seeds)]
         for system in systems:
@@ -251,7 +245,7 @@ def main(argv=None):
                      f"dev {result['dev_score']:.4f}" if "dev_score" in result else ""), flush=True)
     record = dict(task=args.task, examples=args.examples, batch_size=BATCH, sequence_length=LENGTH,
                   command="python benchmarks/fit_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  started=started, finished=common.now(), machine_before=info_before, machine_after=machine_info(),
+                  started=started, finished=common.now(), machine_before=info_before, machine_after=common.machine_line(),
                   commit=common.git_commit(), versions=common.versions("tensorflow", "keras", "keras-hub", "torch",
                                                                        "transformers"),
                   runs=runs, summary=summarize(runs, systems))

@@ -20,24 +20,15 @@ Usage:
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.common import REPO, RESULTS, write_json  # noqa: E402
+from benchmarks.common import REPO, RESULTS, machine_line, write_json  # noqa: E402
 
 WIKITEXT = os.path.join(REPO, "..", "shared", "data", "pretrain_text", "wikitext-2.valid.tokens.txt")
-
-
-def machine_line():
-    tool = os.path.join(REPO, "..", "shared", "tools", "machine_info.py")
-    if not os.path.isfile(tool):
-        return f"cores {os.cpu_count()}, load_1min {os.getloadavg()[0]:.2f}"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, tool], capture_output=True, text=True, env=env).stdout.strip()
 
 
 def ours(corpus, size, learner):
