@@ -274,13 +274,28 @@ class Task(keras.Model):
         """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` (see there)."""
         super().compile(*args, jit_compile=RAW_INPUT_JIT_COMPILE if jit_compile is None else jit_compile, **kwargs)
 
+    def build_optimizer(self):
+        """Creates the optimizer's slot variables now, outside any traced step.
+
+        Keras (without a distribution strategy) leaves them to the first traced train
+        step, and a `tf.function` that creates variables is traced twice: for MiniLM that
+        second trace was half of a 1,600-sentence `fit` (first step 21 s -> 10 s,
+        `benchmarks/fit_speed.py`). `fit` calls it; the jobs' loop does the same. (The
+        metrics' state, also created in the first trace, did not cost a second one.)
+        """
+        optimizer = getattr(self, "optimizer", None)
+        if self._distribute_strategy is None and optimizer is not None and not optimizer.built and self.built:
+            optimizer.build(self.trainable_variables)  # under a strategy Keras' fit builds it in scope
+
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
         """Keras' `fit`; raw inputs go through the preprocessor (`raw_dataset`, which
         shuffles itself, seeded; Keras' own `shuffle` flag then does not apply)."""
         if self._is_raw(x):
             shuffle = kwargs.pop("shuffle", True)
             ds = self.raw_dataset(x, y, sample_weight, batch_size, training=shuffle, batching=batching)
+            self.build_optimizer()
             return super().fit(ds, shuffle=False, **kwargs)
+        self.build_optimizer()
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
@@ -300,9 +315,27 @@ class Task(keras.Model):
             if sorted_:
                 from keras_bert_zoo.preprocessing.batching import unsort
 
+                self._trace_predict_once(sorted_[0])
                 return unsort(super().predict(sorted_[0], **kwargs), sorted_[1])
-            return super().predict(self.raw_dataset(x, batch_size=batch_size, batching=batching), **kwargs)
+            ds = self.raw_dataset(x, batch_size=batch_size, batching=batching)
+            self._trace_predict_once(ds)
+            return super().predict(ds, **kwargs)
         return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def _trace_predict_once(self, dataset):
+        """Traces Keras' predict step for the dataset's shape-generic spec before it runs.
+
+        Keras calls its predict function on each batch's tensors, so batches of new
+        widths retrace it (`reduce_retracing` generalises only from the second shape on:
+        three traces for SST-2 dev, ~1.5 s); traced once for `[batch, None]` it serves every
+        width. Skipped under a distribution strategy (its batches are distributed values).
+        """
+        if self.run_eagerly or tf.distribute.has_strategy() or self._distribute_strategy is not None:
+            return
+        self.make_predict_function()
+        function = self.predict_function
+        if hasattr(function, "get_concrete_function"):
+            function.get_concrete_function([dataset.element_spec])
 
     def _sorted_batches(self, x, y, sample_weight, batch_size, batching):
         """`batch_raw_sorted` for in-memory raw inputs with `batching="auto"` (None otherwise,

@@ -3,8 +3,8 @@
 What `Task.fit/evaluate/predict` do with raw inputs, and what a user building their
 own `tf.data` pipeline calls. The preprocessor (contract: `preprocessor(x, y=None,
 sample_weight=None) -> (x, y, sample_weight)`, or `x` alone without `y`) runs once
-over the data in big batches (TF ops), the int features are cached, and batches are
-then padded only as far as they need:
+over in-memory data, eagerly in big chunks (`preprocess_in_memory`: no `tf.data` map to
+trace), the int features are kept, and batches are then padded only as far as they need:
 
 - `"by_length"` (training default): after the per-epoch shuffle, examples of similar
   length are batched together (`bucketing.bucket_by_length`) and each batch is padded
@@ -126,6 +126,23 @@ def _as_tuple(out):
     return tuple(v for v in (x, y, sw) if v is not None)
 
 
+def preprocess_in_memory(preprocessor, x, y=None, sample_weight=None, chunk=1024):
+    """In-memory raw examples -> `(features[, y[, sample_weight]])` as numpy arrays, one row per example.
+
+    The preprocessor runs eagerly on chunks of `chunk` examples: its TF ops take ~45 ms
+    for SST-2's 872 dev sentences, where a `tf.data` map of the same call first traces
+    it (~1 s, paid again by every new dataset, so by every `fit` / `predict` call).
+    """
+    # `from_tensor_slices` turns the columns (lists, pairs, arrays) into tensors; iterating
+    # its batches traces nothing, and the preprocessor then runs eagerly on each.
+    chunks = tf.data.Dataset.from_tensor_slices(_columns(preprocessor, x, y, sample_weight)).batch(chunk)
+    apply = _applier(preprocessor)
+    parts = [tf.nest.map_structure(np.asarray, apply(*part)) for part in chunks]
+    if not parts:
+        raise ValueError("no examples to batch (empty input).")
+    return tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
+
+
 def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, training=False, seed=0,
               batching="auto", boundaries=None, drop_remainder=False):
     """Raw examples -> a batched `tf.data.Dataset` of `(features[, y[, sample_weight]])`.
@@ -165,12 +182,9 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         ds = x.map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
         return _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
 
-    columns = _columns(preprocessor, x, y, sample_weight)
-    ds = tf.data.Dataset.from_tensor_slices(columns)
+    rows = preprocess_in_memory(preprocessor, x, y, sample_weight)
+    ds = tf.data.Dataset.from_tensor_slices(rows)
     n = int(ds.cardinality())
-    # Tokenize once, in big batches (TF ops), and keep the int features.
-    ds = ds.batch(1024).map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.unbatch()
     if batching == "by_length":
         if drop_remainder:
             raise ValueError('batching="by_length" gives partial batches per bucket; use batching="fixed" '
@@ -226,12 +240,7 @@ def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32,
     """
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
     bounds = sorted(int(b) for b in (boundaries or bucketing.fine_boundaries(sequence_length)))
-    ds = tf.data.Dataset.from_tensor_slices(_columns(preprocessor, x, y, sample_weight)).batch(1024)
-    ds = ds.map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
-    parts = list(ds.as_numpy_iterator())
-    if not parts:
-        raise ValueError("no examples to batch (empty input).")
-    rows = tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
+    rows = preprocess_in_memory(preprocessor, x, y, sample_weight)
     mask = rows[0]["padding_mask"] > 0
     lengths = mask.sum(-1) if mask.ndim == 2 else mask.sum(-1).max(-1)
     order = np.argsort(lengths, kind="stable")
