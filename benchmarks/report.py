@@ -37,6 +37,8 @@ SUITE = [
     ("squad", "SQuAD v1.1 span QA vs HF (EM / F1 and speed)", "nice python benchmarks/squad.py"),
     ("next_sentence_choice", "multiple choice vs HF", "nice python benchmarks/next_sentence_choice.py"),
     ("input_pipeline", "pretraining input pipeline throughput", "nice python benchmarks/input_pipeline.py"),
+    ("adaptive_pretraining", "task-adaptive MLM before fine-tuning vs fine-tuning directly (5 seeds)",
+     "nice python benchmarks/adaptive_pretraining.py"),
 ]
 
 

@@ -7,9 +7,9 @@ recipe, same seed.
 What you will learn:
 - "don't stop pretraining" (Gururangan et al., 2020): a pretrained model can be adapted to the
   text of your domain with its own MLM objective, before the labelled data is used;
-- building masked-LM batches yourself in `tf.data` from public layers: `BertPreprocessor`
-  (strings -> ids) then `MaskedLMMasker` (80/10/10 corruption), MLM only (no NSP labels:
-  `BertPretrainer` then drops the NSP loss);
+- `continue_pretraining`: a new MLM head trained alone first (this checkpoint ships none), then
+  the whole model, on `masked_lm_dataset` batches (MLM only: without NSP labels `BertPretrainer`
+  drops the NSP loss);
 - moving a backbone between tasks: `BertPretrainer` -> `save_to_preset` -> `BertClassifier`;
 - a fair comparison: one fine-tuning function, called twice with the same seed.
 
@@ -44,9 +44,8 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-from keras_bert_zoo import BertClassifier, BertPreprocessor, BertPretrainer, MaskedLMMasker  # noqa: E402
+from keras_bert_zoo import BertClassifier, BertPreprocessor, BertPretrainer, continue_pretraining  # noqa: E402
 from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
@@ -73,28 +72,6 @@ def read_sst2(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds sst2/")
     examples = read_examples(path, DataLayout.for_task("sst2"))
     return examples.texts[0], examples.labels
-
-
-def mlm_dataset(texts, preprocessor, batch_size, max_predictions):
-    """Masked-LM batches from raw sentences: tokenize and pack, then corrupt 15% of the pieces.
-
-    The masker runs in the pipeline, after `repeat()`: every pass draws new masks.
-    """
-    tokenizer = preprocessor.tokenizer
-    masker = MaskedLMMasker(vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=tokenizer.mask_token_id,
-                            unselectable_token_ids=[tokenizer.cls_token_id, tokenizer.sep_token_id,
-                                                    tokenizer.pad_token_id],
-                            max_predictions=max_predictions, seed=0)
-
-    def to_mlm(batch):
-        features = preprocessor(batch)
-        masked = masker(features["token_ids"])
-        x = {"token_ids": masked["token_ids"], "segment_ids": features["segment_ids"],
-             "padding_mask": features["padding_mask"], "mask_positions": masked["mask_positions"]}
-        return x, {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
-
-    ds = tf.data.Dataset.from_tensor_slices(texts).shuffle(len(texts), seed=0).repeat()
-    return ds.batch(batch_size, drop_remainder=True).map(to_mlm, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
 def finetune_and_score(model_dir, train, dev, length, batch, epochs, seed=0):
@@ -128,23 +105,17 @@ def main(argv=None):
     # The checkpoint ships without MLM head (a sentence-transformers model), so
     # `from_preset` starts one; the decoder is tied to the pretrained token embeddings,
     # so only the small transform layer and a bias start from scratch.
+    # `continue_pretraining` trains that new head alone first (backbone frozen, lr 1e-3:
+    # its first gradients are noise and would otherwise reach the pretrained weights),
+    # then the whole model at a fine-tuning rate, on `masked_lm_dataset` batches
+    # (grouped by length, 15% of the pieces masked anew every pass, MLM loss only).
     keras.utils.set_random_seed(0)
     preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
     pretrainer = BertPretrainer.from_preset(model_dir, preprocessor=preprocessor)
-    data = mlm_dataset(domain_text, preprocessor, batch, max_predictions=max(2, round(0.15 * length)))
-
-    # A fresh head's first gradients are noise, and they would flow into the pretrained
-    # backbone: train the head alone first (backbone frozen, a higher learning rate),
-    # then continue MLM on the whole model at a fine-tuning learning rate. (The usual
-    # reasoning for a new head; this script does not measure the recipe without it.)
-    pretrainer.backbone.trainable = False
-    pretrainer.compile(optimizer=create_optimizer(1e-3, total_steps=head_steps))
-    history = pretrainer.fit(data, steps_per_epoch=head_steps, epochs=1, shuffle=False, verbose=2)
-    print(f"MLM head alone: final training MLM accuracy {history.history['mlm_accuracy'][-1]:.3f}")
-    pretrainer.backbone.trainable = True
-    pretrainer.compile(optimizer=create_optimizer(5e-5, total_steps=mlm_steps))
-    history = pretrainer.fit(data, steps_per_epoch=mlm_steps, epochs=1, shuffle=False, verbose=2)
-    print(f"continued MLM: final training MLM accuracy {history.history['mlm_accuracy'][-1]:.3f}")
+    figures = continue_pretraining(pretrainer, domain_text, head_steps=head_steps, steps=mlm_steps,
+                                   batch_size=32 if not args.smoke else batch, verbose=2)
+    print(f"MLM head alone: final training MLM accuracy {figures['head_mlm_accuracy']:.3f}; "
+          f"continued MLM: {figures['mlm_accuracy']:.3f} ({figures['seconds']:.0f} s)")
 
     with tempfile.TemporaryDirectory() as adapted_dir:
         # The adapted backbone, with the tokenizer files, as a preset any task can load.

@@ -27,9 +27,11 @@ from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, Segmen
 from keras_bert_zoo.preprocessing.batching import batch_raw  # noqa: E402
 from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
+from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset  # noqa: E402
 from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor  # noqa: E402
 from keras_bert_zoo.tasks import finetune, pretrain  # noqa: E402
+from keras_bert_zoo.training.adaptation import continue_pretraining  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -42,4 +44,5 @@ def presets():
 __all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
            "BertSentenceEmbedder", "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
            "BertPreprocessor", "TaggingPreprocessor", "SpanQAPreprocessor", "MultipleChoicePreprocessor",
-           "learn_vocabulary", "batch_raw", "MaskedLMMasker", "export_saved_model", "finetune", "pretrain"]
+           "learn_vocabulary", "batch_raw", "MaskedLMMasker", "masked_lm_dataset", "export_saved_model", "finetune",
+           "pretrain", "continue_pretraining"]

@@ -124,6 +124,10 @@ class BertPretrainer(Task):
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
         self.data_layout = dict(data_layout or {})
+        # True once `from_preset` filled the MLM head from a checkpoint; a fresh head
+        # (e.g. a sentence-transformers checkpoint, which ships none) is trained alone
+        # first by `keras_bert_zoo.continue_pretraining`.
+        self.mlm_head_loaded = False
         self.mlm_activation = mlm_activation
         self.mlm_layer_norm_epsilon = mlm_layer_norm_epsilon
 
@@ -229,8 +233,9 @@ class BertPretrainer(Task):
         if nsp_missing and loading.assign_weights(checkpoint, mlm_specs, required=False):
             print(f"{type(self).__name__}: MLM head loaded; NSP head initialised randomly "
                   "(the checkpoint has no cls.seq_relationship weights).")
+            self.mlm_head_loaded = True
             return
-        super()._load_head(checkpoint)
+        self.mlm_head_loaded = super()._load_head(checkpoint)
 
     def _tied_tensors(self):
         # HF's BertForPreTraining ties the decoder to the word embeddings; writing the

@@ -180,9 +180,10 @@ class Task(keras.Model):
         return cls.preprocessor_cls.from_preset(checkpoint.path, **options)
 
     def _load_head(self, checkpoint):
+        """Fills the head from `checkpoint` when it has all of it; returns whether it did."""
         specs = self.head_weight_specs()
         if not specs:
-            return
+            return False
         try:
             loaded = loading.assign_weights(checkpoint, specs, required=False)
         except CheckpointError as e:
@@ -196,6 +197,7 @@ class Task(keras.Model):
                 reason = "the checkpoint has no weights for it"
         if not loaded:
             print(f"{type(self).__name__}: head initialised randomly ({reason}).")
+        return bool(loaded)
 
     def save_to_preset(self, path, format="keras_bert_zoo"):
         """Writes weights, config, task arguments and the preprocessor's files to `path`.

@@ -68,3 +68,15 @@ def test_every_documentation_topic_has_a_chapter():
     # Chapter labels follow the documentation: the 'if' topic's text is a compound statement.
     assert corpus.TOPIC_LABEL["if"] == corpus.TOPIC_LABEL["compound"] == "statements"
     assert 'The "if" statement is used for conditional execution' in topics["compound"]
+
+
+def test_start_up_timing_needs_no_download(monkeypatch):
+    """The estimate's step timing builds the budget's architecture only: a preset name alone would
+    fetch its pretrained checkpoint from the Hub (offline: an error before the demo starts)."""
+    from keras_bert_zoo.demo import pipeline
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")  # nothing cached either
+    cfg = dict(pipeline.BUDGETS["small"], batch_size=2, sequence_length=16)
+    seconds = pipeline.time_pretraining_step(cfg, repeats=1)
+    assert 0 < seconds < 60
