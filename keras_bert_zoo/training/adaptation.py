@@ -73,19 +73,34 @@ def continue_pretraining(pretrainer, texts, steps=400, head_steps=None, learning
         raise ValueError("steps=0 and head_steps=0 train nothing; give at least one step.")
     data = masked_lm_dataset(pretrainer.preprocessor, texts, batch_size=batch_size, seed=seed)
     start, figures = time.perf_counter(), {"head_steps": head_steps, "steps": steps, "head_mlm_accuracy": None}
-    if head_steps:
-        pretrainer.backbone.trainable = False
-        try:
+    try:
+        if head_steps:
+            pretrainer.backbone.trainable = False
+            _freeze_unused(pretrainer)
             figures["head_mlm_accuracy"] = _fit(pretrainer, data, head_steps, head_learning_rate, verbose)
-        finally:
             pretrainer.backbone.trainable = True
-    figures["mlm_accuracy"] = _fit(pretrainer, data, steps, learning_rate, verbose) if steps else None
+        if steps:
+            _freeze_unused(pretrainer)
+            figures["mlm_accuracy"] = _fit(pretrainer, data, steps, learning_rate, verbose)
+        else:
+            figures["mlm_accuracy"] = None
+    finally:  # the caller gets every layer back trainable, as it was
+        pretrainer.backbone.trainable = True
+        pretrainer.backbone.pooler.trainable = True
+        pretrainer.nsp_head.trainable = True
     figures["seconds"] = time.perf_counter() - start
     return figures
+
+
+def _freeze_unused(pretrainer):
+    """The MLM loss alone gives the NSP head and the pooler no gradient: frozen, they stay exactly
+    as loaded (the pooler is what a classifier fine-tuned next starts from) and Keras does not warn."""
+    pretrainer.nsp_head.trainable = False
+    pretrainer.backbone.pooler.trainable = False
 
 
 def _fit(pretrainer, data, steps, learning_rate, verbose):
     """One stage: a new optimizer and schedule over `steps`; the last training MLM accuracy."""
     pretrainer.compile(optimizer=create_optimizer(learning_rate, total_steps=steps))
-    history = pretrainer.fit(data, steps_per_epoch=steps, epochs=1, verbose=verbose)
+    history = pretrainer.fit(data, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=verbose)
     return float(history.history["mlm_accuracy"][-1])

@@ -78,8 +78,11 @@ def test_backbone_starts_from_the_checkpoint_and_stays_while_the_head_trains(che
     assert "cls.predictions.transform.dense.weight" in moved and "cls.predictions.bias" in moved
 
     continue_pretraining(model, TEXTS, head_steps=0, steps=2, batch_size=8, verbose=0)
-    word = backbone_tensors(model)["encoder.layer.0.attention.self.query.weight"]
-    assert not np.array_equal(word, tensors["encoder.layer.0.attention.self.query.weight"])
+    query = backbone_tensors(model)["encoder.layer.0.attention.self.query.weight"]
+    assert not np.array_equal(query, tensors["encoder.layer.0.attention.self.query.weight"])
+    # The MLM loss gives the pooler no gradient: it stays the checkpoint's, and trainable afterwards.
+    np.testing.assert_array_equal(model.backbone.pooler.kernel.numpy().T, tensors["pooler.dense.weight"])
+    assert model.backbone.pooler.trainable and model.nsp_head.trainable
 
 
 def test_new_head_is_saved_and_reloaded_by_name(checkpoint, tmp_path):
