@@ -34,9 +34,9 @@ BUDGETS = {
     "small": dict(vocab_size=2000, preset="bert_tiny_uncased", sequence_length=64, batch_size=32,
                   pretrain_steps=200, pretrain_lr=1e-3, eval_every=100, finetune_epochs=8,
                   finetune_lr=1e-3, max_train_examples=None),
-    # "full": a vocabulary of 4,000 (what the budget always asked; the old learner returned 789) with
-    # 500 steps printed the quality of the earlier 1,200-step budget in under half its time
-    # (docs/benchmarks.md, "The demo's budget"; 2,000 pieces lost 0.06 of test accuracy).
+    # "full": a vocabulary of 4,000 (what the budget always asked; the old learner returned 789) costs
+    # no more time than 2,000 at 500 steps; runs of one budget and seed differ by more than budgets do
+    # (test accuracy 0.46-0.63), see docs/benchmarks.md, "The demo's budget".
     "full": dict(vocab_size=4000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
                  pretrain_steps=500, pretrain_lr=1e-3, eval_every=250, finetune_epochs=10,
                  finetune_lr=1e-3, max_train_examples=None),
