@@ -342,9 +342,10 @@ class TaggingPreprocessor(PreprocessingLayer):
             words_spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
             if with_labels:
                 label_spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)
-                fn = tf.function(lambda w, y: self.windows(w, y), input_signature=[words_spec, label_spec])
+                fn = tf.function(lambda w, y: self.windows(w, y), input_signature=[words_spec, label_spec],
+                                 autograph=False)
             else:
-                fn = tf.function(lambda w: self.windows(w), input_signature=[words_spec])
+                fn = tf.function(lambda w: self.windows(w), input_signature=[words_spec], autograph=False)
             compiled[with_labels] = fn
         return compiled[with_labels]
 
