@@ -210,15 +210,19 @@ class SpanQAPreprocessor(PreprocessingLayer):
         return {"start_positions": tf.cast(start, tf.int32), "end_positions": tf.cast(end, tf.int32)}
 
     def compiled_windows(self, with_labels):
-        """`windows` as a `tf.function` traced once (kept off the layer, so exports skip it)."""
+        """`windows` as a `tf.function` traced once (kept off the layer, so exports skip it).
+
+        Without autograph: `windows` is TF ops with Python `if`s on settings only, and
+        converting its code cost more than tracing it (as for tagging's windows)."""
         compiled = _COMPILED.setdefault(self, {})
         if with_labels not in compiled:
             text = tf.TensorSpec([None], tf.string)
             span = tf.TensorSpec([None], tf.int64)
             if with_labels:
-                fn = tf.function(lambda q, c, s, e: self.windows(q, c, s, e), input_signature=[text, text, span, span])
+                fn = tf.function(lambda q, c, s, e: self.windows(q, c, s, e), input_signature=[text, text, span, span],
+                                 autograph=False)
             else:
-                fn = tf.function(lambda q, c: self.windows(q, c), input_signature=[text, text])
+                fn = tf.function(lambda q, c: self.windows(q, c), input_signature=[text, text], autograph=False)
             compiled[with_labels] = fn
         return compiled[with_labels]
 
