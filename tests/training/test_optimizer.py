@@ -314,3 +314,49 @@ def _tiny_backbone():
 def test_a_learning_rate_that_is_not_positive_is_refused(rate):
     with pytest.raises(ValueError, match="peak learning rate must be a positive number"):
         create_optimizer(rate, total_steps=10)
+
+
+JAX_STEPS = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import keras, numpy as np
+from keras_bert_zoo.training import create_optimizer
+assert keras.backend.backend() == "jax"
+init, grads = json.load(open(sys.argv[1]))
+variables = {k: keras.Variable(np.array(v, "float32"), name=k.split("/")[1]) for k, v in init.items()}
+optimizer = create_optimizer(1e-2, total_steps=len(grads), warmup_steps=2)
+for g in grads:
+    optimizer.apply_gradients([(np.array(g[k], "float32"), variables[k]) for k in init])
+print(json.dumps({k: np.asarray(v).tolist() for k, v in variables.items()}))
+"""
+
+
+def test_the_same_steps_on_jax(tmp_path):
+    """On JAX (no fused kernel) the element-wise update steps as TensorFlow's fused one."""
+    pytest.importorskip("jax")
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO_ROOT
+
+    rng = np.random.default_rng(3)
+    shapes = {"dense/kernel": (4, 3), "LayerNorm/gamma": (3,)}
+    init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
+    grads = [{k: rng.normal(size=s).astype("float32") for k, s in shapes.items()} for _ in range(6)]
+    (tmp_path / "steps.json").write_text(json.dumps([{k: v.tolist() for k, v in init.items()},
+                                                     [{k: v.tolist() for k, v in g.items()} for g in grads]]))
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": REPO_ROOT}
+    result = subprocess.run([sys.executable, "-c", JAX_STEPS, str(tmp_path / "steps.json")], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    on_jax = json.loads(result.stdout.strip().splitlines()[-1])
+
+    variables = {k: keras.Variable(v, name=k.split("/")[1]) for k, v in init.items()}
+    optimizer = create_optimizer(1e-2, total_steps=len(grads), warmup_steps=2)
+    for g in grads:
+        optimizer.apply_gradients([(g[k], variables[k]) for k in shapes])
+    assert max(float(np.abs(variables[k].numpy() - init[k]).max()) for k in shapes) > 1e-2  # they moved
+    for k in shapes:
+        np.testing.assert_allclose(np.array(on_jax[k], "float32"), variables[k].numpy(), rtol=0, atol=4e-6)
