@@ -3,7 +3,11 @@ transformers' get_linear_schedule_with_warmup and clip_grad_norm_ (the `linear` 
 and google-research/bert optimization.py's schedule and AdamWeightDecayOptimizer,
 written out here in numpy (the `bert_original` recipe)."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -12,6 +16,7 @@ import pytest
 from keras_bert_zoo.training import LinearWarmupLinearDecay, create_optimizer
 from keras_bert_zoo import BertClassifier
 from keras_bert_zoo.training.optimizer import BertAdamW
+from tests.helpers import REPO_ROOT
 
 
 def optimization_py_learning_rate(global_step, init_lr, num_train_steps, num_warmup_steps):
@@ -334,13 +339,6 @@ print(json.dumps({k: np.asarray(v).tolist() for k, v in variables.items()}))
 def test_the_same_steps_on_jax(tmp_path):
     """On JAX (no fused kernel) the element-wise update steps as TensorFlow's fused one."""
     pytest.importorskip("jax")
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from tests.helpers import REPO_ROOT
-
     rng = np.random.default_rng(3)
     shapes = {"dense/kernel": (4, 3), "LayerNorm/gamma": (3,)}
     init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}

@@ -124,8 +124,8 @@ class BertEncoderBlock(keras.layers.Layer):
     def call(self, x, attention_bias, training=None):
         # The dense layers run on the [batch * seq, hidden] rows: on a 3-D input Keras'
         # matmul is a tensordot, which reshapes to 2-D and back with ~15 graph ops per
-        # layer (and more in its gradient); on rows each is one MatMul. Same arithmetic,
-        # 40% fewer ops in MiniLM's train step to trace and optimise (issue 24).
+        # layer (and more in its gradient); on rows each is one MatMul. Same arithmetic;
+        # MiniLM's forward graph 2,550 -> 1,530 ops to trace and optimise (issue 24).
         b, s = ops.shape(x)[0], ops.shape(x)[1]
         rows = ops.reshape(x, (-1, self.hidden_dim))
         attended = self._self_attention(rows, b, s, attention_bias, training)
