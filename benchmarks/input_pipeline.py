@@ -69,7 +69,7 @@ def main():
 
     from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
     from keras_bert_zoo.preprocessing.records import read_pretraining_records, write_pretraining_records
-    from keras_bert_zoo.tasks.pretraining import default_max_predictions
+    from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     corpus = os.path.join(os.path.dirname(here), "shared", "data", "pretrain_text", "wikitext-2.valid.tokens.txt")

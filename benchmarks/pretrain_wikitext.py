@@ -131,7 +131,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
     os.makedirs(out_dir, exist_ok=True)
-    from keras_bert_zoo.tasks.pretraining import default_max_predictions
+    from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions
 
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     if args.only == "speed":  # random ids: no corpus needed

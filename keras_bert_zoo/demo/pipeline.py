@@ -98,7 +98,7 @@ def time_pretraining_step(cfg, repeats=3):
     import keras
 
     from keras_bert_zoo.models.pretrainer import BertPretrainer
-    from keras_bert_zoo.tasks.pretraining import default_max_predictions
+    from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions
     from keras_bert_zoo.training import create_optimizer
 
     batch, length, vocab = cfg["batch_size"], cfg["sequence_length"], cfg["vocab_size"]
@@ -166,7 +166,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     import tensorflow as tf
 
     from keras_bert_zoo.tasks import finetune, pretrain
-    from keras_bert_zoo.tasks.pretraining import evaluate_pretrainer
+    from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.pretrainer import BertPretrainer
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor

@@ -7,6 +7,8 @@ batches inside `tf.data`, so every epoch (every pass over a repeated stream) get
 fresh masks, reproducibly from `seed`.
 """
 
+import math
+
 import numpy as np
 import tensorflow as tf
 
@@ -14,6 +16,12 @@ from keras_bert_zoo.preprocessing.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, pack_instance
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer, read_vocabulary
+
+
+def default_max_predictions(sequence_length):
+    """ceil(0.15 * length): 20 at 128, the original `max_predictions_per_seq` (round gives 19)."""
+    return max(1, math.ceil(0.15 * sequence_length))
+
 
 def load_vocabulary(path_or_list):
     """The vocabulary as a list of tokens (`vocab.txt` path or list), checked for specials."""

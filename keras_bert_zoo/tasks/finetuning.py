@@ -13,11 +13,11 @@ import tempfile
 import numpy as np
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
-from keras_bert_zoo.files import check_output, output_dir, scratch_dir, write_metrics
+from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.registry import get_task
-from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
-                                                   run_directory)
+from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
+from keras_bert_zoo.training.curves import plot_finetuning
 
 SELECTIONS = ("final", "best")
 
@@ -156,22 +156,79 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     metrics["accuracy"]
     ```
     """
-    import keras
-
-    from keras_bert_zoo.training import (create_optimizer, global_batch_size, is_chief, make_strategy,
-                                         resolve_jit_compile, set_determinism, set_precision, worker_info)
-    from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
-    from keras_bert_zoo.training.curves import plot_finetuning
-    from keras_bert_zoo.training.jit import choose_jit_compile
-    from keras_bert_zoo.training.loop import train as train_loop
+    from keras_bert_zoo.training.job import TrainingJob
 
     spec = get_task(task) if isinstance(task, str) else task
     if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
         from keras_bert_zoo.models import loading
 
         model = loading.resolve(model)
-    # An `out` holding only our checkpoints is this run, killed: it resumes (or, --no-resume, starts over).
-    check_output(out, overwrite or reruns_without_overwrite(out, resume))
+    job = TrainingJob(out, overwrite=overwrite, resume=resume, strategy=strategy, tpu=tpu, replicas=replicas,
+                      mixed_precision=mixed_precision, jit_compile=jit_compile, checkpoint_every=checkpoint_every,
+                      deterministic=deterministic, verbose=verbose)
+    epochs, learning_rate, layout, sequence_length = _recipe_of(
+        spec, select=select, bucketing=bucketing, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        warmup_ratio=warmup_ratio, sequence_length=sequence_length, layout=layout, task_options=task_options)
+    global_batch = job.start(batch_size)  # before any other TF op: --replicas makes logical devices
+    # --- validate everything before the first step ------------------------------------
+    train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
+    dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
+    vocab_dir = vocab_dir_for(model, vocab)
+    check_vocabulary(model, vocab_dir, sequence_length)
+    job.seed(seed)
+    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
+    with job.scope():
+        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+
+    # --- data: a TPU (and its dry run) needs one XLA program, so fixed shapes and full batches --
+    static = check_tpu_compat or strategy == "tpu"
+    bucketing = False if static else bucketing  # not `bucketing and not static`: "by_length" would become True
+    train_ds, dev_ds, steps_per_epoch, fixed_shapes = _datasets(
+        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, bucketing=bucketing, static=static)
+    if static:
+        job.jit_compile = True
+    job.compile(task_model, learning_rate=learning_rate, total_steps=epochs * steps_per_epoch, recipe=recipe,
+                fixed_shapes=fixed_shapes, warmup_ratio=warmup_ratio)
+    if check_tpu_compat:
+        return job.check_tpu_compat(task_model, train_ds)
+
+    # --- train, scoring dev ---------------------------------------------------------------
+    primary = spec.primary_metric(layout)
+    # With select="best" the best model so far lives in `out/checkpoints/best` (a killed run
+    # resumes with it); non-chief workers (multi-worker) write nowhere that anybody reads.
+    best_dir = os.path.join(job.checkpoint_dir, "best") if job.chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
+    steps = StepLog()
+    evaluation = _dev_evaluation(spec, lambda: task_model, dev_examples, dev_ds, layout, eval_every,
+                                 best_dir if select == "best" else None)
+    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
+          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+          flush=True)
+    signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
+                 "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
+                 "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
+                 "steps_per_epoch": steps_per_epoch, "seed": seed,
+                 "bucketing": bucketing if isinstance(bucketing, str) else bool(bucketing),
+                 "select": select, "mixed_precision": mixed_precision}
+    history = job.train(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, signature=signature,
+                        callbacks=[steps, evaluation, *callbacks])
+    if select == "best":  # the returned model is the one saved
+        task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
+    metrics = _finetuning_metrics(evaluation, primary, select, steps, history, epochs=epochs,
+                                  steps_per_epoch=steps_per_epoch, train_examples=len(train_examples),
+                                  dev_examples=len(dev_examples))
+    with job.staged_output() as staged:
+        task_model.save_to_preset(staged)
+        if job.chief:
+            write_metrics(metrics, os.path.join(staged, "metrics.json"))
+            plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(staged, "training_curve.png"))
+    if not np.isfinite(metrics["final_train_loss"]):
+        print("warning: the training loss is not finite; lower the learning rate.")
+    return task_model, metrics
+
+
+def _recipe_of(spec, *, select, bucketing, epochs, batch_size, learning_rate, warmup_ratio, sequence_length,
+               layout, task_options):
+    """The run's recipe with the task's defaults filled in, every value checked: `(epochs, lr, layout, length)`."""
     if select not in SELECTIONS:
         raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
@@ -185,132 +242,67 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         raise UsageError(f"bucketing={bucketing!r} is not a batching of task {spec.name!r}; use one of "
                          f"{', '.join(map(repr, spec.batchings))}"
                          + _batching_hint(bucketing))
+    return epochs, learning_rate, layout, sequence_length
 
-    # The strategy first: logical devices (--replicas) must exist before any TF op runs.
-    distribution = make_strategy(strategy, tpu=tpu, replicas=replicas)
-    # --- validate everything before the first step ------------------------------------
-    train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
-    dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
-    vocab_dir = vocab_dir_for(model, vocab)
-    check_vocabulary(model, vocab_dir, sequence_length)
 
-    chief = is_chief(distribution)
-    global_batch = global_batch_size(batch_size, distribution)
-    set_precision(mixed_precision)
-    set_determinism(deterministic)
-    keras.utils.set_random_seed(seed)
-    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
-    with distribution.scope():
-        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
-
-    # --- data ---------------------------------------------------------------------------
+def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *, seed, bucketing, static):
+    """`(train_ds, dev_ds, steps_per_epoch, fixed_shapes)` for the task's examples."""
     import tensorflow as tf
 
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.training import tpu_compat
 
-    static = check_tpu_compat or strategy == "tpu"  # one XLA program: fixed shapes, full batches
-    # Not `bucketing and not static`: that turns "by_length" into True (random batches).
-    bucketing = False if static else bucketing
-    resolve_jit_compile(jit_compile, mixed_precision, strategy)  # refuses XLA it cannot run, before any work
-
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
                             bucketing=bucketing)
     dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
-    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
     if static:
         train_ds = tpu_compat.static_batches(train_ds, global_batch)
+    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
     # Batches of one width (no bucketing, packed rows) can reuse one XLA program.
     fixed_shapes = all(None not in t.shape[1:] for t in tf.nest.flatten(train_ds.element_spec))
-    jit_compile = True if static else jit_compile
-    static_jit = resolve_jit_compile(jit_compile, mixed_precision, strategy, steps=epochs * steps_per_epoch,
-                                     fixed_shapes=fixed_shapes)
-    with distribution.scope():
-        optimizer = create_optimizer(learning_rate, total_steps=max(1, epochs * steps_per_epoch),
-                                     warmup_ratio=warmup_ratio, recipe=recipe)
-        task_model.compile(optimizer=optimizer, jit_compile=static_jit is True)  # "auto": decided on the first batch
+    return train_ds, dev_ds, steps_per_epoch, fixed_shapes
 
-    if check_tpu_compat:
-        print(tpu_compat.describe(tpu_compat.check_tpu_compat(task_model, train_ds), train_ds), flush=True)
-        return task_model, {"tpu_compat": 1}
 
-    # --- train, scoring dev ---------------------------------------------------------------
+def _dev_evaluation(spec, current_model, dev_examples, dev_ds, layout, eval_every, best_dir):
+    """The dev scoring callback; with a `best_dir` (select="best") each new best model is saved there."""
     primary = spec.primary_metric(layout)
-    # Checkpoints (and, with select="best", the best model so far) live in `out/checkpoints/`
-    # so that a killed run resumes; the outputs are staged and renamed into place at the end.
-    # Non-chief workers (multi-worker) write nowhere that anybody reads.
-    run_dir = run_directory(out)
-    checkpoint_dir = os.path.join(run_dir, "checkpoints")
-    best_dir = os.path.join(checkpoint_dir, "best") if chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
 
     def on_result(step, metrics):  # evaluation.history holds every result so far (restored on resume)
         if metrics[primary] > max((m[primary] for _, m in evaluation.history[:-1]), default=-np.inf):
-            if select == "best":
-                task_model.save_to_preset(best_dir)
+            if best_dir is not None:
+                current_model().save_to_preset(best_dir)
                 return "best, saved"
             return "best so far"
         return None
 
-    steps = StepLog()
-    evaluation = PeriodicEvaluation(lambda: spec.score(task_model, dev_examples, dev_ds), eval_every,
+    evaluation = PeriodicEvaluation(lambda: spec.score(current_model(), dev_examples, dev_ds), eval_every,
                                     prefix="dev_", on_result=on_result, label="dev",
                                     shown=spec.shown_metrics(layout))
-    if verbose == "auto":
-        verbose = 1 if os.isatty(1) else 2
-    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
-          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
-          flush=True)
-    signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
-                 "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
-                 "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
-                 "steps_per_epoch": steps_per_epoch, "seed": seed,
-                 "bucketing": bucketing if isinstance(bucketing, str) else bool(bucketing),
-                 "select": select, "mixed_precision": mixed_precision}
-    if chief:
-        prepare_run_directory(run_dir, out)
-    history = train_loop(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
-                         callbacks=[steps, evaluation, *callbacks], verbose=verbose,
-                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                         resume=resume, signature=signature, writer=chief,
-                         position="replay" if worker_info(distribution)[0] > 1 else "iterator",
-                         nonfinite={"learning_rate": learning_rate, "mixed_precision": mixed_precision},
-                         choose_jit=lambda batch: choose_jit_compile(
-                             task_model, batch, jit_compile, mixed_precision=mixed_precision, strategy=strategy,
-                             steps=epochs * steps_per_epoch, fixed_shapes=fixed_shapes))
-    if select == "best":  # the returned model is the one saved
-        task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
+    return evaluation
 
-    final = evaluation.last
+
+def _finetuning_metrics(evaluation, primary, select, steps, history, *, epochs, steps_per_epoch, train_examples,
+                        dev_examples):
+    """The flat dict of `metrics.json`: the kept model's dev scores, the best evaluation, timing and sizes."""
     # The first evaluation with the highest score (on_result's rule).
     best_step, best_metrics = max(evaluation.history, key=lambda r: (r[1][primary], -r[0]))
-    kept = best_metrics if select == "best" else final
     losses = history.history.get("loss", [float("nan")])
-    metrics = dict(kept)
+    metrics = dict(best_metrics if select == "best" else evaluation.last)
     metrics.update({
         f"best_dev_{primary}": best_metrics[primary],
         "best_step": best_step,
         "selection_best": int(select == "best"),
         "steps": steps.steps,
         "epochs": epochs,
-        "train_examples": len(train_examples),
-        "dev_examples": len(dev_examples),
+        "train_examples": train_examples,
+        "dev_examples": dev_examples,
         "train_seconds": steps.train_seconds,
-        "train_examples_per_second": len(train_examples) * steps.steps / max(steps_per_epoch, 1)
+        "train_examples_per_second": train_examples * steps.steps / max(steps_per_epoch, 1)
         / max(steps.train_seconds, 1e-9),
         "final_train_loss": float(losses[-1]),
     })
-    # Every output goes to a temporary sibling of `out`, which takes `out`'s place once all is
-    # written (the checkpoints move along, so rerunning a finished run trains nothing).
-    with output_dir(out, overwrite=True) if chief else scratch_dir() as save_dir:
-        task_model.save_to_preset(save_dir)
-        if chief:
-            write_metrics(metrics, os.path.join(save_dir, "metrics.json"))
-            plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(save_dir, "training_curve.png"))
-            keep_run_files(run_dir, save_dir)
-    if not np.isfinite(losses[-1]):
-        print("warning: the training loss is not finite; lower the learning rate.")
-    return task_model, metrics
+    return metrics
 
 
 def _check_recipe(**values):

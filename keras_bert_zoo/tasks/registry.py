@@ -12,7 +12,7 @@ import pkgutil
 from keras_bert_zoo.errors import CheckpointError
 
 # Modules of the package that hold machinery, not a task.
-_NOT_TASKS = {"base", "registry", "finetuning"}
+_NOT_TASKS = {"base", "registry", "finetuning", "pretraining"}  # the jobs
 _TASKS = None
 
 

@@ -156,6 +156,22 @@ def _resumable(callbacks):
     return [cb for cb in callbacks if hasattr(cb, "resume_state")]
 
 
+def _resume(checkpoints, callbacks, job_state, total, steps_per_epoch):
+    """Restores the newest checkpoint, the callbacks' counters and the job's state; returns its step (0: none)."""
+    latest, meta = checkpoints.restore_newest()  # a damaged newest one: the older intact one, said so
+    if not latest:
+        return 0
+    start = meta["step"]
+    for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", [])):
+        cb.load_resume_state(state)
+    if job_state and "job" in meta["state"]:
+        job_state[1](meta["state"]["job"])
+    where = "the end" if start >= total else \
+        f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
+    print(f"resumed from {latest}: step {start} of {total} ({where})", flush=True)
+    return start
+
+
 def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
           checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
           writer=True, job_state=None, nonfinite=None, per_worker_input=False, choose_jit=None):
@@ -212,7 +228,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         with strategy.scope():
             model._symbolic_build(data_batch=dataset.element_spec)
 
-    checkpoints, start, latest = None, 0, None
+    checkpoints, start = None, 0
     if checkpoint_dir:
         checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
         if not resume:
@@ -221,16 +237,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
     if checkpoints is not None and resume:
-        latest, meta = checkpoints.restore_newest()  # a damaged newest one: the older intact one, said so
-    if latest:
-        start = meta["step"]
-        for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", [])):
-            cb.load_resume_state(state)
-        if job_state and "job" in meta["state"]:
-            job_state[1](meta["state"]["job"])
-        where = "the end" if start >= total else \
-            f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
-        print(f"resumed from {latest}: step {start} of {total} ({where})", flush=True)
+        start = _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
     if iterator is None:
         iterator = iter(repeated.skip(start))  # replay: the same deterministic stream, `start` batches on
 
