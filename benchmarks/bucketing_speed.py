@@ -45,9 +45,9 @@ def main(argv=None):
     examples = read_examples(args.train, DataLayout.for_task("sst2"), max_examples=args.examples)
     pre = BertPreprocessor.from_preset(path, sequence_length=args.sequence_length)
     datasets = {}
-    for name, bucket in (("bucketed", True), (f"padded to {args.sequence_length}", False)):
+    for name, batching in (("bucketed", "auto"), (f"padded to {args.sequence_length}", "fixed")):
         datasets[name] = with_known_cardinality(
-            make_dataset(examples, pre, args.batch_size, shuffle=True, seed=0, bucket=bucket))[0]
+            make_dataset(examples, pre, args.batch_size, shuffle=True, seed=0, batching=batching))[0]
     jits = {"both": (False, True), "false": (False,), "true": (True,)}[args.jit]
     configs = [(name, jit) for jit in jits for name in datasets]
 

@@ -22,8 +22,8 @@ Known differences, by design of each side (reported, not hidden):
   sentence; ours reads a longer sentence in overlapping windows (train and dev) and
   packs each random batch's windows end to end into rows of 64 positions (finetune's
   default; each window attends only to itself, so the batch and its loss are the padded
-  batch's: `preprocessing/packing.py`); `--no-packing` pads each batch to within 8
-  pieces of its longest instead, `--by-length` groups batches by length. Words HF cannot
+  batch's: `preprocessing/packing.py`); `--batching bucketed` pads each batch to within 8
+  pieces of its longest instead, `--batching by_length` groups batches by length. Words HF cannot
   see at 128 are predicted "O"; the run counts them (few on CoNLL-2003).
 - the number of steps per epoch can differ by a few (ours: windows, and one partial
   batch per length bucket; HF: ceil(sentences / 32)); both are in the results.
@@ -88,7 +88,7 @@ def _per_type(true, pred):
 
 
 # --- ours -------------------------------------------------------------------------------------
-def run_ours(epochs, max_train, out, bucketing=True):
+def run_ours(epochs, max_train, out, batching="auto"):
     set_tf_threads(RECIPE["threads"])
     from keras_bert_zoo import finetune
     from keras_bert_zoo.metrics.entities import entity_scores
@@ -102,7 +102,7 @@ def run_ours(epochs, max_train, out, bucketing=True):
         "tag", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=TaggingLayout(), epochs=epochs,
         batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"], warmup_ratio=RECIPE["warmup_ratio"],
         sequence_length=RECIPE["sequence_length"], max_train_examples=max_train, select="final", eval_every=0,
-        seed=RECIPE["seed"], bucketing=bucketing, verbose=2)
+        seed=RECIPE["seed"], batching=batching, verbose=2)
     wall = time.perf_counter() - start
     # Cross-check: the same model's word predictions, scored by seqeval and by our metric again.
     dev = read_tagged(DEV, label_names=model.label_names)
@@ -111,7 +111,7 @@ def run_ours(epochs, max_train, out, bucketing=True):
     predict_seconds = time.perf_counter() - t
     again = entity_scores(dev.tags, predicted)
     record = {
-        "system": "ours", "batching": {True: "packed"}.get(bucketing, bucketing),
+        "system": "ours", "batching": {"auto": "packed"}.get(batching, batching),
         "metrics": metrics, "f1": metrics["f1"], "precision": metrics["precision"],
         "recall": metrics["recall"], "seqeval": _seqeval(dev.tags, predicted), "f1_recomputed": again["f1"],
         "per_type": _per_type(dev.tags, predicted),
@@ -350,11 +350,6 @@ def record_result(out, epochs):
                         load=[min(loads), max(loads)], commit=results.get("git_commit_start"))
 
 
-def _bucketing(args):
-    """Our `finetune(bucketing=...)` from the flags: packed rows (True, the default), "by_length" or "padded"."""
-    return "by_length" if args.by_length else "padded" if args.no_packing else True
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="CoNLL-2003 NER fine-tuning, ours and HF transformers side by side")
     parser.add_argument("--epochs", type=int, default=3)
@@ -364,12 +359,9 @@ def main(argv=None):
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--record", action="store_true",
                         help="with --table: also write its benchmarks/results/conll.json for benchmarks/report.py")
-    batching = parser.add_mutually_exclusive_group()
-    batching.add_argument("--by-length", action="store_true",
-                          help="ours: training batches grouped by length (finetune bucketing='by_length')")
-    batching.add_argument("--no-packing", action="store_true",
-                          help="ours: random batches each padded to their longest, as HF's (bucketing='padded'), "
-                               "instead of the default packed rows")
+    parser.add_argument("--batching", choices=("auto", "by_length", "bucketed"), default="auto",
+                        help="ours: finetune's batching: auto (packed rows), by_length (batches grouped by "
+                             "length), bucketed (random batches each padded to their longest, as HF's)")
     parser.add_argument("--seed", type=int, default=0,
                         help="both sides' seed (head initialisation, data order, dropout); results go to "
                              "ROOT/e<epochs>-seed<N> when N is not 0")
@@ -387,7 +379,7 @@ def main(argv=None):
             print(f"summary: {record_result(out, args.epochs)}")
         return
     if args.only == "ours":
-        run_ours(args.epochs, args.max_train_sentences, out, bucketing=_bucketing(args))
+        run_ours(args.epochs, args.max_train_sentences, out, batching=args.batching)
         return
     if args.only == "hf":
         run_hf(args.epochs, args.max_train_sentences, out)
@@ -400,8 +392,7 @@ def main(argv=None):
         subprocess.run([sys.executable, os.path.abspath(__file__), "--only", side, "--epochs", str(args.epochs),
                         "--root", args.root, "--seed", str(args.seed), "--threads", str(args.threads)]
                        + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences
-                          else []) + (["--by-length"] if args.by_length else [])
-                       + (["--no-packing"] if args.no_packing else []), check=True)
+                          else []) + ["--batching", args.batching], check=True)
     summary = print_table(out, args.epochs)
     write_json(os.path.join(out, "results.json"), {
         "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")),

@@ -4,7 +4,7 @@
 their data order, dropout draws and head initialisation as well as in their code. This
 script removes those three, so that any remaining gap is in the code:
 
-- the batches are ours, built by `finetune("tag", bucketing="padded")`'s own data path
+- the batches are ours, built by `finetune("tag", batching="bucketed")`'s own data path
   (`TagTask.dataset`: CoNLL read as IOB2, windows, first-piece labels, random order, each
   batch cut to its fine bucket; padded, not packed, so that HF reads them as they are)
   and fed to both sides;
@@ -90,7 +90,7 @@ def main(argv=None):
         hf.train()
 
     batches = spec.dataset(train, preprocessor, RECIPE["batch_size"], training=True, seed=args.seed,
-                           bucketing="padded")
+                           batching="bucketed")
     total = int(batches.cardinality())  # one epoch's schedule on both sides, as finetune(epochs=1) has
     if not 1 <= args.steps <= total:
         parser.error(f"--steps {args.steps}: one epoch has {total} batches; use 1 to {total}.")

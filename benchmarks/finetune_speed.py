@@ -4,8 +4,8 @@ For each task, the same first N real training examples go through:
 
 - ours: the pipeline `keras_bert_zoo.finetune` runs, call for call: the task's `read_data`,
   `make_preprocessor`, `build_model` (the real all-MiniLM-L6-v2 checkpoint), its training
-  `dataset(...)` with the task's default bucketing (tag and qa: packed rows; also
-  `bucketing="padded"`, random batches padded to their longest as HF's; tag: `"by_length"`),
+  `dataset(...)` with the task's default batching (tag and qa: packed rows; also
+  `batching="bucketed"`, random batches padded to their longest as HF's; tag: `"by_length"`),
   `create_optimizer` + `compile()` (no XLA, finetune's default), and the library's training
   loop (`keras_bert_zoo.training.loop.train`, with finetune's `StepLog`); one round is one
   epoch over the N examples, timed as finetune times its steps (`StepLog.train_seconds`:
@@ -63,19 +63,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 DATA = os.path.join(os.path.dirname(common.REPO), "shared", "data")
 RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6,
               clip_norm=1.0, seed=0)
-# task -> data, length, finetune's task options, default examples per round, bucketings of ours, HF class.
+# task -> data, length, finetune's task options, default examples per round, batchings of ours, HF class.
 TASKS = {
     "classify": dict(data="SST-2", train=os.path.join(DATA, "sst2", "train.tsv"), sequence_length=128,
-                     options={}, examples=512, bucketings=(True,), hf_class="BertForSequenceClassification",
+                     options={}, examples=512, batchings=("auto",), hf_class="BertForSequenceClassification",
                      unit="sentences"),
     "tag": dict(data="CoNLL-2003", train=os.path.join(DATA, "conll2003", "eng.train"), sequence_length=128,
-                options={}, examples=256, bucketings=(True, "padded", "by_length"), hf_class="BertForTokenClassification",
+                options={}, examples=256, batchings=("auto", "bucketed", "by_length"), hf_class="BertForTokenClassification",
                 unit="sentences"),
     "qa": dict(data="SQuAD v1.1", train=os.path.join(DATA, "squad", "train.json"), sequence_length=256,
                # 128 questions, not 32: the first 32 share a few long passages (windows of ~250 pieces,
                # which no packing can pair), unlike the training set as a whole.
                options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=128,
-               bucketings=(True, "padded"), hf_class="BertForQuestionAnswering", unit="windows",
+               batchings=("auto", "bucketed"), hf_class="BertForQuestionAnswering", unit="windows",
                # Batch 16, not the recipe's 32: with both frameworks in one process, 32 x 256 was
                # killed for memory on this shared machine (as in `squad.py --only speed`); the
                # work per window is the same.
@@ -88,7 +88,7 @@ def batch_size(task):
 
 
 # --- ours: finetune's pipeline ---------------------------------------------------------------------------
-def build_ours(task, examples, bucketing, total_rounds, jit_compile=False, coarse=False):
+def build_ours(task, examples, batching, total_rounds, jit_compile=False, coarse=False):
     """The model, training dataset and steps per epoch exactly as `finetune` builds them
     (same calls, same order), plus the examples and padding of one epoch. `coarse` (tag,
     diagnostic): random batches cut to the coarse buckets 16/32/64/96/128, as before
@@ -119,7 +119,7 @@ def build_ours(task, examples, bucketing, total_rounds, jit_compile=False, coars
                                   boundaries=default_boundaries(cfg["sequence_length"]))
     else:
         ds = spec.dataset(train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"],
-                          bucketing=bucketing)
+                          batching=batching)
     ds, steps_per_epoch = with_known_cardinality(ds)
     model.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds,
                                              warmup_ratio=RECIPE["warmup_ratio"]), jit_compile=jit_compile)
@@ -247,14 +247,14 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     load_before, uptime_before, started = os.getloadavg(), uptime(), now()
     total = rounds + 1
     systems = {}  # name -> (kind, system, round function)
-    for bucketing in cfg["bucketings"]:
-        label = {True: "default batches" + (", packed" if task in ("tag", "qa") else ""),
-                 "padded": 'bucketing="padded"', "by_length": 'bucketing="by_length"'}[bucketing]
+    for batching in cfg["batchings"]:
+        label = ("default batches" + (", packed" if task in ("tag", "qa") else "") if batching == "auto"
+                 else f'batching="{batching}"')
         for jit in (False, True) if xla else (False,):
-            system = build_ours(task, examples, bucketing, total, jit_compile=jit)
+            system = build_ours(task, examples, batching, total, jit_compile=jit)
             systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
     if task == "tag" and coarse:
-        system = build_ours(task, examples, True, total, coarse=True)
+        system = build_ours(task, examples, "auto", total, coarse=True)
         systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
             "ours", system, lambda s=system: ours_round(s))
     hf = build_hf(task, examples, total)

@@ -143,7 +143,7 @@ def finetune_round(root, data, cfg, model_dir, epochs, index):
         **cfg.get("finetune_options", {}))
     spec = get_task("classify")
     examples = spec.read_data(data["train"], layout)
-    ds = spec.dataset(examples, model.preprocessor, cfg["batch_size"], training=True, seed=0, bucketing=True)
+    ds = spec.dataset(examples, model.preprocessor, cfg["batch_size"], training=True, seed=0, batching="auto")
     steps = sum(len(e) for e in ends.epochs)
     batches = list(itertools.islice(iter(ds.repeat()), steps))
     job, boundaries = per_step(ends, skip_epochs=1 if len(ends.epochs) > 1 else 0)

@@ -12,6 +12,7 @@ Examples:
 from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
                                             batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
                                             length_int, ratio_float, seed_int, steps_int)
+from keras_bert_zoo.tasks.options import BATCHINGS
 
 
 def add_arguments(parser):
@@ -48,18 +49,13 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--select", choices=("final", "best"), default="final",
                         help="final: keep the model at the end of training; best: the best dev evaluation")
     parser.add_argument("--seed", type=seed_int, default=0)
-    batching = parser.add_mutually_exclusive_group()
-    batching.add_argument("--no-bucketing", action="store_true", help="pad every batch to --sequence-length")
-    batching.add_argument("--group-by-length", action="store_true",
-                          help="tag only: training batches of similar length, token-weighted (about 2x faster "
-                               "on CoNLL-2003 than padded batches, F1 0.002 lower after 1 epoch over 4 seeds)")
-    batching.add_argument("--no-packing", action="store_true",
-                          help="tag and qa: random training batches each padded to their longest (HF's Trainer) "
-                               "instead of packed into full rows (same loss, slower)")
+    parser.add_argument("--batching", choices=spec.batchings, default="auto",
+                        help="how examples become batches: "
+                             + "; ".join(f"{name}: {BATCHINGS[name]}" for name in spec.batchings))
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
-                        help="XLA compilation of the train step; auto: no XLA for bucketed (varying-width) "
+                        help="XLA compilation of the train step; auto: no XLA for varying-width "
                              "batches, multi-worker on CPUs, bf16 on a CPU or short runs, else the faster of "
                              "both timed on the first batch (see docs/scaling.md)")
 
@@ -74,7 +70,7 @@ def run(args):
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
         recipe=args.recipe, sequence_length=args.sequence_length,
         max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
-        eval_every=args.eval_every, select=args.select, seed=args.seed, bucketing=_bucketing(args),
+        eval_every=args.eval_every, select=args.select, seed=args.seed, batching=args.batching,
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
         check_tpu_compat=args.check_tpu_compat, mixed_precision=args.mixed_precision, overwrite=args.overwrite,
         **checkpoint_options(args),
@@ -82,12 +78,3 @@ def run(args):
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0
 
-
-def _bucketing(args):
-    """`finetune`'s `bucketing` from the flags: True (the task's default), "by_length",
-    "padded" or False."""
-    if args.no_bucketing:
-        return False
-    if args.no_packing:
-        return "padded"
-    return "by_length" if args.group_by_length else True

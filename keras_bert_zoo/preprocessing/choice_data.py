@@ -171,13 +171,14 @@ def read_choices(path, max_examples=None, require_labels=True):
     return ChoiceExamples(contexts=contexts, choices=choices, labels=labels, path=path).check()
 
 
-def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, bucket=True,
+def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto",
                         boundaries=None, with_labels=True):
     """A batched `tf.data.Dataset` of `(features, labels)`, features `[batch, num_choices, width]`.
 
     Tokenization runs once (TF ops, big batches) and the int features are cached.
-    With `bucket`, training batches group questions of similar length (the longest
-    choice of each) and every batch is cut to the shortest bucket width that holds it.
+    With `batching="auto"`, training batches group questions of similar length (the
+    longest choice of each) and every batch is cut to the shortest bucket width that
+    holds it; `"bucketed"` and `"fixed"` as `preprocessing.batching.batch_raw`.
 
     Args:
         examples: `ChoiceExamples`.
@@ -192,7 +193,6 @@ def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, se
     examples.check()
     # The public helper `BertMultipleChoice.fit` uses on raw text, at the coarse widths
     # the job was measured with.
-    batching = ("by_length" if shuffle else "bucketed") if bucket else "fixed"
     labels = examples.labels if with_labels and examples.labels is not None else None
     if with_labels and labels is None:
         labels = np.zeros(len(examples), np.int32)

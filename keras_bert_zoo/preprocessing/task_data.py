@@ -302,7 +302,7 @@ def read_examples(path, layout, label_names=None, max_examples=None):
     return Examples(texts=texts, labels=labels, label_names=names, path=path)
 
 
-def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, bucket=True,
+def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto",
                  boundaries=None, with_labels=True):
     """A batched `tf.data.Dataset` of `(features, labels)` for `model.fit/evaluate`.
 
@@ -313,9 +313,10 @@ def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, b
         batch_size: int.
         shuffle: reshuffle every epoch (seeded); set for training.
         seed: int, shuffle seed.
-        bucket: True groups examples of similar length (training) when shuffling,
-            and, in order, cuts each batch to the shortest bucket that holds it;
-            False pads everything to the preprocessor's length.
+        batching: `"auto"` groups examples of similar length when shuffling
+            (`"by_length"`) and, in order, cuts each batch to the shortest bucket that
+            holds it (`"bucketed"`, also random batches when shuffling); `"fixed"` pads
+            everything to the preprocessor's length (`preprocessing.batching`).
         boundaries: bucket lengths; default from `bucketing.default_boundaries`.
         with_labels: False yields features only (for `predict`).
     """
@@ -326,7 +327,6 @@ def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, b
     # measured with (docs/benchmarks.md; `jit_compile=True` compiles one program per width).
     texts = tuple(list(t) for t in examples.texts)
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
-    batching = ("by_length" if shuffle else "bucketed") if bucket else "fixed"
     return batch_raw(preprocessor, texts if len(texts) == 2 else texts[0], examples.labels if with_labels else None,
                      batch_size=batch_size, training=shuffle, seed=seed, batching=batching,
                      boundaries=boundaries or bucketing.default_boundaries(sequence_length))

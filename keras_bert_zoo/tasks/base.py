@@ -1,6 +1,6 @@
 """`TaskSpec`: everything the library needs to know about one task, in one place.
 
-A task (classify today; tag, qa, choice next; pretraining too) is one subclass of
+A task (classify, tag, qa, choice, embed; the masked-LM pretrainer too) is one subclass of
 `TaskSpec` in its own module under `keras_bert_zoo/tasks/`, with one module-level
 instance named `TASK`. The registry (`keras_bert_zoo.tasks`) finds it there; the
 fine-tuning job, `bert-zoo evaluate`, `predict`, `export` and `finetune` dispatch
@@ -11,7 +11,10 @@ The model class itself lives in `models/` (a user builds it without any of this)
 data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
 """
 
+import dataclasses
+
 from keras_bert_zoo.errors import CheckpointError, UsageError
+from keras_bert_zoo.tasks.options import add_option_flags, option_values, values_from_args
 
 
 def check_vocabulary_fits(model, model_dir):
@@ -40,10 +43,11 @@ class TaskSpec:
         description: one line for `--help`.
         finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
         default_learning_rate / default_sequence_length / default_epochs: the recipe's defaults.
-        batchings: the `bucketing` values `dataset` gives a meaning to (True: the task's own
-            bucketing; False: every batch padded to the sequence length). A task that packs
-            its training batches by default adds `"padded"` (`--no-packing`), one that also
-            batches by length on request `"by_length"`; `finetune` refuses the rest.
+        options: the task's options (`tasks.options.TaskOption`), from which its
+            `bert-zoo finetune NAME` flags, their checks and `finetune(NAME, ..., option=value)`
+            keywords are made; `make_layout` turns their values into the data layout.
+        batchings: the names of `tasks.options.BATCHINGS` its `dataset` gives a meaning to,
+            `"auto"` (its default) first; `finetune` refuses the rest.
     """
 
     name = None
@@ -53,7 +57,8 @@ class TaskSpec:
     default_learning_rate = 5e-5
     default_sequence_length = 128
     default_epochs = 3
-    batchings = (True, False)
+    options = ()
+    batchings = ("auto", "fixed")
 
     # --- the model ------------------------------------------------------------------
     def model_class(self):
@@ -70,20 +75,32 @@ class TaskSpec:
         check_vocabulary_fits(model, model_dir)
         return model
 
-    # --- the command line ---------------------------------------------------------------
+    # --- options: the command line and finetune's keywords ------------------------------
     def add_arguments(self, parser):
-        """Adds this task's data-layout flags to `bert-zoo finetune NAME`."""
+        """Adds this task's option flags to `bert-zoo finetune NAME`."""
+        add_option_flags(parser, self.options)
 
-    def layout_from_args(self, args):
-        """The data layout (`DataLayout`-like object) the flags describe."""
+    def make_layout(self, **values):
+        """The data layout (`DataLayout`-like object) of checked option values; None: no layout."""
         return None
 
+    def layout_from_args(self, args):
+        """The data layout the flags describe."""
+        return self.make_layout(**option_values(self.options, self.name, values_from_args(self.options, args)))
+
     def layout_from_options(self, layout, **options):
-        """`layout` with task options given to `finetune(..., **options)` applied (e.g. qa's
-        `doc_stride=128`); tasks without such options refuse them."""
-        if options:
-            raise ValueError(f"{sorted(options)} are not options of the {self.name} task.")
-        return layout
+        """`layout` with options given to `finetune(..., **options)` applied (e.g. qa's
+        `doc_stride=128`); the layout the options describe when `layout` is None."""
+        values = option_values(self.options, self.name, options)  # refuses unknown names
+        if layout is None:
+            return self.make_layout(**values)
+        if not options:
+            return layout
+        fields = {f.name for f in dataclasses.fields(layout)} if dataclasses.is_dataclass(layout) else set()
+        if not set(options) <= fields:
+            raise UsageError(f"{sorted(set(options) - fields)} cannot be applied to the layout given; give them "
+                             "without `layout=` (the options describe the whole layout), or set them on the layout.")
+        return dataclasses.replace(layout, **{name: values[name] for name in options})
 
     # --- fine-tuning ----------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
@@ -108,8 +125,10 @@ class TaskSpec:
         """The task model from a preset name or checkpoint directory, head sized by the data."""
         raise NotImplementedError
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
-        """A batched `tf.data.Dataset`: `(features, labels)` when training, features otherwise."""
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
+        """A batched `tf.data.Dataset`: `(features, labels)` when training, features otherwise.
+
+        `batching` is one of the task's `batchings` (`tasks.options.BATCHINGS`)."""
         raise NotImplementedError
 
     def primary_metric(self, layout):

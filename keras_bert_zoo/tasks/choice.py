@@ -19,6 +19,7 @@ class ChoiceTask(TaskSpec):
     name = "choice"
     model_class_name = "BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
+    batchings = ("auto", "by_length", "bucketed", "fixed")  # "auto": training batches grouped by length
 
     def model_class(self):
         from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
@@ -44,11 +45,11 @@ class ChoiceTask(TaskSpec):
         saved_layout = {"sequence_length": sequence_length, "num_choices": train_examples.num_choices}
         return self.model_class().from_preset(model, data_layout=saved_layout, preprocessor=preprocessor)
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.preprocessing.choice_data import make_choice_dataset
 
         return make_choice_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed,
-                                   bucket=bucketing, with_labels=training)
+                                   batching=batching, with_labels=training)
 
     def score(self, model, examples, dataset):
         import numpy as np

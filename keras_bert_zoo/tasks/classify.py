@@ -5,8 +5,10 @@ metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); ser
 `text` (+ `text_pair`) -> `label_ids`, `probabilities`, `labels`.
 """
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.options import TaskOption
 
 PAIR_SEPARATORS = ("\t", " ||| ")
 
@@ -15,6 +17,18 @@ class ClassifyTask(TaskSpec):
     name = "classify"
     model_class_name = "BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
+    # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
+    batchings = ("auto", "by_length", "bucketed", "fixed")
+    options = (
+        TaskOption("glue", str, None, "GLUE layout: sst2, mrpc, rte, cola, qqp, stsb (the original STS Benchmark "
+                   "sts-*.csv files; regression, MSE), stsb_glue (GLUE's STS-B tsv), mnli, qnli, wnli",
+                   aliases=("--task",)),
+        TaskOption("text_column", list, None, "text column name or index; give it twice for sentence pairs"),
+        TaskOption("label_column", str, None, "label column name or index"),
+        TaskOption("problem_type", str, None, "default: from --glue, else single_label",
+                   choices=("single_label", "multi_label", "regression")),
+        TaskOption("header", bool, True, "CSV/TSV files have no header row", flag="--no-header"),
+    )
 
     def model_class(self):
         from keras_bert_zoo.models.classifier import BertClassifier
@@ -22,33 +36,23 @@ class ClassifyTask(TaskSpec):
         return BertClassifier
 
     # --- command line ---------------------------------------------------------------
-    def add_arguments(self, parser):
-        parser.add_argument("--glue", "--task", dest="glue", default=None,
-                            help="GLUE layout: sst2, mrpc, rte, cola, qqp, stsb (the original STS Benchmark "
-                                 "sts-*.csv files; regression, MSE), stsb_glue (GLUE's STS-B tsv), mnli, qnli, wnli")
-        parser.add_argument("--text-column", action="append", default=None,
-                            help="text column name or index; give it twice for sentence pairs")
-        parser.add_argument("--label-column", default=None, help="label column name or index")
-        parser.add_argument("--problem-type", choices=("single_label", "multi_label", "regression"),
-                            default=None, help="default: from --glue, else single_label")
-        parser.add_argument("--no-header", action="store_true", help="CSV/TSV files have no header row")
-
-    def layout_from_args(self, args):
+    def make_layout(self, glue, text_column, label_column, problem_type, header):
         from keras_bert_zoo.preprocessing.task_data import DataLayout
 
-        if args.glue:
-            layout = DataLayout.for_task(args.glue)
-            if args.problem_type:
-                layout.problem_type = args.problem_type
+        if glue:
+            layout = DataLayout.for_task(glue)
+            if problem_type:
+                layout.problem_type = problem_type
             return layout
-        if not args.text_column or args.label_column is None:
-            raise ValueError("give --glue (a GLUE layout) or both --text-column and --label-column.")
+        if not text_column or label_column is None:
+            raise UsageError("give --glue (a GLUE layout) or both --text-column and --label-column "
+                             "(finetune's `glue=`, or `text_column=[...]` and `label_column=`).")
 
-        def column(c):
-            return int(c) if c.isdigit() and args.no_header else c
+        def column(c):  # an index when the files have no header
+            return int(c) if isinstance(c, str) and c.isdigit() and not header else c
 
-        return DataLayout(tuple(column(c) for c in args.text_column), column(args.label_column),
-                          problem_type=args.problem_type or "single_label", header=not args.no_header)
+        return DataLayout(tuple(column(c) for c in text_column), column(label_column),
+                          problem_type=problem_type or "single_label", header=header)
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
@@ -75,10 +79,10 @@ class ClassifyTask(TaskSpec):
             data_layout=saved_layout, preprocessor=preprocessor,
         )
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.preprocessing.task_data import make_dataset
 
-        return make_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed, bucket=bucketing,
+        return make_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed, batching=batching,
                             with_labels=training)
 
     def primary_metric(self, layout):

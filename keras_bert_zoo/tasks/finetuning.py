@@ -67,22 +67,21 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
         )
 
 
-def _batching_hint(bucketing):
+def _batching_hint(batching):
     """Which tasks take a batching the chosen task does not, for its error message."""
     from keras_bert_zoo.tasks.registry import get_task, task_names
 
-    flags = {"by_length": "--group-by-length", "padded": "--no-packing"}
-    if bucketing not in flags:
+    takers = [name for name in task_names(finetunable=True) if batching in get_task(name).batchings]
+    if not takers:
         return "."
-    takers = [name for name in task_names(finetunable=True) if bucketing in get_task(name).batchings]
-    return f" ({flags[bucketing]} is for {' and '.join(f'`finetune {name}`' for name in takers)})."
+    return f" ({batching!r} is a batching of {' and '.join(f'`finetune {name}`' for name in takers)})."
 
 
 @locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
-             bucketing=True, jit_compile="auto", strategy="default", tpu=None, replicas=None,
+             batching="auto", jit_compile="auto", strategy="default", tpu=None, replicas=None,
              mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
              verbose="auto", overwrite=False, callbacks=(), **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
@@ -111,14 +110,15 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             checkpoint with the best dev score among the evaluations (best-of-dev
             selection: name it as such when comparing).
         seed: initialisation, dropout and shuffling seed.
-        bucketing: batch examples of similar length (much faster on real data).
-            Tagging and QA pack random batches into full rows (same loss, see
-            `preprocessing.packing`); `"padded"` pads each to its longest instead and
-            `"by_length"` (tag) groups them by length (see `make_tagging_dataset`). One
-            of the task's `batchings` (True, False, and "padded" for tag and qa,
-            "by_length" for tag); others raise.
+        batching: how examples become batches, one of the task's `batchings`
+            (`keras_bert_zoo.tasks.options.BATCHINGS`): `"auto"` (default) is the task's
+            fastest at equal accuracy: classify and choice group training batches by
+            length, tag and qa pack random batches into full rows (same loss, see
+            `preprocessing.packing`); `"bucketed"` cuts random batches to their longest
+            (HF's Trainer), `"by_length"` (classify, choice, tag) groups them by length,
+            `"fixed"` pads every batch to `sequence_length`; others raise.
         jit_compile: XLA for the train step; `"auto"` (default): the package's rule
-            (`keras_bert_zoo.training.jit`): no XLA for batches of varying widths (bucketing
+            (`keras_bert_zoo.training.jit`): no XLA for batches of varying widths (each width
             would compile a program per width), multi-worker on CPUs, bf16 on a CPU or runs
             under 1,000 steps; otherwise both are timed on the first batch; the choice is printed.
         strategy, tpu, replicas, mixed_precision: see `keras_bert_zoo.training.make_strategy`
@@ -167,7 +167,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                       mixed_precision=mixed_precision, jit_compile=jit_compile, checkpoint_every=checkpoint_every,
                       deterministic=deterministic, verbose=verbose)
     epochs, learning_rate, layout, sequence_length = _recipe_of(
-        spec, select=select, bucketing=bucketing, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        spec, select=select, batching=batching, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
         warmup_ratio=warmup_ratio, sequence_length=sequence_length, layout=layout, task_options=task_options)
     global_batch = job.start(batch_size)  # before any other TF op: --replicas makes logical devices
     # --- validate everything before the first step ------------------------------------
@@ -182,9 +182,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     # --- data: a TPU (and its dry run) needs one XLA program, so fixed shapes and full batches --
     static = check_tpu_compat or strategy == "tpu"
-    bucketing = False if static else bucketing  # not `bucketing and not static`: "by_length" would become True
+    batching = "fixed" if static else batching
     train_ds, dev_ds, steps_per_epoch, fixed_shapes = _datasets(
-        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, bucketing=bucketing, static=static)
+        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, batching=batching, static=static)
     if static:
         job.jit_compile = True
     job.compile(task_model, learning_rate=learning_rate, total_steps=epochs * steps_per_epoch, recipe=recipe,
@@ -207,7 +207,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                  "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
                  "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
                  "steps_per_epoch": steps_per_epoch, "seed": seed,
-                 "bucketing": bucketing if isinstance(bucketing, str) else bool(bucketing),
+                 "batching": batching,
                  "select": select, "mixed_precision": mixed_precision}
     history = job.train(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, signature=signature,
                         callbacks=[steps, evaluation, *callbacks])
@@ -226,7 +226,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     return task_model, metrics
 
 
-def _recipe_of(spec, *, select, bucketing, epochs, batch_size, learning_rate, warmup_ratio, sequence_length,
+def _recipe_of(spec, *, select, batching, epochs, batch_size, learning_rate, warmup_ratio, sequence_length,
                layout, task_options):
     """The run's recipe with the task's defaults filled in, every value checked: `(epochs, lr, layout, length)`."""
     if select not in SELECTIONS:
@@ -237,15 +237,13 @@ def _recipe_of(spec, *, select, bucketing, epochs, batch_size, learning_rate, wa
     sequence_length = sequence_length or spec.default_sequence_length
     _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                   sequence_length=sequence_length, warmup_ratio=warmup_ratio)
-    # A string the task does not know would be truthy, i.e. silently its default batches.
-    if not any(bucketing is mode or (isinstance(mode, str) and bucketing == mode) for mode in spec.batchings):
-        raise UsageError(f"bucketing={bucketing!r} is not a batching of task {spec.name!r}; use one of "
-                         f"{', '.join(map(repr, spec.batchings))}"
-                         + _batching_hint(bucketing))
+    if not isinstance(batching, str) or batching not in spec.batchings:
+        raise UsageError(f"batching={batching!r} is not a batching of task {spec.name!r}; use one of "
+                         f"{', '.join(map(repr, spec.batchings))}" + _batching_hint(batching))
     return epochs, learning_rate, layout, sequence_length
 
 
-def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *, seed, bucketing, static):
+def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *, seed, batching, static):
     """`(train_ds, dev_ds, steps_per_epoch, fixed_shapes)` for the task's examples."""
     import tensorflow as tf
 
@@ -253,13 +251,13 @@ def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *,
     from keras_bert_zoo.training import tpu_compat
 
     train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
-                            bucketing=bucketing)
-    dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, bucketing=bucketing)
+                            batching=batching)
+    dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, batching=batching)
     if static:
         train_ds = tpu_compat.static_batches(train_ds, global_batch)
-    # Exact batch count (bucketing leaves one partial batch per bucket), so the decay ends at the last step.
+    # Exact batch count (length buckets leave one partial batch per bucket), so the decay ends at the last step.
     train_ds, steps_per_epoch = with_known_cardinality(train_ds)
-    # Batches of one width (no bucketing, packed rows) can reuse one XLA program.
+    # Batches of one width ("fixed", packed rows) can reuse one XLA program.
     fixed_shapes = all(None not in t.shape[1:] for t in tf.nest.flatten(train_ds.element_spec))
     return train_ds, dev_ds, steps_per_epoch, fixed_shapes
 

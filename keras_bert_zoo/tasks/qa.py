@@ -11,8 +11,9 @@ import dataclasses
 
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
-from keras_bert_zoo.flags import MAX_LENGTH, float_in, int_in
+from keras_bert_zoo.flags import MAX_LENGTH
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.options import TaskOption
 
 
 @dataclasses.dataclass
@@ -32,7 +33,19 @@ class QALayout:
 class QATask(TaskSpec):
     name = "qa"
     model_class_name = "BertSpanQA"
-    batchings = (True, False, "padded")  # True: training batches packed; "padded": each padded to its bucket
+    # "auto" packs the training batches; "bucketed" pads each to its bucket with the softmax over
+    # the padded row, as the original; evaluation batches are bucketed under both.
+    batchings = ("auto", "packed", "bucketed", "fixed")
+    options = (
+        TaskOption("doc_stride", int, 128, "see --stride-mode (default 128)", low=1, high=MAX_LENGTH),
+        TaskOption("stride_mode", str, "step", "step (default, google-research/bert): --doc-stride pieces between "
+                   "window starts; overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows",
+                   choices=("step", "overlap")),
+        TaskOption("max_query_length", int, 64, "question pieces kept (64)", low=1, high=MAX_LENGTH),
+        TaskOption("version_2_with_negative", bool, False, "SQuAD v2.0: questions may have no answer"),
+        TaskOption("null_threshold", float, 0.0, "v2.0: answer '' when null score - best span score exceeds this",
+                   low=-1e6, high=1e6),
+    )
     description = "extractive question answering (SQuAD v1.1 / v2.0 JSON)"
     default_sequence_length = 384
     default_epochs = 2
@@ -43,29 +56,8 @@ class QATask(TaskSpec):
         return BertSpanQA
 
     # --- command line ---------------------------------------------------------------
-    def add_arguments(self, parser):
-        parser.add_argument("--doc-stride", type=int_in(1, MAX_LENGTH), default=128,
-                            help="see --stride-mode (default 128)")
-        parser.add_argument("--stride-mode", choices=("step", "overlap"), default="step",
-                            help="step (default, google-research/bert): --doc-stride pieces between window starts; "
-                                 "overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows")
-        parser.add_argument("--max-query-length", type=int_in(1, MAX_LENGTH), default=64, help="question pieces kept (64)")
-        parser.add_argument("--version-2-with-negative", action="store_true",
-                            help="SQuAD v2.0: questions may have no answer")
-        parser.add_argument("--null-threshold", type=float_in(-1e6, 1e6, low_open=False), default=0.0,
-                            help="v2.0: answer '' when null score - best span score exceeds this")
-
-    def layout_from_args(self, args):
-        return QALayout(doc_stride=args.doc_stride, stride_mode=args.stride_mode,
-                        max_query_length=args.max_query_length,
-                        version_2_with_negative=args.version_2_with_negative, null_threshold=args.null_threshold)
-
-    def layout_from_options(self, layout, **options):
-        fields = {f.name for f in dataclasses.fields(QALayout)}
-        unknown = sorted(set(options) - fields)
-        if unknown:
-            raise ValueError(f"{unknown} are not options of the qa task; its options are {sorted(fields)}.")
-        return dataclasses.replace(layout or QALayout(), **options)
+    def make_layout(self, **values):
+        return QALayout(**values)
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
@@ -89,7 +81,7 @@ class QATask(TaskSpec):
             model, preprocessor=preprocessor, version_2_with_negative=layout.version_2_with_negative,
             null_threshold=layout.null_threshold, data_layout=saved)
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.preprocessing.squad import make_qa_dataset, make_qa_windows
 
         if training:
@@ -98,10 +90,10 @@ class QATask(TaskSpec):
         else:
             windows = make_qa_windows(preprocessor, examples.questions, examples.contexts)
         # Default: random batches packed into full rows, one softmax per window over its own positions
-        # (`preprocessing.packing`, docs/decisions.md); "padded": each batch padded to the bucket of its
+        # (`preprocessing.packing`, docs/decisions.md); "bucketed": each batch padded to the bucket of its
         # longest window, the softmax over the padded row as in the original.
-        packed = bucketing is True and training
-        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=bool(bucketing),
+        packed = batching in ("auto", "packed") and training
+        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=batching != "fixed",
                                pack=packed)
 
     def primary_metric(self, layout):

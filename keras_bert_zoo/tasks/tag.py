@@ -11,6 +11,7 @@ import dataclasses
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.options import TaskOption
 
 
 @dataclasses.dataclass
@@ -28,9 +29,15 @@ class TagTask(TaskSpec):
     name = "tag"
     model_class_name = "BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
-    # True: training batches packed (the default); "padded": random batches each padded to their
-    # longest, as HF's Trainer; "by_length": batches grouped by length; False: padded to the length.
-    batchings = (True, False, "padded", "by_length")
+    # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
+    # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
+    batchings = ("auto", "packed", "by_length", "bucketed", "fixed")
+    options = (
+        TaskOption("scheme", str, None, "tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read "
+                   "as IOB2)", choices=("IOB1", "IOB2", "BIOES")),
+        TaskOption("label_all_tokens", bool, False,
+                   "label every word piece (later pieces get the I- tag), as run_ner.py's option"),
+    )
     # Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
     # for the job and `BertTagger.fit` on raw words (`TaggingPreprocessor.raw_dataset`).
     pack_width = TaggingPreprocessor.PACK_WIDTH
@@ -41,14 +48,8 @@ class TagTask(TaskSpec):
         return BertTagger
 
     # --- command line ---------------------------------------------------------------
-    def add_arguments(self, parser):
-        parser.add_argument("--scheme", choices=("IOB1", "IOB2", "BIOES"), default=None,
-                            help="tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read as IOB2)")
-        parser.add_argument("--label-all-tokens", action="store_true",
-                            help="label every word piece (later pieces get the I- tag), as run_ner.py's option")
-
-    def layout_from_args(self, args):
-        return TaggingLayout(scheme=args.scheme, label_all_tokens=args.label_all_tokens)
+    def make_layout(self, **values):
+        return TaggingLayout(**values)
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
@@ -73,17 +74,17 @@ class TagTask(TaskSpec):
             model, num_labels=len(train_examples.label_names), label_names=list(train_examples.label_names),
             scheme=train_examples.scheme, data_layout=saved_layout, preprocessor=preprocessor)
 
-    def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
+    def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
 
         # Default: random batches (as HF's Trainer draws them) packed into rows of `pack_width`:
-        # the same windows and loss as the batch padded to its longest ("padded"), without
+        # the same windows and loss as the batch padded to its longest ("bucketed"), without
         # computing its padding: 1.8-2.4x the sentences/s on CoNLL-2003 (docs/benchmarks.md).
         # "by_length" groups batches by length instead (F1 0.828 vs 0.830 over four seeds).
-        packed = bucketing is True and training
+        packed = batching in ("auto", "packed") and training
         return make_tagging_dataset(examples, preprocessor, batch_size, training=training, seed=seed,
-                                    with_labels=training, bucket=bool(bucketing) and not packed,
-                                    group_by_length=bucketing == "by_length" and training,
+                                    with_labels=training, bucket=batching != "fixed" and not packed,
+                                    group_by_length=batching == "by_length" and training,
                                     pack_width=min(self.pack_width, preprocessor.sequence_length) if packed else None)
 
     def primary_metric(self, layout):

@@ -192,8 +192,9 @@ def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra
         assert json.load(f)["accuracy"] > 0.9
 
 
-@pytest.mark.parametrize("flags, expected", [([], True), (["--group-by-length"], "by_length"),
-                                             (["--no-packing"], "padded"), (["--no-bucketing"], False)])
+@pytest.mark.parametrize("flags, expected", [([], "auto"), (["--batching", "by_length"], "by_length"),
+                                             (["--batching", "bucketed"], "bucketed"),
+                                             (["--batching", "fixed"], "fixed")])
 def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
     import keras_bert_zoo.tasks as tasks
 
@@ -201,12 +202,13 @@ def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
     monkeypatch.setattr(tasks, "finetune", lambda *a, **kw: (seen.update(kw), (None, {}))[1])
     assert main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path / "o"),
                  *flags]) == 0
-    assert seen["bucketing"] == expected
+    assert seen["batching"] == expected
 
 
-def test_batching_flags_exclude_each_other(tmp_path, capsys):
+def test_a_task_offers_only_its_own_batchings(tmp_path, capsys):
+    """`--batching packed` is a choice of `finetune tag` and `qa`, not of classify (argparse: exit 2)."""
     with pytest.raises(SystemExit) as exit_info:
-        main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
-              "--no-bucketing", "--group-by-length"])
+        main(["finetune", "classify", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
+              "--glue", "sst2", "--batching", "packed"])
     assert exit_info.value.code == 2
-    assert "not allowed with argument" in capsys.readouterr().err
+    assert "--batching: invalid choice: 'packed'" in capsys.readouterr().err

@@ -295,11 +295,8 @@ CASES = [
     ("learning-rate-nan", lambda w: w.finetune("--learning-rate", "nan"), 2, r"--learning-rate: .*nan is out of range"),
     ("input-shards-text-corpus", lambda w: w.pretrain("--input-shards", "2"), 2,
      r"--input-shards splits TFRecord files; a text corpus is read as one stream"),
-    ("group-by-length-not-tag", lambda w: w.finetune("--group-by-length"), 2,
-     r"bucketing='by_length' is not a batching of task 'classify'.*\(--group-by-length is for `finetune tag`\)\."),
-    ("no-packing-not-tag", lambda w: w.finetune("--no-packing"), 2,
-     r"bucketing='padded' is not a batching of task 'classify'.*"
-     r"\(--no-packing is for `finetune qa` and `finetune tag`\)\."),
+    ("packed-not-classify", lambda w: w.finetune("--batching", "packed"), 2,
+     r"--batching: invalid choice: 'packed' \(choose from .*auto.*by_length.*bucketed.*fixed"),
     ("learning-rate-zero", lambda w: w.finetune("--learning-rate", "0"), 2, r"--learning-rate: .*out of range"),
     ("learning-rate-huge", lambda w: w.finetune("--learning-rate", "1e9"), 2, r"--learning-rate: .*out of range"),
     ("learning-rate-text", lambda w: w.finetune("--learning-rate", "fast"), 2, r"'fast' is not a number"),

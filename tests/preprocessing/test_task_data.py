@@ -132,7 +132,7 @@ def test_evaluation_batches_keep_order_and_match_full_padding():
     ex, lengths = _examples(seed=1)
     pre = _FakePreprocessor()
     bucketed = list(make_dataset(ex, pre, batch_size=32))
-    padded = list(make_dataset(ex, pre, batch_size=32, bucket=False))
+    padded = list(make_dataset(ex, pre, batch_size=32, batching="fixed"))
     assert np.concatenate([y for _, y in bucketed]).tolist() == list(range(len(lengths)))
     for (xb, _), (xp, _) in zip(bucketed, padded):
         w = xb["token_ids"].shape[1]

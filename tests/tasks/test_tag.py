@@ -112,7 +112,7 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
 
 
 def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model, tmp_path, monkeypatch):
-    """`bucketing="by_length"`: batches of similar length with their row weights (see
+    """`batching="by_length"`: batches of similar length with their row weights (see
     `make_tagging_dataset`) go through the resumable loop into the tagger's loss."""
     from keras_bert_zoo import finetune
     from keras_bert_zoo.preprocessing import tagging
@@ -129,7 +129,7 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     monkeypatch.setattr(tagging, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
     _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
-                          learning_rate=5e-3, sequence_length=16, bucketing="by_length")
+                          learning_rate=5e-3, sequence_length=16, batching="by_length")
     assert [grouped for grouped, _ in made] == [True]
     assert len(made[0][1]) == 3  # (features, labels, sample_weight): the token weights reach the loss
     assert metrics["f1"] > 0.9, metrics
@@ -137,7 +137,7 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
 
 def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeypatch):
     """`finetune("tag")` packs its random training batches into rows (`preprocessing.packing`)
-    and learns the tags through them; `"padded"` keeps the rows one window each."""
+    and learns the tags through them; `"bucketed"` keeps the rows one window each."""
     from keras_bert_zoo import finetune
     from keras_bert_zoo.preprocessing import tagging
 
@@ -156,7 +156,7 @@ def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeyp
                           learning_rate=5e-3, sequence_length=16)
     assert metrics["f1"] > 0.9, metrics
     finetune("tag", tiny_model, train, dev, str(tmp_path / "padded"), epochs=1, batch_size=16,
-             max_train_examples=32, sequence_length=16, bucketing="padded")
+             max_train_examples=32, sequence_length=16, batching="bucketed")
     (width, packed), (no_width, padded) = made
     assert width == 16 and no_width is None  # 64, but never wider than the windows (16 here)
     assert packed.max() > 1 and len(packed) < 16  # several sentences per row, fewer rows than sentences
@@ -170,7 +170,9 @@ def test_an_unknown_batching_is_refused_not_read_as_random_batches(tiny_model, t
     from keras_bert_zoo.errors import UsageError
 
     train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
-    with pytest.raises(UsageError, match="bucketing='bylength' is not a batching of task 'tag'; use one of "
-                                         "True, False, 'padded', 'by_length'"):
-        finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), bucketing="bylength")
+    with pytest.raises(UsageError, match="batching='bylength' is not a batching of task 'tag'; use one of "
+                                         "'auto', 'packed', 'by_length', 'bucketed', 'fixed'.$"):
+        finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), batching="bylength")
+    with pytest.raises(UsageError, match=r"batching=True is not a batching of task 'tag'"):  # the old bool form
+        finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), batching=True)
     assert not os.path.exists(tmp_path / "out")

@@ -124,7 +124,7 @@ def test_finetune_classify_on_two_workers_equals_one_process(classify_inputs):
     def args(out):
         return ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue",
                 "sst2", "--epochs", "2", "--learning-rate", "1e-3", "--sequence-length", "16",
-                "--no-bucketing", "--checkpoint-every", "4", "--out", out]
+                "--batching", "fixed", "--checkpoint-every", "4", "--out", out]
 
     chief_out, _ = run_two_workers(args(str(root / "multi")))
     run_one_process(args(str(root / "single")))

@@ -313,8 +313,13 @@ def test_mirrored_two_replicas_train_like_one_device():
             # Loss and every metric (mlm_loss, nsp_loss, accuracies, ...) as logged.
             for name in single:
                 assert abs(single[name] - other[name]) < 1e-5, (case, run, name, single[name], other[name])
-        assert result["diff"][0] < 1e-5, (case, result["diff"])
-        assert result["loop_diff"][0] < 1e-5, (case, result["loop_diff"])
+        # Relative to how far 3 Adam steps moved the weights: Adam divides each gradient by its own
+        # scale, so a rounding difference in a small gradient (summed in another order over 2
+        # replicas) shifts the update by a fraction of the learning rate, not of the gradient. On an
+        # AVX2 machine a layer-norm beta of BertSpanQA differed by 1.2e-5 (0.4% of the 3e-3 moved).
+        tolerance = max(1e-5, 1e-2 * result["moved"])
+        assert result["diff"][0] < tolerance, (case, result["diff"], result["moved"])
+        assert result["loop_diff"][0] < tolerance, (case, result["loop_diff"], result["moved"])
 
 
 def test_multi_worker_reads_tf_config_and_chief_writes():
