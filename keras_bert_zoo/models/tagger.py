@@ -8,7 +8,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 
 IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
 
@@ -25,7 +25,7 @@ class BertTagger(Task):
     word-piece convention of HF's `run_ner.py`: only the first piece of a word is
     labelled); the loss is the cross-entropy averaged over the labelled positions
     of the *global* batch, so N replicas train exactly like one device.
-    `keras_bert_zoo.preprocessing.tagging` makes such labels from words and tags.
+    `keras_bert_zoo.preprocessing.tag_alignment` makes such labels from words and tags.
 
     Args:
         backbone: `BertBackbone`.
@@ -141,7 +141,7 @@ class BertTagger(Task):
         Sentences longer than the preprocessor's `sequence_length` are read in
         overlapping windows; every word gets exactly one tag.
         """
-        from keras_bert_zoo.preprocessing.tagging import predict_words
+        from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
             raise ValueError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
@@ -156,7 +156,7 @@ class BertTagger(Task):
         import numpy as np
 
         from keras_bert_zoo.metrics.entities import entity_spans
-        from keras_bert_zoo.preprocessing.tagging import predict_words
+        from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
             raise ValueError("predict_entities needs a TaggingPreprocessor (see predict_tags).")

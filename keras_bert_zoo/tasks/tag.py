@@ -2,14 +2,15 @@
 
 Model `BertTagger`; data CoNLL column files (IOB1 read as IOB2), IOB2/BIOES column
 files and JSON Lines (`preprocessing.tagging_data`); words -> first-piece labels and
-overlapping windows (`preprocessing.tagging`); entity-level precision/recall/F1 by the
-conlleval rules (`metrics.entities`); serving `text` -> entity spans and word tags.
+overlapping windows (`preprocessing.tagging_preprocessor`); entity-level
+precision/recall/F1 by the conlleval rules (`metrics.entities`); serving `text` ->
+entity spans (`metrics.entity_graph`) and word tags.
 """
 
 import dataclasses
 
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
 
 
@@ -59,8 +60,6 @@ class TagTask(TaskSpec):
                            label_names=reference.label_names if reference is not None else None)
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
-        from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
-
         layout = layout or TaggingLayout()
         return TaggingPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length,
                                                label_all_tokens=layout.label_all_tokens)
@@ -74,7 +73,7 @@ class TagTask(TaskSpec):
             scheme=train_examples.scheme, data_layout=saved_layout, preprocessor=preprocessor)
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, bucketing=True):
-        from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
+        from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
 
         # Default: random batches (as HF's Trainer draws them) packed into rows of `pack_width`:
         # the same windows and loss as the batch padded to its longest ("padded"), without
@@ -285,7 +284,7 @@ class TaggerServing(TaskServing):
     def outputs(self, logits, features):
         import tensorflow as tf
 
-        from keras_bert_zoo.preprocessing.tagging import merge_windows_tf
+        from keras_bert_zoo.preprocessing.tag_windows import merge_windows_tf
 
         logits = tf.cast(logits, tf.float32)
         if "sentence_ids" not in features:  # predict_token_ids: token-level, no words to map to
