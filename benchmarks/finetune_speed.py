@@ -112,7 +112,7 @@ def build_ours(task, examples, batching, total_rounds, jit_compile=False, coarse
     model = spec.build_model(minilm, train_examples, layout, preprocessor, cfg["sequence_length"])
     if coarse:
         from keras_bert_zoo.preprocessing.bucketing import default_boundaries
-        from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
+        from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
 
         ds = make_tagging_dataset(train_examples, preprocessor, batch_size(task), training=True,
                                   seed=RECIPE["seed"], with_labels=True, bucket=True,

@@ -35,8 +35,10 @@ import keras  # noqa: E402
 
 from keras_bert_zoo import BertFeatureExtractor  # noqa: E402
 from keras_bert_zoo.metrics.entities import entity_scores  # noqa: E402
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor, make_tagging_dataset, predict_words  # noqa: E402
+from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset  # noqa: E402
+from keras_bert_zoo.preprocessing.tag_predict import predict_words  # noqa: E402
 from keras_bert_zoo.preprocessing.tagging_data import read_tagged  # noqa: E402
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 

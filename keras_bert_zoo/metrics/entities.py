@@ -34,6 +34,14 @@ SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES"}
 MODES = ("conlleval", "strict")
 _PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES"}
 
+# The conlleval rule, in one place for both decoders (this module's and the in-graph
+# `metrics.entity_graph`): between two non-O tags a new chunk starts exactly when the
+# second tag's prefix is in CHUNK_STARTS, or the first's is in CHUNK_ENDS, or their
+# types differ; O closes any open chunk.
+CHUNK_STARTS = "BS"
+CHUNK_ENDS = "ES"
+PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}  # a tag's prefix as an int (in-graph tables)
+
 
 def _scheme(scheme):
     name = SCHEMES.get(str(scheme).upper())
@@ -48,6 +56,19 @@ def _mode(mode):
     return mode
 
 
+def tag_parts(tag, prefixes="BIES"):
+    """`("B", "PER")` for `"B-PER"`: a tag's prefix (one of `prefixes`) and its type;
+    None for `"O"` and for anything else.
+
+    Examples:
+    >>> tag_parts("I-MISC-X"), tag_parts("O"), tag_parts("S-LOC", prefixes="BI")
+    (('I', 'MISC-X'), None, None)
+    """
+    if isinstance(tag, str) and len(tag) >= 3 and tag[1] == "-" and tag[0] in prefixes:
+        return tag[0], tag[2:]
+    return None
+
+
 def _parse(tags, scheme):
     """`tags` as a list of (prefix, type) pairs; ("O", "") for O."""
     if isinstance(tags, str):
@@ -58,7 +79,7 @@ def _parse(tags, scheme):
         if tag == "O":
             parsed.append(("O", ""))
             continue
-        if not isinstance(tag, str) or len(tag) < 3 or tag[1] != "-" or tag[0] not in allowed:
+        if tag_parts(tag, allowed) is None:
             allowed_text = ", ".join(f"{p}-TYPE" for p in allowed)
             raise ValueError(
                 f"invalid tag {tag!r} at position {position} for scheme {scheme}: "
@@ -78,7 +99,7 @@ def _conlleval_spans(parsed):
                 spans.append((prev_type, start, i))
         elif prev_prefix == "O":  # a non-O tag after O opens one
             start = i
-        elif prev_prefix in "ES" or prefix in "BS" or prev_type != type_:
+        elif prev_prefix in CHUNK_ENDS or prefix in CHUNK_STARTS or prev_type != type_:
             spans.append((prev_type, start, i))  # endOfChunk and startOfChunk both hold
             start = i
         prev_prefix, prev_type = prefix, type_

@@ -8,9 +8,9 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
-
-IGNORE_LABEL = -100  # positions the loss and the metrics skip: later pieces, [CLS], [SEP], [PAD]
+from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.preprocessing.words import as_words, word_spans
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -25,7 +25,7 @@ class BertTagger(Task):
     word-piece convention of HF's `run_ner.py`: only the first piece of a word is
     labelled); the loss is the cross-entropy averaged over the labelled positions
     of the *global* batch, so N replicas train exactly like one device.
-    `keras_bert_zoo.preprocessing.tagging` makes such labels from words and tags.
+    `keras_bert_zoo.preprocessing.tag_alignment` makes such labels from words and tags.
 
     Args:
         backbone: `BertBackbone`.
@@ -141,12 +141,12 @@ class BertTagger(Task):
         Sentences longer than the preprocessor's `sequence_length` are read in
         overlapping windows; every word gets exactly one tag.
         """
-        from keras_bert_zoo.preprocessing.tagging import predict_words
+        from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
             raise ValueError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
                              "vocab.txt, or pass preprocessor=TaggingPreprocessor.from_preset(DIR).")
-        return predict_words(self, [_as_words(s) for s in sentences], self.preprocessor,
+        return predict_words(self, [as_words(s) for s in sentences], self.preprocessor,
                              label_names=self._names(), batch_size=batch_size)
 
     def predict_entities(self, texts, batch_size=64):
@@ -156,11 +156,11 @@ class BertTagger(Task):
         import numpy as np
 
         from keras_bert_zoo.metrics.entities import entity_spans
-        from keras_bert_zoo.preprocessing.tagging import predict_words
+        from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
             raise ValueError("predict_entities needs a TaggingPreprocessor (see predict_tags).")
-        spans = [_word_spans(t) for t in texts]
+        spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(self, [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
                                      self.preprocessor, label_names=self._names(), batch_size=batch_size,
                                      return_logits=True)
@@ -212,18 +212,3 @@ class BertTagger(Task):
         if "num_labels" not in kwargs and kwargs.get("label_names"):
             kwargs["num_labels"] = len(kwargs["label_names"])
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
-
-
-
-def _as_words(sentence):
-    if isinstance(sentence, str):
-        return sentence.split()
-    return [str(w) for w in sentence]
-
-
-def _word_spans(text):
-    """(start, end) character offsets of the whitespace-separated words of `text`."""
-    import re
-
-    return [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
-

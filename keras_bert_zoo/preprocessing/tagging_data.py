@@ -41,6 +41,7 @@ import os
 
 from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.files import read_text_file
+from keras_bert_zoo.metrics.entities import iob1_to_iob2
 
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 _ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}
@@ -98,28 +99,6 @@ def normalize_scheme(scheme):
     if key not in SCHEMES:
         raise ValueError(f"unknown tagging scheme {scheme!r}; use one of {', '.join(SCHEMES)} (or None to detect).")
     return key
-
-
-def _iob1_to_iob2(tags):
-    """IOB1 -> IOB2 for one sentence: an `I-X` that does not continue an X entity becomes `B-X`."""
-    out = []
-    previous = "O"
-    for tag in tags:
-        if tag.startswith("I-") and previous[2:] != tag[2:]:
-            tag = "B-" + tag[2:]
-        out.append(tag)
-        previous = tag
-    return out
-
-
-def _iob1_converter():
-    """`keras_bert_zoo.metrics.entities.iob1_to_iob2` when that module exists, else the
-    local copy (same rule)."""
-    try:
-        from keras_bert_zoo.metrics.entities import iob1_to_iob2
-    except ImportError:
-        return _iob1_to_iob2
-    return lambda tags: list(iob1_to_iob2(tags))
 
 
 def _entity_type(tag):
@@ -303,8 +282,7 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
                 raise InvalidInputError(f"{path}:{number}: tag {tag!r} does not fit the {detected} scheme ({allowed}).")
         _check_transitions(path, lines, tags, detected)
     if detected == "IOB1":
-        convert = _iob1_converter()
-        sentences = [(lines, words, convert(tags)) for lines, words, tags in sentences]
+        sentences = [(lines, words, iob1_to_iob2(tags)) for lines, words, tags in sentences]
     stored = "BIOES" if detected == "BIOES" else "IOB2"
     if label_names is None:
         names = _label_names({t for _, _, tags in sentences for t in tags}, stored)

@@ -2,14 +2,15 @@
 
 Model `BertTagger`; data CoNLL column files (IOB1 read as IOB2), IOB2/BIOES column
 files and JSON Lines (`preprocessing.tagging_data`); words -> first-piece labels and
-overlapping windows (`preprocessing.tagging`); entity-level precision/recall/F1 by the
-conlleval rules (`metrics.entities`); serving `text` -> entity spans and word tags.
+overlapping windows (`preprocessing.tagging_preprocessor`); entity-level
+precision/recall/F1 by the conlleval rules (`metrics.entities`); serving `text` ->
+entity spans (`metrics.entity_graph`) and word tags.
 """
 
 import dataclasses
 
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
@@ -60,8 +61,6 @@ class TagTask(TaskSpec):
                            label_names=reference.label_names if reference is not None else None)
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
-        from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
-
         layout = layout or TaggingLayout()
         return TaggingPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length,
                                                label_all_tokens=layout.label_all_tokens)
@@ -75,7 +74,7 @@ class TagTask(TaskSpec):
             scheme=train_examples.scheme, data_layout=saved_layout, preprocessor=preprocessor)
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
-        from keras_bert_zoo.preprocessing.tagging import make_tagging_dataset
+        from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
 
         # Default: random batches (as HF's Trainer draws them) packed into rows of `pack_width`:
         # the same windows and loss as the batch padded to its longest ("bucketed"), without
@@ -165,7 +164,6 @@ class TaggerServing(TaskServing):
     default_signature = "tag"
     ENTITY_OUTPUTS = ("entity_text", "entity_type", "start", "end", "score")
     WORD_OUTPUTS = ("words", "tags", "tag_ids", "word_start", "word_end")
-    _PREFIXES = {"B": 1, "I": 2, "E": 3, "S": 4}  # 0 is O
 
     # The windows' per-position features are cut with the model inputs.
     position_keys = ("token_ids", "segment_ids", "padding_mask", "word_ids", "first_piece_mask")
@@ -174,6 +172,9 @@ class TaggerServing(TaskServing):
     def __init__(self, model, preprocessor, text_pair=False):
         import tensorflow as tf
 
+        from keras_bert_zoo.metrics.entity_graph import label_tables
+        from keras_bert_zoo.preprocessing.words import python_whitespace
+
         if text_pair:
             raise ValueError("a BertTagger tags one text per example; it takes no text_pair.")
         if not hasattr(preprocessor, "windows"):
@@ -181,48 +182,21 @@ class TaggerServing(TaskServing):
                              f"{type(preprocessor).__name__}.")
         super().__init__(model, preprocessor, text_pair)
         names = list(model.label_names or [str(i) for i in range(model.num_labels)])
-        kinds = [n[2:] if len(n) > 2 and n[1] == "-" and n[0] in self._PREFIXES else "" for n in names]
-        type_index = {k: i for i, k in enumerate(sorted(set(kinds) - {""}))}
+        tables = label_tables(names)
         self.names = names
         self.label_names = tf.constant(names)
-        self.entity_types = tf.constant(kinds)  # per label: its entity type ("" for O)
-        self.prefix_codes = tf.constant([self._PREFIXES[n[0]] if k else 0 for n, k in zip(names, kinds)], tf.int32)
-        self.type_codes = tf.constant([type_index[k] if k else -1 for k in kinds], tf.int32)
-        self.whitespace = tf.constant(self.python_whitespace(), tf.int32)
-
-    @staticmethod
-    def python_whitespace():
-        """Code points Python's `str.split()` and `re`'s `\\s` split on (`str.isspace`)."""
-        return [c for c in range(0x110000) if chr(c).isspace()]
+        # Per label: its entity type ("" for O), prefix code and type index (the conlleval decoder's tables).
+        self.entity_types = tf.constant(tables["entity_types"])
+        self.prefix_codes = tf.constant(tables["prefix_codes"], tf.int32)
+        self.type_codes = tf.constant(tables["type_codes"], tf.int32)
+        self.whitespace = tf.constant(python_whitespace(), tf.int32)
 
     # --- text -> words -> windows ------------------------------------------------------
     def split_words(self, text):
         """`text` `[batch]` -> ragged `[batch, (words)]` words, character starts and ends (int64)."""
-        import tensorflow as tf
+        from keras_bert_zoo.preprocessing.words import split_words_tf
 
-        chars, char_bytes = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
-        chars = chars.with_row_splits_dtype(tf.int64)
-        codes, byte_at = chars.values, char_bytes.values
-        rows = chars.value_rowids()
-        pos = tf.range(tf.size(codes, out_type=tf.int64)) - tf.gather(chars.row_splits, rows)
-        last = pos == tf.gather(chars.row_lengths(), rows) - 1
-        space = tf.reduce_any(tf.equal(codes[:, None], self.whitespace[None, :]), axis=1)
-        # (The shifts are written concat-then-slice so that they also hold for zero characters.)
-        after_space = tf.concat([[True], space], 0)[:-1] | (pos == 0)
-        before_space = tf.concat([space, [True]], 0)[1:] | last
-        begins, ends = ~space & after_space, ~space & before_space
-        text_bytes = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
-        byte_end = tf.where(last, tf.gather(text_bytes, rows), tf.concat([byte_at, [0]], 0)[1:])
-        byte_start = tf.boolean_mask(byte_at, begins)
-        word_rows = tf.boolean_mask(rows, begins)
-        values = tf.strings.substr(tf.gather(text, word_rows), byte_start,
-                                   tf.boolean_mask(byte_end, ends) - byte_start, unit="BYTE")
-        nrows = tf.shape(text, out_type=tf.int64)[0]
-
-        def ragged(v):
-            return tf.RaggedTensor.from_value_rowids(v, word_rows, nrows=nrows)
-
-        return ragged(values), ragged(tf.boolean_mask(pos, begins)), ragged(tf.boolean_mask(pos, ends) + 1)
+        return split_words_tf(text, self.whitespace)
 
     def preprocess(self, text, text_pair=None):
         words, starts, ends = self.split_words(text)
@@ -249,44 +223,28 @@ class TaggerServing(TaskServing):
         """
         import tensorflow as tf
 
-        ids = tf.cast(tag_ids.values, tf.int32)
-        rows = tag_ids.value_rowids()
-        pos = tf.range(tf.size(ids, out_type=tf.int64)) - tf.gather(tag_ids.row_splits, rows)
-        last = pos == tf.gather(tag_ids.row_lengths(), rows) - 1
-        prefix, kind = tf.gather(self.prefix_codes, ids), tf.gather(self.type_codes, ids)
-        inside = prefix > 0
-        prev_prefix = tf.where(pos == 0, 0, tf.concat([[0], prefix], 0)[:-1])
-        prev_kind = tf.concat([[-1], kind], 0)[:-1]
-        B, E, S = self._PREFIXES["B"], self._PREFIXES["E"], self._PREFIXES["S"]
-        # conlleval: a chunk starts after O or E/S, at B/S, or where the type changes;
-        # it ends before O, at the end of the text, or where the next one starts.
-        begins = inside & ((prev_prefix == 0) | (prev_prefix == E) | (prev_prefix == S) | (prefix == B)
-                           | (prefix == S) | (prev_kind != kind))
-        next_prefix = tf.concat([prefix, [0]], 0)[1:]
-        next_begins = tf.concat([begins, [False]], 0)[1:]
-        ends_here = inside & (last | (next_prefix == 0) | next_begins)
+        from keras_bert_zoo.metrics.entity_graph import entity_spans_tf
+
+        tables = {"entity_types": self.entity_types, "prefix_codes": self.prefix_codes,
+                  "type_codes": self.type_codes}
+        spans, bounds = entity_spans_tf(tag_ids, tables)
+        inside, begins, ends_here = bounds["inside"], bounds["begins"], bounds["ends"]
         count = tf.reduce_sum(tf.cast(begins, tf.int64))
         entity_of_word = tf.boolean_mask(tf.cumsum(tf.cast(begins, tf.int64)) - 1, inside)
         score = tf.math.unsorted_segment_mean(tf.boolean_mask(tf.cast(scores.values, tf.float32), inside),
                                               entity_of_word, count)
-        entity_rows = tf.boolean_mask(rows, begins)
-
-        def ragged(v):
-            return tf.RaggedTensor.from_value_rowids(v, entity_rows, nrows=tag_ids.nrows())
-
+        per_entity = spans["first_word"].with_values
         return {
-            "entity_type": ragged(tf.gather(self.entity_types, tf.boolean_mask(ids, begins))),
-            "first_word": ragged(tf.boolean_mask(pos, begins)),
-            "last_word": ragged(tf.boolean_mask(pos, ends_here) + 1),
-            "start": ragged(tf.cast(tf.boolean_mask(starts.values, begins), tf.int64)),
-            "end": ragged(tf.cast(tf.boolean_mask(ends.values, ends_here), tf.int64)),
-            "score": ragged(score),
+            **spans,
+            "start": per_entity(tf.cast(tf.boolean_mask(starts.values, begins), tf.int64)),
+            "end": per_entity(tf.cast(tf.boolean_mask(ends.values, ends_here), tf.int64)),
+            "score": per_entity(score),
         }
 
     def outputs(self, logits, features):
         import tensorflow as tf
 
-        from keras_bert_zoo.preprocessing.tagging import merge_windows_tf
+        from keras_bert_zoo.preprocessing.tag_windows import merge_windows_tf
 
         logits = tf.cast(logits, tf.float32)
         if "sentence_ids" not in features:  # predict_token_ids: token-level, no words to map to

@@ -20,7 +20,8 @@ from keras_bert_zoo import BertBackbone, cli
 from keras_bert_zoo.export import export_saved_model
 from keras_bert_zoo.metrics.entities import entity_spans
 from keras_bert_zoo.models.tagger import BertTagger
-from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor, predict_words
+from keras_bert_zoo.preprocessing.tag_predict import predict_words
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.tag import TaggerServing
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples, _iob1_to_iob2, read_tagged, write_tagged
+from keras_bert_zoo.metrics.entities import iob1_to_iob2
+from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples, read_tagged, write_tagged
 from tests.helpers import shared_data
 
 CONLL_LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
@@ -66,7 +67,7 @@ def _spans(tags, scheme):
 
 
 def test_iob1_to_iob2_rule():
-    assert _iob1_to_iob2(["I-PER", "I-PER", "B-PER", "I-PER", "O", "I-LOC", "I-ORG"]) == [
+    assert iob1_to_iob2(["I-PER", "I-PER", "B-PER", "I-PER", "O", "I-LOC", "I-ORG"]) == [
         "B-PER", "I-PER", "B-PER", "I-PER", "O", "B-LOC", "B-ORG"]
 
 

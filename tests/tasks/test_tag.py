@@ -115,7 +115,7 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     """`batching="by_length"`: batches of similar length with their row weights (see
     `make_tagging_dataset`) go through the resumable loop into the tagger's loss."""
     from keras_bert_zoo import finetune
-    from keras_bert_zoo.preprocessing import tagging
+    from keras_bert_zoo.preprocessing import tag_dataset
 
     made = []  # the training batches finetune really builds (by_length was once lost on the way)
 
@@ -125,8 +125,8 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
             made.append((kwargs.get("group_by_length"), ds.element_spec))
         return ds
 
-    make = tagging.make_tagging_dataset
-    monkeypatch.setattr(tagging, "make_tagging_dataset", spy)
+    make = tag_dataset.make_tagging_dataset
+    monkeypatch.setattr(tag_dataset, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
     _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
                           learning_rate=5e-3, sequence_length=16, batching="by_length")
@@ -139,7 +139,7 @@ def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeyp
     """`finetune("tag")` packs its random training batches into rows (`preprocessing.packing`)
     and learns the tags through them; `"bucketed"` keeps the rows one window each."""
     from keras_bert_zoo import finetune
-    from keras_bert_zoo.preprocessing import tagging
+    from keras_bert_zoo.preprocessing import tag_dataset
 
     made = []
 
@@ -149,8 +149,8 @@ def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeyp
             made.append((kwargs.get("pack_width"), next(iter(ds))[0]["padding_mask"].numpy()))
         return ds
 
-    make = tagging.make_tagging_dataset
-    monkeypatch.setattr(tagging, "make_tagging_dataset", spy)
+    make = tag_dataset.make_tagging_dataset
+    monkeypatch.setattr(tag_dataset, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
     _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
                           learning_rate=5e-3, sequence_length=16)

@@ -1,0 +1,113 @@
+"""A tagger over whole files: windows in, one tag (and its logits) per input word out.
+
+`predict_words` makes the windows of every sentence (`tag_windows.make_windows`), runs
+the model over them (`window_logits`; a Keras model runs bucketed by length, so short
+sentences do not pay for the padding of long ones) and maps the window-level
+predictions back to one tag per word (`tag_windows.merge_windows`).
+
+Examples:
+>>> import numpy as np
+>>> from keras_bert_zoo.preprocessing.tag_windows import TaggingWindows
+>>> windows = TaggingWindows(features={"padding_mask": np.ones([3, 4], np.int32)}, labels=None,
+...                          word_ids=np.zeros([3, 4], np.int32), first_piece_mask=None,
+...                          sentence_ids=np.arange(3), num_words=[1, 1, 1])
+>>> window_logits(lambda batch: batch["padding_mask"] * 2, windows, batch_size=2).shape
+(3, 4)
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo.preprocessing import bucketing
+from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
+from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+
+
+def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=None, batch_size=64,
+                  return_logits=False):
+    """One tag per input word, for every word of every sentence (long ones in windows).
+
+    Args:
+        model_or_logits_fn: a Keras model taking `token_ids`/`segment_ids`/
+            `padding_mask` and returning token logits `[batch, seq, num_labels]` (or a
+            dict with `"logits"`), or any callable `fn(features) -> logits` (or argmax
+            ids `[batch, seq]`).
+        examples: `TaggedExamples` or a list of sentences (lists of str words).
+        preprocessor: `TaggingPreprocessor`; default the model's `preprocessor`.
+        label_names: tag names in id order; default the model's `label_names`, else
+            the examples', else the preprocessor's.
+        batch_size: windows per model call.
+        return_logits: also return each word's logits (`[num_words, num_labels]` per
+            sentence), from the same window as its tag.
+
+    Returns:
+        list of lists of tag strings, `len(result[i]) == len(words[i])` (and the
+        per-word logits when `return_logits`).
+    """
+    words, _, example_names = example_sentences(examples)
+    preprocessor = preprocessor or getattr(model_or_logits_fn, "preprocessor", None)
+    if not isinstance(preprocessor, TaggingPreprocessor):
+        raise ValueError("give a TaggingPreprocessor (the model has none attached).")
+    names = (label_names or getattr(model_or_logits_fn, "label_names", None) or example_names
+             or preprocessor.label_names)
+    if not names:
+        raise ValueError("give `label_names` (the tag of each class id).")
+    windows = make_windows(words, preprocessor, with_labels=False)
+    predictions = window_logits(model_or_logits_fn, windows, batch_size)
+    if return_logits and predictions.ndim != 3:
+        raise ValueError("return_logits=True needs a model returning logits [batch, seq, num_labels].")
+    ids = predictions.argmax(-1) if predictions.ndim == 3 else predictions
+    per_word = merge_windows(ids, windows.word_ids,
+                             windows.sentence_ids, windows.first_piece_mask, windows.num_words)
+    tags = [[names[int(i)] for i in row] for row in per_word]
+    if return_logits:
+        logits = merge_windows(predictions, windows.word_ids, windows.sentence_ids, windows.first_piece_mask,
+                               windows.num_words)
+        return tags, logits
+    return tags
+
+
+def window_logits(model_or_logits_fn, windows, batch_size=64):
+    """Runs a model (or `fn(features)`) over `TaggingWindows`; returns numpy predictions."""
+    if len(windows) == 0:
+        return np.zeros([0, windows.word_ids.shape[1]], np.int64)
+    if isinstance(model_or_logits_fn, keras.Model):
+        return _bucketed_predict(model_or_logits_fn, windows, batch_size)
+    parts = []
+    for start in range(0, len(windows), batch_size):
+        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in windows.features.items()}
+        out = model_or_logits_fn(batch)
+        if isinstance(out, dict):
+            out = out["logits"]
+        parts.append(np.asarray(keras.ops.convert_to_numpy(out)))
+    return np.concatenate(parts)
+
+
+def _bucketed_predict(model, windows, batch_size):
+    """`model.predict` over windows grouped by length, each group cut to its bucket's width.
+
+    Real sentences are mostly far shorter than `sequence_length` (CoNLL-2003: ~25 pieces
+    of 128), and attention costs grow with the padded width, so each window runs at
+    the smallest bucket length that holds it (a handful of shapes, so few traces);
+    positions beyond a window's bucket come back as zeros, which no word reads.
+    """
+    features = dict(windows.features)
+    width = features["padding_mask"].shape[1]
+    bounds = np.asarray(bucketing.default_boundaries(width))
+    bucket = np.minimum(np.searchsorted(bounds, features["padding_mask"].sum(axis=1)), len(bounds) - 1)
+    out = None
+    for b in np.unique(bucket):
+        rows = np.flatnonzero(bucket == b)
+        cut = int(bounds[b])
+        ds = tf.data.Dataset.from_tensor_slices({k: v[rows, :cut] for k, v in features.items()}).batch(batch_size)
+        part = model.predict(ds, verbose=0)
+        if isinstance(part, dict):
+            if "logits" not in part:
+                raise ValueError(f"the model returns {sorted(part)}; expected token logits or a dict with 'logits'.")
+            part = part["logits"]
+        part = np.asarray(part)
+        if out is None:
+            out = np.zeros((len(bucket), width) + part.shape[2:], part.dtype)
+        out[rows, :cut] = part
+    return out
