@@ -116,9 +116,9 @@ def read_text_file(path, what="data file"):
     """The UTF-8 text of `path`; a missing path or non-UTF-8 bytes raise one clear error.
 
     Examples:
-    >>> import tempfile
+    >>> import os, tempfile
     >>> from keras_bert_zoo.files import read_text_file
-    >>> bad = tempfile.mktemp()
+    >>> bad = os.path.join(tempfile.mkdtemp(), "train.txt")
     >>> _ = open(bad, "wb").write(b"ok\\nsecond line \\xff\\n")
     >>> read_text_file(bad)
     Traceback (most recent call last):

@@ -21,3 +21,18 @@ def _fresh_keras_state():
     keras.utils.clear_session(free_memory=False)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty offline HF cache (HF_HOME / HF_HUB_CACHE under tmp_path); returns its hub dir."""
+    constants = pytest.importorskip("huggingface_hub.constants")
+    home = tmp_path / "hf_home"
+    cache = home / "hub"
+    cache.mkdir(parents=True)
+    for name, value in (("HF_HOME", str(home)), ("HF_HUB_CACHE", str(cache)), ("HF_HUB_OFFLINE", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache

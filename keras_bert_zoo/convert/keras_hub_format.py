@@ -28,7 +28,7 @@ What KerasHub's BERT computes, carried over so the outputs agree:
   `[heads, head_dim, hidden]`): the same numbers as our `[hidden, hidden]` Dense, reshaped.
 
 Examples:
->>> import tempfile, keras_bert_zoo
+>>> import os, tempfile
 >>> from keras_bert_zoo import BertBackbone
 >>> backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=4,
 ...                         intermediate_dim=8, activation="gelu_approximate")

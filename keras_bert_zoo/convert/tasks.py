@@ -3,17 +3,19 @@
 - Ours (written by a task's `save_to_preset`): `config.json["keras_bert_zoo"]["task"]`.
 - HF: `config.json["architectures"]`, matched against each task model's
   `hf_architecture` (`BertForPreTraining` -> `BertPretrainer`,
-  `BertForSequenceClassification` -> `BertClassifier`).
+  `BertForSequenceClassification` -> `BertClassifier`, `BertForTokenClassification` ->
+  `BertTagger`, `BertForQuestionAnswering` -> `BertSpanQA`, `BertForMultipleChoice` ->
+  `BertMultipleChoice`).
 - KerasHub / keras-nlp presets: `task.json`'s class (`BertTextClassifier` ->
   `BertClassifier`, `BertMaskedLM` -> `BertPretrainer`), which the reader puts in `extra`.
 - Google TF1 checkpoints carry no class name, only tensor names: `cls/predictions/*` and
   `cls/seq_relationship/*` are the pretraining heads, run_classifier.py's top-level
   `output_weights`/`output_bias` a classifier.
 
-The head's tensors must be there too: an HF config that says `BertForPreTraining` over a
-checkpoint without `cls.*` tensors converts as a backbone. A head no task model here
-reads (`BertForQuestionAnswering`'s `qa_outputs`, `BertForMaskedLM` without NSP, ...)
-is reported as dropped, and the backbone is kept.
+Where `HEAD_TENSORS` lists a head's tensors they must be there too: an HF config that says
+`BertForPreTraining` over a checkpoint without `cls.*` tensors converts as a backbone. A
+head nothing above matches (HF `BertForMaskedLM` without NSP, a Google run_squad.py
+checkpoint's `cls/squad/*`, ...) is reported as dropped, and the backbone is kept.
 """
 
 import dataclasses

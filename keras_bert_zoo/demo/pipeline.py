@@ -155,9 +155,15 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
             epoch otherwise.
 
     Examples:
-    >>> # from keras_bert_zoo.demo import run_demo
-    >>> # metrics = run_demo("/tmp/demo", budget="small")
-    >>> # metrics["test_accuracy"], metrics["test_majority_baseline"]
+    >>> import os, tempfile
+    >>> from keras_bert_zoo.demo import run_demo
+    >>> out = os.path.join(tempfile.mkdtemp(), "demo")
+    >>> metrics = run_demo(out, budget="small", verbose=0)  # minutes: it prints its progress
+    estimated time on this machine: ...
+    >>> metrics["heldout_mlm_loss"] < metrics["heldout_mlm_loss_init"]  # pretraining learned the corpus
+    True
+    >>> sorted(os.listdir(out))
+    ['classifier', 'data', 'demo_metrics.json', 'pretrained', 'saved_model']
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")

@@ -203,6 +203,7 @@ def trim_to_longest(features, keys):
     positions do not change, and a batch of short texts costs what its longest does.
 
     >>> import tensorflow as tf
+    >>> from keras_bert_zoo.export.saved_model import trim_to_longest
     >>> mask = tf.constant([[1, 1, 0, 0], [1, 1, 1, 0]])
     >>> features = {"padding_mask": mask, "token_ids": mask * 5, "other": mask}
     >>> cut = trim_to_longest(features, ("padding_mask", "token_ids"))

@@ -21,6 +21,7 @@ def accuracy(y_true, y_pred):
     """Fraction of exact matches.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.classification import accuracy
     >>> accuracy([0, 1, 1, 0], [0, 1, 0, 0])
     0.75
     """
@@ -32,6 +33,7 @@ def f1_score(y_true, y_pred, positive=1):
     """Binary F1 of the `positive` class (GLUE's MRPC/QQP metric); 0 when undefined.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.classification import f1_score
     >>> round(f1_score([1, 1, 0, 0], [1, 0, 1, 0]), 3)
     0.5
     """
@@ -47,6 +49,7 @@ def matthews_corrcoef(y_true, y_pred):
     """Matthews correlation, multi-class form (Gorodkin 2004; CoLA's metric); 0 when undefined.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.classification import matthews_corrcoef
     >>> matthews_corrcoef([0, 1, 1, 0], [0, 1, 1, 0])
     1.0
     """
@@ -70,6 +73,7 @@ def pearson(x, y):
     """Pearson correlation (STS-B).
 
     Examples:
+    >>> from keras_bert_zoo.metrics.classification import pearson
     >>> round(pearson([1, 2, 3], [2, 4, 7]), 4)
     0.9934
     """
@@ -100,6 +104,7 @@ def spearman(x, y):
     """Spearman rank correlation (Pearson of the ranks, ties averaged).
 
     Examples:
+    >>> from keras_bert_zoo.metrics.classification import spearman
     >>> spearman([1, 2, 3], [2, 4, 70])
     1.0
     """

@@ -138,6 +138,7 @@ def entity_spans(tags, scheme="IOB2", mode="conlleval"):
             sequence) or ``"strict"`` (only chunks well formed in `scheme`).
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import entity_spans
     >>> entity_spans(["B-PER", "I-PER", "O", "B-LOC"])
     [('PER', 0, 2), ('LOC', 3, 4)]
 
@@ -190,6 +191,7 @@ def iob1_to_iob2(tags):
     ``B-X`` only marks the start of an entity that directly follows another ``X``.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import iob1_to_iob2
     >>> iob1_to_iob2(["I-ORG", "O", "I-PER", "I-PER", "B-PER", "I-LOC"])
     ['B-ORG', 'O', 'B-PER', 'I-PER', 'B-PER', 'B-LOC']
     """
@@ -212,6 +214,7 @@ def iob2_to_bioes(tags):
     starts an entity becomes ``B-X`` or ``S-X``.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import iob2_to_bioes
     >>> iob2_to_bioes(["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC"])
     ['B-PER', 'I-PER', 'E-PER', 'O', 'S-LOC', 'S-LOC']
     """
@@ -222,6 +225,7 @@ def bioes_to_iob2(tags):
     """IOBES/BIOES tags to IOB2 (entities read with the conlleval rules).
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import bioes_to_iob2
     >>> bioes_to_iob2(["B-PER", "I-PER", "E-PER", "O", "S-LOC", "S-LOC"])
     ['B-PER', 'I-PER', 'I-PER', 'O', 'B-LOC', 'B-LOC']
     """
@@ -255,6 +259,7 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             tag the scheme does not allow.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import entity_scores
     >>> true = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
     >>> pred = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
     >>> scores = entity_scores(true, pred)

@@ -62,6 +62,7 @@ def pretrained_repo(name):
     """The Hub repo id of a preset's official checkpoint, or None when Google released none.
 
     Examples:
+    >>> from keras_bert_zoo.models.presets import pretrained_repo
     >>> pretrained_repo("bert_base_uncased"), pretrained_repo("bert_tiny_cased")
     ('google-bert/bert-base-uncased', None)
     """

@@ -36,6 +36,7 @@ def fine_boundaries(sequence_length, step=8):
     example by less than `step`. Many widths cost nothing extra without XLA: after a
     few shapes `tf.function` traces one shape-generic program (`reduce_retracing`).
 
+    >>> from keras_bert_zoo.preprocessing.bucketing import fine_boundaries
     >>> fine_boundaries(40)
     [8, 16, 24, 32, 40]
     """

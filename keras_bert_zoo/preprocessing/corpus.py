@@ -34,6 +34,7 @@ def split_sentences(text):
     """Splits a paragraph into sentences by the rule above.
 
     Examples:
+    >>> from keras_bert_zoo.preprocessing.corpus import split_sentences
     >>> split_sentences('It rained. "Gold," he said! H. americanus is a lobster .  It is big')
     ['It rained.', '"Gold," he said!', 'H. americanus is a lobster .', 'It is big']
     """
@@ -71,7 +72,8 @@ def read_documents(paths, corpus_format="bert"):
         corpus_format: `"bert"`, `"lines"` or `"wikitext"` (see the module doc).
 
     Examples:
-    >>> import tempfile, os
+    >>> import os, tempfile
+    >>> from keras_bert_zoo.preprocessing.corpus import read_documents
     >>> path = os.path.join(tempfile.mkdtemp(), "c.txt")
     >>> _ = open(path, "w").write("A one.\\nA two.\\n\\nB one.\\n")
     >>> list(read_documents(path))

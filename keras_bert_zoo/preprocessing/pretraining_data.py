@@ -131,8 +131,17 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
     and masks are drawn anew (dynamic masking).
 
     Examples:
-    >>> # ds = pretraining_dataset(["corpus.txt"], "vocab.txt", batch_size=32, repeat=True)
-    >>> # model.fit(ds, steps_per_epoch=1000)
+    >>> import os, tempfile
+    >>> from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "."]
+    >>> corpus = os.path.join(tempfile.mkdtemp(), "corpus.txt")  # a sentence a line, documents apart
+    >>> _ = open(corpus, "w").write("the cat sat .\\nthe dog ran .\\n\\nthe dog sat .\\nthe cat ran .\\n")
+    >>> ds = pretraining_dataset(corpus, vocab, sequence_length=16, max_predictions=3, batch_size=2)
+    >>> x, y = next(iter(ds))
+    >>> {k: tuple(v.shape) for k, v in x.items()}
+    {'token_ids': (2, 16), 'segment_ids': (2, 16), 'padding_mask': (2, 16), 'mask_positions': (2, 3)}
+    >>> sorted(y), y["mask_weights"].numpy().sum(axis=1).tolist()  # round(15% of 8 word pieces) = 1
+    (['mask_ids', 'mask_weights', 'next_sentence_labels'], [1.0, 1.0])
     """
     vocabulary = load_vocabulary(vocabulary)
     if sequence_length < 8:

@@ -128,8 +128,27 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
             rows of each batch; the workers' rows together are the one-process batch.
 
     Examples:
-    >>> # ds = read_pretraining_records("wiki_*.tfrecord", batch_size=32, repeat=True)
-    >>> # model.fit(ds, steps_per_epoch=1000)
+    >>> import os, tempfile, keras
+    >>> from keras_bert_zoo import BertBackbone, BertPretrainer
+    >>> from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
+    >>> from keras_bert_zoo.preprocessing.records import read_pretraining_records, write_pretraining_records
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "."]
+    >>> folder = tempfile.mkdtemp()
+    >>> corpus, records = os.path.join(folder, "corpus.txt"), os.path.join(folder, "corpus.tfrecord")
+    >>> _ = open(corpus, "w").write("the cat sat .\\nthe dog ran .\\n\\nthe dog sat .\\nthe cat ran .\\n")
+    >>> write_pretraining_records(pretraining_dataset(corpus, vocab, sequence_length=16, max_predictions=3,
+    ...                                               batch_size=2), records)
+    3
+    >>> ds = read_pretraining_records(records, batch_size=2, repeat=True)  # lengths read from the file
+    >>> x, y = next(iter(ds))
+    >>> tuple(x["token_ids"].shape), tuple(x["mask_positions"].shape), sorted(y)
+    ((2, 16), (2, 3), ['mask_ids', 'mask_weights', 'next_sentence_labels'])
+    >>> keras.utils.set_random_seed(0)
+    >>> model = BertPretrainer(BertBackbone(vocabulary_size=len(vocab), num_layers=1, num_heads=2, hidden_dim=8,
+    ...                                     intermediate_dim=16, max_sequence_length=16))
+    >>> model.compile()
+    >>> sorted(model.fit(ds, steps_per_epoch=1, verbose=0).history)
+    ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
     """
     files = _record_files(paths)
     if sequence_length is None or max_predictions is None:

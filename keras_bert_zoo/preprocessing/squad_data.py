@@ -9,11 +9,14 @@ with shifted offsets fails here, naming the question, instead of training on wro
 `{"text": [...], "answer_start": [...]}` (parallel lists): it is read the same way.
 
 Examples:
->>> import json, tempfile
+>>> import json, os, tempfile
+>>> from keras_bert_zoo.preprocessing.squad_data import read_squad
 >>> data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Paris is in France.",
 ...         "qas": [{"id": "q1", "question": "Where is Paris?",
 ...                  "answers": [{"text": "France", "answer_start": 12}]}]}]}]}
->>> path = tempfile.mktemp(suffix=".json"); json.dump(data, open(path, "w"))
+>>> path = os.path.join(tempfile.mkdtemp(), "train-v1.1.json")
+>>> with open(path, "w") as f:
+...     json.dump(data, f)
 >>> examples = read_squad(path)
 >>> examples.ids, examples.answer_starts, examples.answers
 (['q1'], [12], [['France']])

@@ -1,7 +1,7 @@
 """`TaskSpec`: everything the library needs to know about one task, in one place.
 
-A task (classify, tag, qa, choice, embed; the masked-LM pretrainer too) is one subclass of
-`TaskSpec` in its own module under `keras_bert_zoo/tasks/`, with one module-level
+A task (`classify`, `tag`, `qa`, `choice`, `embed`, and `pretrain`, the masked-LM pretraining) is one
+subclass of `TaskSpec` in its own module under `keras_bert_zoo/tasks/`, with one module-level
 instance named `TASK`. The registry (`keras_bert_zoo.tasks`) finds it there; the
 fine-tuning job, `bert-zoo evaluate`, `predict`, `export` and `finetune` dispatch
 through it and hold no task names of their own. See docs/architecture.md,

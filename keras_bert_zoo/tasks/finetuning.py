@@ -1,9 +1,11 @@
 """`finetune(task, ...)`: the fine-tuning job for any registered task, as a Python function.
 
-It validates both data files and the model before the first step, builds the model
-and optimizer inside the distribution strategy's scope, trains with `model.fit` on
-the task's `tf.data` pipeline, scores the dev file every `eval_every` steps and at
-each epoch end, and writes `out/` as a preset directory with `metrics.json` and
+It validates both data files and the model before the first step, then runs the
+steps of `training.job.TrainingJob`: builds the model and optimizer inside the
+distribution strategy's scope, trains with `training.loop.train` (`fit`'s train step
+in a loop of our own, checkpointed and resumable from `out/checkpoints/`) on the
+task's `tf.data` pipeline, scores the dev file every `eval_every` steps and at each
+epoch end, and writes `out/` as a preset directory with `metrics.json` and
 `training_curve.png`. `bert-zoo finetune` is a thin adapter over it.
 """
 

@@ -1,9 +1,11 @@
-"""Masked-LM + next-sentence pretraining: the `pretrain(...)` job (the task of its output is `masked_lm`).
+"""Masked-LM + next-sentence pretraining: the `pretrain(...)` job (its output's task, `pretrain`, is in
+`tasks/masked_lm.py`).
 
 `pretrain` reads documents (original BERT format, one document per line, or
 WikiText), optionally learns a WordPiece vocabulary on the *training* documents,
 makes NSP/SOP pairs, masks them anew every pass (dynamic masking) and trains a
-`BertPretrainer` with BERT's optimizer for exactly `steps` steps. Every `eval_every`
+`BertPretrainer` with BERT's optimizer for exactly `steps` steps, through the steps of
+`training.job.TrainingJob` (its loop, `training.loop.train`, checkpoints and resumes). Every `eval_every`
 steps it scores held-out documents (`holdout_every=N` keeps every N-th document out
 of training and out of the vocabulary). `out` receives TensorBoard logs (`logs/`),
 `metrics.json`, `loss_curves.png` and a preset directory (`config.json`,

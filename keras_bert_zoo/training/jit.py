@@ -94,6 +94,7 @@ def _strategy_kind(strategy):
 def static_rule(jit_compile, mixed_precision="none", strategy="default", steps=None, fixed_shapes=True):
     """The part of the rule that needs no timing: a `JitChoice`, or None ("measure it").
 
+    >>> from keras_bert_zoo.training.jit import static_rule
     >>> static_rule("auto", strategy="multi_worker").enabled   # on a machine without GPUs
     False
     >>> static_rule(False).reason

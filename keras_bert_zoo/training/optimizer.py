@@ -214,6 +214,7 @@ def default_optimizer():
     optimizers would give Adam a sum of squares for every id a batch repeats) and
     epsilon sits where torch puts it. `create_optimizer` gives BERT's recipe instead.
 
+    >>> from keras_bert_zoo.training import default_optimizer
     >>> optimizer = default_optimizer()
     >>> type(optimizer).__name__, round(float(optimizer.learning_rate), 8), optimizer.weight_decay
     ('BertAdamW', 5e-05, 0.004)

@@ -142,6 +142,7 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default",
     AVX-512 BF16 / AMX instructions: docs/benchmarks.md, "bf16 training on CPU"), for
     batches of varying shapes, or for runs shorter than `jit.MIN_STEPS` steps.
 
+    >>> from keras_bert_zoo.training.strategies import resolve_jit_compile
     >>> resolve_jit_compile("auto", "none", steps=1000)
     'auto'
     >>> resolve_jit_compile(False, "bf16")

@@ -15,7 +15,6 @@ from ../shared/data, against predictions made by corrupting them with a seeded
 RNG.
 """
 
-import doctest
 import os
 
 import numpy as np
@@ -487,11 +486,6 @@ def test_errors():
         entity_spans(["O"], mode="lenient")
     with pytest.raises(ValueError, match="invalid tag 'E-PER'"):
         iob1_to_iob2(["E-PER"])
-
-
-def test_docstring_examples_run():
-    result = doctest.testmod(entities, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 5 and result.failed == 0
 
 
 def test_module_is_pure_python():

@@ -128,14 +128,3 @@ def test_bad_arguments_name_the_fix(checkpoint):
         continue_pretraining(model, ["", "  "])
     with pytest.raises(ValueError, match="train nothing"):
         continue_pretraining(model, TEXTS, steps=0, head_steps=0)
-
-
-@pytest.mark.parametrize("module", ["keras_bert_zoo.training.adaptation",
-                                    "keras_bert_zoo.preprocessing.pretraining_data"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    minilm_path()  # skips without the checkpoint the examples load
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 1 and result.failed == 0
