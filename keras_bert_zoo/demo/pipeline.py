@@ -165,7 +165,8 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     import keras
     import tensorflow as tf
 
-    from keras_bert_zoo.tasks import finetune, pretrain
+    from keras_bert_zoo.tasks.finetuning import finetune
+    from keras_bert_zoo.tasks.pretraining import pretrain
     from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.pretrainer import BertPretrainer

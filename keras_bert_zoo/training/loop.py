@@ -62,24 +62,6 @@ def nonfinite_message(step, loss, learning_rate=None, mixed_precision="none"):
             f"Likely cause: {'; or '.join(causes)}.")
 
 
-def distribute_batch(strategy, batch):
-    """This worker's batch -> per-replica values, rows split in order (uneven if they must be)."""
-    import tensorflow as tf
-
-    if strategy.num_replicas_in_sync == 1:
-        return batch
-    local = len(strategy.extended.worker_devices)
-
-    def rows(ctx):
-        i = ctx.replica_id_in_sync_group % local  # replica ids are worker-major
-        def part(t):
-            n = tf.shape(t)[0]
-            return t[(i * n) // local: ((i + 1) * n) // local]
-        return tf.nest.map_structure(part, batch)
-
-    return strategy.experimental_distribute_values_from_function(rows)
-
-
 def worker_rows(dataset, num_workers, index):
     """Each global batch -> this worker's rows of it (worker `index` of `num_workers`).
 
@@ -139,7 +121,7 @@ def evaluate(model, dataset):
     """
     import tensorflow as tf
 
-    from keras_bert_zoo.training.strategies import worker_info
+    from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
     workers = worker_info(strategy)
@@ -214,7 +196,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
 
     if position not in POSITIONS:
         raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
-    from keras_bert_zoo.training.strategies import worker_info
+    from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
     if not per_worker_input:
