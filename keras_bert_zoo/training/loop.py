@@ -154,6 +154,35 @@ def _resume(checkpoints, callbacks, job_state, total, steps_per_epoch):
     return start
 
 
+def _resume_state(callbacks, job_state):
+    """What a checkpoint keeps besides the variables: the callbacks' counters and the job's state."""
+    state = {"callbacks": [cb.resume_state() for cb in _resumable(callbacks)]}
+    if job_state:
+        state["job"] = job_state[0]()
+    return state
+
+
+def _open_checkpoints(model, checkpoint_dir, iterator, *, signature, writer, resume, callbacks, job_state, total,
+                      steps_per_epoch):
+    """`(checkpoints, start)`: the run's `RunCheckpoints` (None without `checkpoint_dir`) and its first step.
+
+    The optimizer is built first, so that a restore finds its slots to fill.
+    """
+    from keras_bert_zoo.training.checkpointing import RunCheckpoints
+
+    checkpoints = None
+    if checkpoint_dir:
+        checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
+        if not resume:
+            checkpoints.clear()
+    with model.distribute_strategy.scope():
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    if checkpoints is None or not resume:
+        return checkpoints, 0
+    return checkpoints, _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
+
+
 def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
           checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
           writer=True, job_state=None, nonfinite=None, per_worker_input=False, choose_jit=None):
@@ -192,8 +221,6 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     """
     import keras
 
-    from keras_bert_zoo.training.checkpointing import RunCheckpoints
-
     if position not in POSITIONS:
         raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
     from keras_bert_zoo.training.strategies import distribute_batch, worker_info
@@ -210,26 +237,15 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         with strategy.scope():
             model._symbolic_build(data_batch=dataset.element_spec)
 
-    checkpoints, start = None, 0
-    if checkpoint_dir:
-        checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
-        if not resume:
-            checkpoints.clear()
-    with strategy.scope():
-        if model.optimizer is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-    if checkpoints is not None and resume:
-        start = _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
+    checkpoints, start = _open_checkpoints(model, checkpoint_dir, iterator, signature=signature, writer=writer,
+                                           resume=resume, callbacks=callbacks, job_state=job_state, total=total,
+                                           steps_per_epoch=steps_per_epoch)
     if iterator is None:
         iterator = iter(repeated.skip(start))  # replay: the same deterministic stream, `start` batches on
 
     def save(step):
-        if checkpoints is None:
-            return
-        state = {"callbacks": [cb.resume_state() for cb in _resumable(callbacks)]}
-        if job_state:
-            state["job"] = job_state[0]()
-        checkpoints.save(step, state)
+        if checkpoints is not None:
+            checkpoints.save(step, _resume_state(callbacks, job_state))
 
     callback_list = callbacks if isinstance(callbacks, keras.callbacks.CallbackList) else \
         keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
