@@ -15,7 +15,10 @@ The graph has an edge `a -> b` for every `import b`, `from b import name` and
 too, except the root `keras_bert_zoo`: its `__init__` imports the public names, so that
 edge would put every module in one cycle with it (and a module's own packages, which
 are already running when it is imported). A package's `__init__` that re-exports from
-its submodules does import them, and gets those edges.
+its submodules does import them, and gets those edges. `importlib.import_module(name)`
+is not an edge: it is how a registry loads its plug-ins (`tasks.registry` its task
+modules, `export.saved_model` the task registry, whose modules register their servings),
+a dependency that points the other way by design.
 
 Run `python tests/test_architecture.py` to print the graph's cycles and the long items.
 """
