@@ -27,6 +27,8 @@ import ast
 import pathlib
 from collections import deque
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = "keras_bert_zoo"
 MAX_MODULE_LINES = 400
@@ -248,6 +250,13 @@ def test_the_graph_sees_lazy_relative_and_submodule_imports():
     assert _imported("keras_bert_zoo.tasks.qa", tree.body[1], False) == [
         "keras_bert_zoo.models", "keras_bert_zoo.models.backbone"]
     assert _imported("keras_bert_zoo.tasks", tree.body[0], True)[0] == "keras_bert_zoo.tasks"
+
+
+def test_the_checks_fail_on_a_cycle_and_on_a_stale_exception():
+    toy = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}}
+    assert _components(toy) == [frozenset("abc")]
+    with pytest.raises(AssertionError, match="stale exception.*gone.py"):
+        _check({}, {"keras_bert_zoo/gone.py": "was long"}, "long", None)
 
 
 if __name__ == "__main__":
