@@ -30,7 +30,8 @@ from keras_bert_zoo.preprocessing.masker import MaskedLMMasker  # noqa: E402
 from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset  # noqa: E402
 from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor  # noqa: E402
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor  # noqa: E402
-from keras_bert_zoo.tasks import finetune, pretrain  # noqa: E402
+from keras_bert_zoo.tasks.finetuning import finetune  # noqa: E402
+from keras_bert_zoo.tasks.pretraining import pretrain  # noqa: E402
 from keras_bert_zoo.training.adaptation import continue_pretraining  # noqa: E402
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""`bert-zoo finetune TASK`: fine-tune a checkpoint; flags -> `keras_bert_zoo.tasks.finetune`.
+"""`bert-zoo finetune TASK`: fine-tune a checkpoint; flags -> `keras_bert_zoo.finetune`.
 
 Each registered task (`keras_bert_zoo.tasks`) is a sub-command with the common recipe
 flags below plus its own data-layout flags.
@@ -61,7 +61,8 @@ def _add_recipe_arguments(parser, spec):
 
 
 def run(args):
-    from keras_bert_zoo.tasks import finetune, get_task
+    from keras_bert_zoo.tasks import get_task
+    from keras_bert_zoo.tasks.finetuning import finetune
 
     spec = get_task(args.task)
     _, metrics = finetune(

@@ -1,4 +1,4 @@
-"""`bert-zoo pretrain`: masked-LM + next-sentence pretraining; flags -> `keras_bert_zoo.tasks.pretrain`.
+"""`bert-zoo pretrain`: masked-LM + next-sentence pretraining; flags -> `keras_bert_zoo.pretrain`.
 
 Examples:
     bert-zoo pretrain --corpus ../shared/data/pretrain_text/wikitext-2.valid.tokens.txt \\
@@ -62,7 +62,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_bert_zoo.tasks import pretrain
+    from keras_bert_zoo.tasks.pretraining import pretrain
 
     skip = ("verb", "no_lowercase", "jit_compile", "checkpoint_every", "no_resume", "deterministic")
     options = {k: v for k, v in vars(args).items() if k not in skip}

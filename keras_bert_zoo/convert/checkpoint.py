@@ -15,16 +15,11 @@ import re
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
-from keras_bert_zoo.errors import UnsafeFileError
+from keras_bert_zoo.errors import CheckpointError, UnsafeFileError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
-from keras_bert_zoo.models.loading import (  # noqa: F401  (re-exported: they used to live here)
-    CONFIG_SECTION,
-    CheckpointError,
-    assign_weights,
-    backbone_from_checkpoint,
-)
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config
+from keras_bert_zoo.models.loading import CONFIG_SECTION
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
 # HF `hidden_act` -> ours. HF's "gelu" is the exact erf form; "gelu_new",
@@ -75,26 +70,8 @@ def _backbone_kwargs(config, fmt, source="the checkpoint config"):
         raise CheckpointError(f"{source} has no {e.args[0]!r} entry; it is not a BERT config.") from None
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{source} has a value of the wrong type ({e}); sizes are integers.") from None
-    _check_architecture(kwargs, source)
+    check_architecture(kwargs, source)
     return kwargs
-
-
-# Bounds that catch a corrupt config before it allocates: BERT-large is 24 x 1024 x 16.
-_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
-           "intermediate_dim": 10**6, "max_sequence_length": 10**6, "num_segments": 10**4}
-
-
-def _check_architecture(kwargs, source):
-    for key, high in _LIMITS.items():
-        value = kwargs[key]
-        if not 1 <= value <= high:
-            raise CheckpointError(f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "
-                                  "the config is damaged or not a BERT config.")
-    if kwargs["hidden_dim"] % kwargs["num_heads"]:
-        raise CheckpointError(f"{source}: hidden_size {kwargs['hidden_dim']} is not divisible by "
-                              f"num_attention_heads {kwargs['num_heads']}; fix the config (they come as a pair).")
-    if not 0.0 <= kwargs["dropout"] < 1.0 or not kwargs["layer_norm_epsilon"] > 0:
-        raise CheckpointError(f"{source}: hidden_dropout_prob must be in [0, 1) and layer_norm_eps positive.")
 
 
 def _hf_config(backbone):

@@ -47,6 +47,7 @@ import numpy as np
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError
 from keras_bert_zoo.models import loading
+from keras_bert_zoo.models.presets import check_architecture
 
 PREFIXES = ("keras_hub>", "keras_nlp>")  # keras-nlp was renamed KerasHub in 2024
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.weights.h5"
@@ -229,8 +230,6 @@ class KerasHubCheckpoint:
     format = "keras_hub"
 
     def __init__(self, path):
-        from keras_bert_zoo.convert.checkpoint import _check_architecture
-
         self.path = path = os.fspath(path)
         config_path = os.path.join(path, CONFIG_FILE)
         self.config = _read_json_file(config_path)
@@ -260,7 +259,7 @@ class KerasHubCheckpoint:
                                   "BertBackbone config.") from None
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{config_path} has a size of the wrong type ({e}); sizes are integers.") from None
-        _check_architecture(self.backbone_kwargs, config_path)
+        check_architecture(self.backbone_kwargs, config_path)
         layers = self.backbone_kwargs["num_layers"]
         self._tensors, self._sources = _read_table(os.path.join(path, WEIGHTS_FILE), backbone_table(layers),
                                                    backbone_keys(layers))

@@ -143,55 +143,8 @@ def _serve_in_batches(signature, texts, batch_size=64):
     return {k: np.concatenate([o[k].numpy() for o in outs]) for k in outs[0]}
 
 
-def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
-    """Runs the demo end to end; returns the metrics written to `out/demo_metrics.json`.
-
-    Args:
-        out: output directory (created; earlier demo outputs in it are replaced).
-        budget: `"small"` (CI, about 2 minutes) or `"full"` (README, under 10
-            minutes on 2 CPU cores).
-        seed: int, data split, initialisation and masking seed.
-        verbose: Keras `fit` verbosity; None: progress bar on a terminal, a line per
-            epoch otherwise.
-
-    Examples:
-    >>> import os, tempfile
-    >>> from keras_bert_zoo.demo import run_demo
-    >>> out = os.path.join(tempfile.mkdtemp(), "demo")
-    >>> metrics = run_demo(out, budget="small", verbose=0)  # minutes: it prints its progress
-    estimated time on this machine: ...
-    >>> metrics["heldout_mlm_loss"] < metrics["heldout_mlm_loss_init"]  # pretraining learned the corpus
-    True
-    >>> sorted(os.listdir(out))
-    ['classifier', 'data', 'demo_metrics.json', 'pretrained', 'saved_model']
-    """
-    if budget not in BUDGETS:
-        raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
-    cfg = BUDGETS[budget]
-    import keras
-    import tensorflow as tf
-
-    from keras_bert_zoo.tasks import finetune, pretrain
-    from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
-    from keras_bert_zoo.export.saved_model import export_saved_model
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
-    from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
-
-    os.makedirs(out, exist_ok=True)
-    data_dir, pre_dir, init_dir, cls_dir = (os.path.join(out, d) for d in ("data", "pretrained", "init", "classifier"))
-    for d in (pre_dir, init_dir, cls_dir):
-        shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(data_dir, exist_ok=True)
-    steps = _Steps(5)
-    step_seconds = time_pretraining_step(cfg)
-    estimate = estimate_seconds(budget, step_seconds)
-    print(f"estimated time on this machine: {estimate / 60:.1f} minutes (one pretraining step takes "
-          f"{1000 * step_seconds:.0f} ms here now; load {os.getloadavg()[0]:.1f})", flush=True)
-    metrics = {"seed": seed, "estimated_seconds": estimate, "pretrain_step_seconds_at_start": step_seconds}
-    keras.utils.set_random_seed(seed)
-
-    # --- 1. corpus -----------------------------------------------------------------------
+def _corpus(steps, data_dir, seed, metrics):
+    """Step 1: the labelled paragraphs, split and written; `(parts, task files, pretraining corpora)`."""
     steps.begin("corpus: Python's documentation (pydoc_data.topics), labelled by chapter")
     parts = corpus.split(corpus.labelled_paragraphs(), seed=seed)
     paths = {name: corpus.write_task_file(rows, os.path.join(data_dir, f"{name}.jsonl"))
@@ -203,23 +156,16 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     metrics.update({f"{k}_paragraphs": v for k, v in counts.items()})
     steps.end(f"{sum(counts.values())} paragraphs, {len(corpus.LABELS)} chapters ({', '.join(corpus.LABELS)}); "
               f"train {counts['train']} / dev {counts['dev']} / test {counts['test']}; {words:,} training words")
+    return parts, paths, pretrain_text, heldout_text
 
-    # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
-    steps.begin(f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
-                f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
-    _, pre_metrics = pretrain(
-        corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
-        sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
-        learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
-        eval_batches=20, seed=seed + 1, verbose=verbose,
-    )
-    with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
-        vocab_size = sum(1 for _ in f)
-    steps.end(f"vocabulary {vocab_size} tokens; {pre_metrics['tokens_per_second']:,.0f} tokens/s; "
-              f"held-out MLM acc {pre_metrics.get('mlm_accuracy', float('nan')):.3f}, "
-              f"NSP acc {pre_metrics.get('nsp_accuracy', float('nan')):.3f}")
 
-    # --- 4. did pretraining help? the same held-out masks on the random initialisation ----------
+def _pretraining_gain(steps, pre_dir, init_dir, heldout_text, seed, metrics):
+    """Step 4: did pretraining help? The same held-out masks scored on the random initialisation."""
+    import keras
+
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
+
     steps.begin("held-out MLM/NSP loss: random initialisation vs pretrained (same fixed-seed masks)")
     keras.utils.set_random_seed(seed)
     init = BertPretrainer.from_preset(pre_dir, load_weights=False, preprocessor=None)
@@ -230,8 +176,6 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     after = evaluate_pretrainer(pre_dir, [heldout_text], max_batches=20)
     shutil.rmtree(init_dir, ignore_errors=True)
     metrics.update({
-        "vocabulary_size": vocab_size, "pretrain_steps": int(pre_metrics["steps"]),
-        "pretrain_tokens_per_second": pre_metrics["tokens_per_second"],
         "heldout_mlm_loss_init": before["mlm_loss"], "heldout_mlm_loss": after["mlm_loss"],
         "heldout_mlm_accuracy_init": before["mlm_accuracy"], "heldout_mlm_accuracy": after["mlm_accuracy"],
         "heldout_nsp_accuracy": after.get("nsp_accuracy", float("nan")),
@@ -240,21 +184,15 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
               f"{before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, NSP accuracy "
               f"{before.get('nsp_accuracy', float('nan')):.3f} -> {after.get('nsp_accuracy', float('nan')):.3f}")
 
-    # --- 5. fine-tuning --------------------------------------------------------------------
-    steps.begin(f"fine-tune chapter classification for {cfg['finetune_epochs']} epochs (best dev kept)")
-    layout = DataLayout(("text",), "label", label_names=corpus.LABELS)
-    classifier, ft = finetune(
-        "classify", model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, layout=layout,
-        select="best",
-        epochs=cfg["finetune_epochs"], batch_size=cfg["batch_size"], learning_rate=cfg["finetune_lr"],
-        sequence_length=cfg["sequence_length"], max_train_examples=cfg["max_train_examples"], seed=seed,
-        verbose=verbose,
-    )
-    metrics.update({"dev_accuracy": ft["accuracy"], "finetune_seconds": ft["train_seconds"]})
-    steps.end(f"dev accuracy {ft['accuracy']:.3f} (best of {cfg['finetune_epochs']} epochs), "
-              f"{ft['train_examples_per_second']:.0f} examples/s")
 
-    # --- 6. export, reload, answer ----------------------------------------------------------
+def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
+    """Step 6: a raw-string SavedModel, reloaded, scored on the test split and asked new sentences."""
+    import tensorflow as tf
+
+    from keras_bert_zoo.export.saved_model import export_saved_model
+    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+
     steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
     saved = export_saved_model(classifier, os.path.join(out, "saved_model"), overwrite=True)
     served = tf.saved_model.load(saved)
@@ -287,6 +225,88 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
         for text, tokens, scores in zip(FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
             shown = ", ".join(f"{t.decode()} {s:.2f}" for t, s in zip(tokens[0], scores[0]))
             print(f"      fill-mask: {text}  ->  {shown}")
+
+
+def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
+    """Runs the demo end to end; returns the metrics written to `out/demo_metrics.json`.
+
+    Args:
+        out: output directory (created; earlier demo outputs in it are replaced).
+        budget: `"small"` (CI, about 2 minutes) or `"full"` (README, under 10
+            minutes on 2 CPU cores).
+        seed: int, data split, initialisation and masking seed.
+        verbose: Keras `fit` verbosity; None: progress bar on a terminal, a line per
+            epoch otherwise.
+
+    Examples:
+    >>> import os, tempfile
+    >>> from keras_bert_zoo.demo import run_demo
+    >>> out = os.path.join(tempfile.mkdtemp(), "demo")
+    >>> metrics = run_demo(out, budget="small", verbose=0)  # minutes: it prints its progress
+    estimated time on this machine: ...
+    >>> metrics["heldout_mlm_loss"] < metrics["heldout_mlm_loss_init"]  # pretraining learned the corpus
+    True
+    >>> sorted(os.listdir(out))
+    ['classifier', 'data', 'demo_metrics.json', 'pretrained', 'saved_model']
+    """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
+    cfg = BUDGETS[budget]
+    import keras
+
+    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.finetuning import finetune
+    from keras_bert_zoo.tasks.pretraining import pretrain
+
+    os.makedirs(out, exist_ok=True)
+    data_dir, pre_dir, init_dir, cls_dir = (os.path.join(out, d) for d in ("data", "pretrained", "init", "classifier"))
+    for d in (pre_dir, init_dir, cls_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(data_dir, exist_ok=True)
+    steps = _Steps(5)
+    step_seconds = time_pretraining_step(cfg)
+    estimate = estimate_seconds(budget, step_seconds)
+    print(f"estimated time on this machine: {estimate / 60:.1f} minutes (one pretraining step takes "
+          f"{1000 * step_seconds:.0f} ms here now; load {os.getloadavg()[0]:.1f})", flush=True)
+    metrics = {"seed": seed, "estimated_seconds": estimate, "pretrain_step_seconds_at_start": step_seconds}
+    keras.utils.set_random_seed(seed)
+
+    parts, paths, pretrain_text, heldout_text = _corpus(steps, data_dir, seed, metrics)  # 1.
+
+    # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
+    steps.begin(f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
+                f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
+    _, pre_metrics = pretrain(
+        corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
+        sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
+        learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
+        eval_batches=20, seed=seed + 1, verbose=verbose,
+    )
+    with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
+        vocab_size = sum(1 for _ in f)
+    steps.end(f"vocabulary {vocab_size} tokens; {pre_metrics['tokens_per_second']:,.0f} tokens/s; "
+              f"held-out MLM acc {pre_metrics.get('mlm_accuracy', float('nan')):.3f}, "
+              f"NSP acc {pre_metrics.get('nsp_accuracy', float('nan')):.3f}")
+
+    metrics.update({"vocabulary_size": vocab_size, "pretrain_steps": int(pre_metrics["steps"]),
+                    "pretrain_tokens_per_second": pre_metrics["tokens_per_second"]})
+    _pretraining_gain(steps, pre_dir, init_dir, heldout_text, seed, metrics)  # 4.
+
+    # --- 5. fine-tuning --------------------------------------------------------------------
+    steps.begin(f"fine-tune chapter classification for {cfg['finetune_epochs']} epochs (best dev kept)")
+    layout = DataLayout(("text",), "label", label_names=corpus.LABELS)
+    classifier, ft = finetune(
+        "classify", model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, layout=layout,
+        select="best",
+        epochs=cfg["finetune_epochs"], batch_size=cfg["batch_size"], learning_rate=cfg["finetune_lr"],
+        sequence_length=cfg["sequence_length"], max_train_examples=cfg["max_train_examples"], seed=seed,
+        verbose=verbose,
+    )
+    metrics.update({"dev_accuracy": ft["accuracy"], "finetune_seconds": ft["train_seconds"]})
+    steps.end(f"dev accuracy {ft['accuracy']:.3f} (best of {cfg['finetune_epochs']} epochs), "
+              f"{ft['train_examples_per_second']:.0f} examples/s")
+
+    _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics)  # 6.
 
     metrics["total_seconds"] = steps.elapsed()
     write_metrics(metrics, os.path.join(out, "demo_metrics.json"))

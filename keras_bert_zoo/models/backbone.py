@@ -223,9 +223,22 @@ class BertBackbone(keras.Model):
             loading.note_random_init(name_or_path)
             return cls(**{**backbone_config(name_or_path), **kwargs})
         checkpoint = loading.open_checkpoint(name_or_path)
-        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
+        backbone = cls.from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
         if load_weights:
             loading.report_unused(checkpoint, cls.__name__, backbone_only=True)
+        return backbone
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint, load_weights=True, pooler_needed=True, **kwargs):
+        """A backbone of an opened checkpoint's architecture (`kwargs` override it), loaded.
+
+        `checkpoint` is what `keras_bert_zoo.models.loading.open_checkpoint` returns;
+        `pooler_needed=False` loads a checkpoint without pooler weights silently.
+        Task models call this with their checkpoint, then load their heads from it.
+        """
+        backbone = cls(**{**checkpoint.backbone_kwargs, **kwargs})
+        if load_weights:
+            loading.load_backbone_weights(backbone, checkpoint, pooler_needed=pooler_needed)
         return backbone
 
     def save_to_preset(self, path, format="keras_bert_zoo"):

@@ -123,6 +123,6 @@ class BertFeatureExtractor(keras.Model):
             backbone = BertBackbone.from_preset(name_or_path, load_weights=False, **backbone_kwargs)
         else:
             checkpoint = loading.open_checkpoint(name_or_path)
-            backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights, pooler_needed=False,
-                                                        **backbone_kwargs)
+            backbone = BertBackbone.from_checkpoint(checkpoint, load_weights=load_weights, pooler_needed=False,
+                                                    **backbone_kwargs)
         return cls(backbone, combination=combination)

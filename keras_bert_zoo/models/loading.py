@@ -199,16 +199,6 @@ def load_backbone_weights(backbone, checkpoint, pooler_needed=True):
     return backbone
 
 
-def backbone_from_checkpoint(checkpoint, load_weights=True, pooler_needed=True, **kwargs):
-    """A `BertBackbone` of the checkpoint's architecture (`kwargs` override it), loaded."""
-    from keras_bert_zoo.models.backbone import BertBackbone
-
-    backbone = BertBackbone(**{**checkpoint.backbone_kwargs, **kwargs})
-    if load_weights:
-        load_backbone_weights(backbone, checkpoint, pooler_needed=pooler_needed)
-    return backbone
-
-
 def read_config(path):
     """`path/config.json` as a dict, or None when `path` is not a directory with one."""
     import json

@@ -7,6 +7,8 @@ Hugging Face Hub (`PRETRAINED_REPOS`, resolved by `keras_bert_zoo.convert.hub` t
 initialised, with nothing fetched.
 """
 
+from keras_bert_zoo.errors import CheckpointError
+
 _SIZES = {
     # name: (num_layers, hidden_dim, num_heads)
     "tiny": (2, 128, 2),
@@ -82,3 +84,23 @@ def backbone_config(name):
             "or pass a local checkpoint directory."
         )
     return {k: v for k, v in BACKBONE_PRESETS[name].items() if k not in TOKENIZER_KEYS}
+
+
+# Bounds that catch a corrupt config before it allocates: BERT-large is 24 x 1024 x 16.
+ARCHITECTURE_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
+                       "intermediate_dim": 10**6, "max_sequence_length": 10**6, "num_segments": 10**4}
+
+
+def check_architecture(kwargs, source):
+    """Raises a `CheckpointError` naming `source` when `BertBackbone` arguments read from a
+    checkpoint's config are impossible (every reader checks before building a model)."""
+    for key, high in ARCHITECTURE_LIMITS.items():
+        value = kwargs[key]
+        if not 1 <= value <= high:
+            raise CheckpointError(f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "
+                                  "the config is damaged or not a BERT config.")
+    if kwargs["hidden_dim"] % kwargs["num_heads"]:
+        raise CheckpointError(f"{source}: hidden_size {kwargs['hidden_dim']} is not divisible by "
+                              f"num_attention_heads {kwargs['num_heads']}; fix the config (they come as a pair).")
+    if not 0.0 <= kwargs["dropout"] < 1.0 or not kwargs["layer_norm_epsilon"] > 0:
+        raise CheckpointError(f"{source}: hidden_dropout_prob must be in [0, 1) and layer_norm_eps positive.")

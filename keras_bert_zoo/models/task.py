@@ -144,9 +144,9 @@ class Task(keras.Model):
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
         checkpoint = loading.open_checkpoint(name_or_path)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
-        backbone = loading.backbone_from_checkpoint(checkpoint, load_weights=load_weights,
-                                                    pooler_needed=cls._pooler_needed({**saved, **kwargs}),
-                                                    **backbone_kwargs)
+        backbone = BertBackbone.from_checkpoint(checkpoint, load_weights=load_weights,
+                                                pooler_needed=cls._pooler_needed({**saved, **kwargs}),
+                                                **backbone_kwargs)
         if preprocessor == "auto":
             preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
         model = cls(backbone=backbone, preprocessor=preprocessor, **{**saved, **kwargs})

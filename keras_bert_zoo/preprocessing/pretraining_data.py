@@ -15,7 +15,8 @@ import tensorflow as tf
 from keras_bert_zoo.preprocessing.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, pack_instance
-from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer, read_vocabulary
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
 
 def default_max_predictions(sequence_length):

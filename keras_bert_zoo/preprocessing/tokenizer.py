@@ -2,109 +2,20 @@
 
 import json
 import os
-import re
-import warnings
 
 import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_zoo.errors import InvalidInputError, MissingPathError
-from keras_bert_zoo.files import read_text_file, write_text
+from keras_bert_zoo.errors import MissingPathError
+from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
+from keras_bert_zoo.preprocessing.tokenizer_options import hf_tokenizer_config, preset_options
+from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, read_vocabulary
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # HF WordPiece `max_input_chars_per_word`: longer words become a single [UNK].
 MAX_CHARS_PER_WORD = 100
-
-
-def read_vocabulary(vocabulary):
-    """A list of tokens from a `vocab.txt` path or a list, checked for the special tokens."""
-    source = "the vocabulary"
-    if isinstance(vocabulary, (str, os.PathLike)):
-        path = os.fspath(vocabulary)
-        if os.path.isdir(path):
-            path = os.path.join(path, "vocab.txt")
-        if not os.path.exists(path):
-            raise MissingPathError(f"vocabulary file not found: {path} (expected a vocab.txt, one token a line).")
-        source = path
-        # Only the line break ends a token: a vocabulary may hold tokens with spaces.
-        tokens = [line.rstrip("\r") for line in read_text_file(path, "vocabulary file").split("\n")]
-        if tokens and tokens[-1] == "":
-            tokens = tokens[:-1]
-    else:
-        tokens = list(vocabulary)
-    if not all(isinstance(t, str) for t in tokens):
-        raise ValueError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
-    if not tokens:
-        raise InvalidInputError(f"{source} is empty; a vocab.txt has one token a line, "
-                                f"{' '.join(SPECIAL_TOKENS)} among them.")
-    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
-    if missing:
-        raise InvalidInputError(
-            f"{source} lacks the special token(s) {', '.join(missing)}; a BERT vocabulary needs "
-            f"all of {' '.join(SPECIAL_TOKENS)}. Add them (e.g. learn_vocabulary() puts them first)."
-        )
-    seen = {}
-    for i, t in enumerate(tokens):
-        if t in seen:
-            raise InvalidInputError(f"{source} has {t!r} twice (lines {seen[t] + 1} and {i + 1}); "
-                                    "tokens must be unique: remove one.")
-        seen[t] = i
-    return tokens
-
-
-# Google's run_*.py (`validate_case_matches_checkpoint`): released models whose names
-# do not say "cased"/"uncased" but are lowercased.
-GOOGLE_LOWERCASE_MODELS = ("multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
-_CASE_IN_NAME = re.compile(r"(?:^|[^a-z])(un)?cased(?:[^a-z]|$)")
-
-
-def vocabulary_casing(tokens):
-    """True if a vocabulary is lowercased, False if cased, None if it does not tell.
-
-    Counted over pieces holding a cased letter (bracketed specials like `[CLS]`
-    left out): a cased vocabulary has many that lowercasing would change ("The",
-    "##A"): at least 3 and 2% means cased. An uncased one, learned from lowercased
-    text, has essentially none: at most 0.1% of at least 20 means uncased (the real
-    bert-base-uncased vocabulary has 0 of 27,048). Anything else does not tell.
-    """
-    with_case, changed = 0, 0
-    for token in tokens:
-        if token.startswith("[") and token.endswith("]"):
-            continue
-        if any(c.islower() or c.isupper() for c in token):
-            with_case += 1
-            changed += token != token.lower()
-    if changed >= 3 and changed >= 0.02 * with_case:
-        return False
-    if with_case >= 20 and changed <= 0.001 * with_case:
-        return True
-    return None
-
-
-def name_casing(path):
-    """True/False from a checkpoint directory's name as Google's run_*.py do ("uncased"
-    in it: lowercase; "cased": keep case; their lowercased multilingual and chinese
-    models), else None."""
-    name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-    if name in GOOGLE_LOWERCASE_MODELS:
-        return True
-    match = _CASE_IN_NAME.search(name.lower())
-    return None if match is None else bool(match.group(1))
-
-
-def infer_lowercase(path, tokens):
-    """`(lowercase, reason)` for a preset directory without `tokenizer_config.json`."""
-    from_vocabulary = vocabulary_casing(tokens)
-    if from_vocabulary is not None:
-        kind = "uncased" if from_vocabulary else "cased"
-        return from_vocabulary, f"its vocab.txt looks {kind}"
-    from_name = name_casing(path)
-    if from_name is not None:
-        return from_name, f"the directory name says {'uncased' if from_name else 'cased'} (vocab.txt does not tell)"
-    return True, "neither vocab.txt nor the directory name tells (default, as HF)"
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -426,61 +337,23 @@ class BertTokenizer(PreprocessingLayer):
     # --- presets & config ---------------------------------------------------------------
     @classmethod
     def from_preset(cls, path, **kwargs):
-        """Reads `vocab.txt` and (optionally) `tokenizer_config.json` from a directory.
+        """Reads `vocab.txt` and (optionally) HF's `tokenizer_config.json` from a directory.
 
-        HF keys used: `do_lower_case`, `strip_accents`, `tokenize_chinese_chars`.
-        `**kwargs` override them. Without `tokenizer_config.json` (Google's checkpoint
-        directories: `bert_config.json` + `vocab.txt`) and without a `lowercase`
-        argument, casing is inferred with a warning: from the vocabulary (a cased one
-        has many pieces like "The", "##A"), else from the directory name as Google's
-        run_*.py do ("uncased" -> lowercase, "cased" -> keep case), else lowercase.
+        `**kwargs` override the file's options. Without `tokenizer_config.json` (Google's
+        checkpoint directories) and without a `lowercase` argument, the casing is
+        inferred with a warning; see `keras_bert_zoo.preprocessing.tokenizer_options`.
         """
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise MissingPathError(f"preset directory not found: {path}; give a directory holding vocab.txt.")
-        config = {}
-        config_path = os.path.join(path, "tokenizer_config.json")
-        if os.path.exists(config_path):
-            from keras_bert_zoo.files import read_json
-
-            hf = read_json(config_path, "tokenizer_config.json",
-                           "restore it from the checkpoint's source, or delete it (the casing is then inferred)")
-            config = {
-                "lowercase": hf.get("do_lower_case", True),
-                "strip_accents": hf.get("strip_accents"),
-                "tokenize_chinese_chars": hf.get("tokenize_chinese_chars", True),
-            }
-        elif "lowercase" not in kwargs:
-            vocabulary = read_vocabulary(os.path.join(path, "vocab.txt"))
-            lowercase, reason = infer_lowercase(path, vocabulary)
-            warnings.warn(
-                f"{path} has no tokenizer_config.json: using lowercase={lowercase} because {reason}; "
-                f"pass lowercase=... or write tokenizer_config.json (do_lower_case) to set it.",
-                stacklevel=2,
-            )
-            config["lowercase"] = lowercase
-            config.update(kwargs)
-            return cls(vocabulary=vocabulary, **config)
-        config.update(kwargs)
-        return cls(vocabulary=os.path.join(path, "vocab.txt"), **config)
+        vocabulary, options = preset_options(path, kwargs)
+        return cls(vocabulary=vocabulary, **options)
 
     def save_to_preset(self, path):
         """Writes `vocab.txt` and `tokenizer_config.json` (HF keys), atomically."""
         os.makedirs(path, exist_ok=True)
         write_text(os.path.join(path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
-        config = {
-            "tokenizer_class": "BertTokenizer",
-            "do_lower_case": self.lowercase,
-            "strip_accents": self.strip_accents,
-            "tokenize_chinese_chars": self.tokenize_chinese_chars,
-            "do_basic_tokenize": True,
-            "unk_token": "[UNK]",
-            "sep_token": "[SEP]",
-            "pad_token": "[PAD]",
-            "cls_token": "[CLS]",
-            "mask_token": "[MASK]",
-        }
-        write_text(os.path.join(path, "tokenizer_config.json"), json.dumps(config, indent=2) + "\n")
+        write_text(os.path.join(path, "tokenizer_config.json"), json.dumps(hf_tokenizer_config(self), indent=2) + "\n")
 
     def get_config(self):
         config = super().get_config()

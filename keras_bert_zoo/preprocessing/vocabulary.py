@@ -16,7 +16,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import check_text_file, write_text
 from keras_bert_zoo.preprocessing import normalization
-from keras_bert_zoo.preprocessing.tokenizer import SPECIAL_TOKENS
+from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS
 
 
 def _text_dataset(dataset_or_files, batch_size):

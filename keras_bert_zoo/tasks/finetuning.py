@@ -52,7 +52,7 @@ def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
     from keras_bert_zoo.convert.checkpoint import read_architecture
 
-    from keras_bert_zoo.preprocessing.tokenizer import read_vocabulary
+    from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
     arch = read_architecture(model)
     size = len(read_vocabulary(os.path.join(vocab_dir, "vocab.txt")))

@@ -1,8 +1,12 @@
 """The task registry: every `TASK` defined by a module of `keras_bert_zoo.tasks`.
 
 Modules are discovered, not listed, so adding a task is adding a module. Discovery
-imports only the task declarations (cheap: models and TensorFlow load when a task is
-used, not when it is found).
+imports every task module, and they are not light: they import
+`keras_bert_zoo.export.saved_model` (TensorFlow) and `tag` imports
+`preprocessing.tagging` (TensorFlow Text). Nothing can be found without TensorFlow
+anyway: importing any module of the package first runs `keras_bert_zoo/__init__.py`,
+which loads TensorFlow, Keras and every model, so discovery itself only adds the
+task modules (a fraction of a second after that).
 """
 
 import importlib
@@ -19,13 +23,13 @@ _TASKS = None
 def _discover():
     global _TASKS
     if _TASKS is None:
-        import keras_bert_zoo.tasks as package
+        package = __name__.rpartition(".")[0]  # this module's package, found without importing it
 
         tasks = {}
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
             if info.name in _NOT_TASKS or info.name.startswith("_"):
                 continue
-            spec = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "TASK", None)
+            spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
             if spec is None:
                 continue
             for key in (spec.name, spec.model_class_name):

@@ -123,6 +123,26 @@ def static_rule(jit_compile, mixed_precision="none", strategy="default", steps=N
     return None
 
 
+def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default", steps=None, fixed_shapes=True):
+    """The `jit_compile` rule's decision when it needs no timing: True, False, or `"auto"` (time it).
+
+    The rule is this module's (`choose_jit_compile` measures what this leaves as
+    `"auto"`): a TPU always compiles; `"auto"` is never XLA for
+    multi-worker training on CPUs (no XLA_CPU kernels for the collectives), for bf16 on
+    a CPU (XLA's CPU backend has no bfloat16 matmul kernels, oneDNN uses the CPU's
+    AVX-512 BF16 / AMX instructions: docs/benchmarks.md, "bf16 training on CPU"), for
+    batches of varying shapes, or for runs shorter than `MIN_STEPS` steps.
+
+    >>> from keras_bert_zoo.training.jit import resolve_jit_compile
+    >>> resolve_jit_compile("auto", "none", steps=1000)
+    'auto'
+    >>> resolve_jit_compile(False, "bf16")
+    False
+    """
+    choice = static_rule(jit_compile, mixed_precision, strategy, steps, fixed_shapes)
+    return "auto" if choice is None else choice.enabled
+
+
 def time_train_steps(model, batch, timed_steps=TIMED_STEPS):
     """Seconds per `train_step` with and without XLA on `batch`: `{"xla", "plain", "compile_xla", "compile_plain"}`.
 
@@ -132,7 +152,7 @@ def time_train_steps(model, batch, timed_steps=TIMED_STEPS):
     """
     import tensorflow as tf
 
-    from keras_bert_zoo.training.loop import distribute_batch
+    from keras_bert_zoo.training.strategies import distribute_batch
 
     strategy = model.distribute_strategy
     with strategy.scope():

@@ -69,7 +69,7 @@ class TrainingJob:
     def __init__(self, out, *, overwrite=False, resume=True, strategy="default", tpu=None, replicas=None,
                  mixed_precision="none", jit_compile="auto", checkpoint_every=0, deterministic=False,
                  verbose="auto"):
-        from keras_bert_zoo.training.strategies import resolve_jit_compile
+        from keras_bert_zoo.training.jit import resolve_jit_compile
 
         # An `out` holding only our checkpoints is this run, killed: it resumes (or, resume=False, starts over).
         check_output(out, overwrite or reruns_without_overwrite(out, resume))
@@ -116,7 +116,7 @@ class TrainingJob:
         `warmup_ratio=` or `warmup_steps=` (see `create_optimizer`).
         """
         from keras_bert_zoo.training.optimizer import create_optimizer
-        from keras_bert_zoo.training.strategies import resolve_jit_compile
+        from keras_bert_zoo.training.jit import resolve_jit_compile
 
         self.total_steps, self.fixed_shapes = total_steps, fixed_shapes
         static_jit = resolve_jit_compile(self.jit_compile, self.mixed_precision, self.strategy, steps=total_steps,

@@ -62,24 +62,6 @@ def nonfinite_message(step, loss, learning_rate=None, mixed_precision="none"):
             f"Likely cause: {'; or '.join(causes)}.")
 
 
-def distribute_batch(strategy, batch):
-    """This worker's batch -> per-replica values, rows split in order (uneven if they must be)."""
-    import tensorflow as tf
-
-    if strategy.num_replicas_in_sync == 1:
-        return batch
-    local = len(strategy.extended.worker_devices)
-
-    def rows(ctx):
-        i = ctx.replica_id_in_sync_group % local  # replica ids are worker-major
-        def part(t):
-            n = tf.shape(t)[0]
-            return t[(i * n) // local: ((i + 1) * n) // local]
-        return tf.nest.map_structure(part, batch)
-
-    return strategy.experimental_distribute_values_from_function(rows)
-
-
 def worker_rows(dataset, num_workers, index):
     """Each global batch -> this worker's rows of it (worker `index` of `num_workers`).
 
@@ -139,7 +121,7 @@ def evaluate(model, dataset):
     """
     import tensorflow as tf
 
-    from keras_bert_zoo.training.strategies import worker_info
+    from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
     workers = worker_info(strategy)
@@ -170,6 +152,35 @@ def _resume(checkpoints, callbacks, job_state, total, steps_per_epoch):
         f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
     print(f"resumed from {latest}: step {start} of {total} ({where})", flush=True)
     return start
+
+
+def _resume_state(callbacks, job_state):
+    """What a checkpoint keeps besides the variables: the callbacks' counters and the job's state."""
+    state = {"callbacks": [cb.resume_state() for cb in _resumable(callbacks)]}
+    if job_state:
+        state["job"] = job_state[0]()
+    return state
+
+
+def _open_checkpoints(model, checkpoint_dir, iterator, *, signature, writer, resume, callbacks, job_state, total,
+                      steps_per_epoch):
+    """`(checkpoints, start)`: the run's `RunCheckpoints` (None without `checkpoint_dir`) and its first step.
+
+    The optimizer is built first, so that a restore finds its slots to fill.
+    """
+    from keras_bert_zoo.training.checkpointing import RunCheckpoints
+
+    checkpoints = None
+    if checkpoint_dir:
+        checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
+        if not resume:
+            checkpoints.clear()
+    with model.distribute_strategy.scope():
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    if checkpoints is None or not resume:
+        return checkpoints, 0
+    return checkpoints, _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
 
 
 def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
@@ -210,11 +221,9 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     """
     import keras
 
-    from keras_bert_zoo.training.checkpointing import RunCheckpoints
-
     if position not in POSITIONS:
         raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
-    from keras_bert_zoo.training.strategies import worker_info
+    from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
     if not per_worker_input:
@@ -228,26 +237,15 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         with strategy.scope():
             model._symbolic_build(data_batch=dataset.element_spec)
 
-    checkpoints, start = None, 0
-    if checkpoint_dir:
-        checkpoints = RunCheckpoints(checkpoint_dir, model, iterator=iterator, signature=signature, writer=writer)
-        if not resume:
-            checkpoints.clear()
-    with strategy.scope():
-        if model.optimizer is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-    if checkpoints is not None and resume:
-        start = _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
+    checkpoints, start = _open_checkpoints(model, checkpoint_dir, iterator, signature=signature, writer=writer,
+                                           resume=resume, callbacks=callbacks, job_state=job_state, total=total,
+                                           steps_per_epoch=steps_per_epoch)
     if iterator is None:
         iterator = iter(repeated.skip(start))  # replay: the same deterministic stream, `start` batches on
 
     def save(step):
-        if checkpoints is None:
-            return
-        state = {"callbacks": [cb.resume_state() for cb in _resumable(callbacks)]}
-        if job_state:
-            state["job"] = job_state[0]()
-        checkpoints.save(step, state)
+        if checkpoints is not None:
+            checkpoints.save(step, _resume_state(callbacks, job_state))
 
     callback_list = callbacks if isinstance(callbacks, keras.callbacks.CallbackList) else \
         keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,

@@ -132,26 +132,20 @@ def set_precision(name):
     return PRECISIONS[name]
 
 
-def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default", steps=None, fixed_shapes=True):
-    """The `jit_compile` rule's decision when it needs no timing: True, False, or `"auto"` (time it).
+def distribute_batch(strategy, batch):
+    """This worker's batch -> per-replica values, rows split in order (uneven if they must be)."""
+    if strategy.num_replicas_in_sync == 1:
+        return batch
+    local = len(strategy.extended.worker_devices)
 
-    The rule itself is `keras_bert_zoo.training.jit` (`choose_jit_compile` measures
-    what this leaves as `"auto"`): a TPU always compiles; `"auto"` is never XLA for
-    multi-worker training on CPUs (no XLA_CPU kernels for the collectives), for bf16 on
-    a CPU (XLA's CPU backend has no bfloat16 matmul kernels, oneDNN uses the CPU's
-    AVX-512 BF16 / AMX instructions: docs/benchmarks.md, "bf16 training on CPU"), for
-    batches of varying shapes, or for runs shorter than `jit.MIN_STEPS` steps.
+    def rows(ctx):
+        i = ctx.replica_id_in_sync_group % local  # replica ids are worker-major
+        def part(t):
+            n = tf.shape(t)[0]
+            return t[(i * n) // local: ((i + 1) * n) // local]
+        return tf.nest.map_structure(part, batch)
 
-    >>> from keras_bert_zoo.training.strategies import resolve_jit_compile
-    >>> resolve_jit_compile("auto", "none", steps=1000)
-    'auto'
-    >>> resolve_jit_compile(False, "bf16")
-    False
-    """
-    from keras_bert_zoo.training.jit import static_rule
-
-    choice = static_rule(jit_compile, mixed_precision, strategy, steps, fixed_shapes)
-    return "auto" if choice is None else choice.enabled
+    return strategy.experimental_distribute_values_from_function(rows)
 
 
 def set_determinism(enabled):

@@ -196,10 +196,10 @@ def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra
                                              (["--batching", "bucketed"], "bucketed"),
                                              (["--batching", "fixed"], "fixed")])
 def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
-    import keras_bert_zoo.tasks as tasks
+    import keras_bert_zoo.tasks.finetuning as finetuning
 
     seen = {}
-    monkeypatch.setattr(tasks, "finetune", lambda *a, **kw: (seen.update(kw), (None, {}))[1])
+    monkeypatch.setattr(finetuning, "finetune", lambda *a, **kw: (seen.update(kw), (None, {}))[1])
     assert main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path / "o"),
                  *flags]) == 0
     assert seen["batching"] == expected
