@@ -1,5 +1,10 @@
-"""Export: SavedModels that take raw strings (see `saved_model.py`)."""
+"""SavedModels that take raw strings: the exporter (`saved_model`) and the task servings' base (`serving`).
 
-from keras_bert_zoo.export.saved_model import TaskServing, export_saved_model, register_serving  # noqa: F401
+`export_saved_model` is `keras_bert_zoo.export_saved_model`; it lives in
+`keras_bert_zoo.export.saved_model`, which imports the task registry, so this package
+imports only the base class the task modules extend.
+"""
 
-__all__ = ["export_saved_model", "register_serving", "TaskServing"]
+from keras_bert_zoo.export.serving import TaskServing  # noqa: F401
+
+__all__ = ["TaskServing"]

@@ -29,8 +29,8 @@ The vocabulary is an asset (`assets/vocab.txt`); the fill-mask signature reads t
 strings from it, and `assets/export_info.json` records the task, labels and
 sequence length.
 
-Each task module (`keras_bert_zoo/tasks/`) plugs in its own `TaskServing` subclass,
-registered for its model's class name with `@register_serving("BertTagger")`.
+Each task declares its `TaskServing` subclass (`export/serving.py`) in its own module
+(`TaskSpec.serving`); the exporter finds it through the task registry, by the model's class.
 """
 
 import json
@@ -45,98 +45,6 @@ from keras_bert_zoo.files import check_output, output_dir
 
 VOCAB_ASSET = "vocab.txt"
 INFO_ASSET = "export_info.json"
-_SERVINGS = {}
-
-
-def register_serving(task_class_name):
-    """Class decorator: the `TaskServing` used to export models of `task_class_name`."""
-
-    def wrap(cls):
-        _SERVINGS[task_class_name] = cls
-        return cls
-
-    return wrap
-
-
-class TaskServing:
-    """How one task type turns model outputs into serving outputs.
-
-    Subclasses set `default_signature` and implement `outputs(model_outputs, features)`
-    (a dict of tensors, each with a leading batch dimension); they may override
-    `preprocess(text, text_pair)`, `model_inputs(features)` and `extra_signatures(module)`.
-
-    Args:
-        model: the task model (a `keras_bert_zoo.models.task.Task`).
-        preprocessor: a `BertPreprocessor`.
-        text_pair: bool, whether `serving_default` takes `text_pair` too.
-    """
-
-    default_signature = "predict"
-    options = ()  # names of the keyword options its constructor takes
-    ids_shape = (None, None)  # shape of `predict_token_ids`' int inputs (multiple choice: 3 dims)
-    # Features of `preprocess` whose last axis is the positions (`padding_mask` among them).
-    # The raw-text signatures cut them to the longest input, so short inputs do not pay for
-    # all `sequence_length` positions. Empty: the model always sees the full width.
-    position_keys = ("token_ids", "segment_ids", "padding_mask")
-    # Model outputs whose axis 1 is the positions (a single-tensor output is "output"):
-    # padded back to the batch's width after each chunk ran at its own.
-    position_outputs = ()
-    # Rows per model call in the raw-text signatures; rows are sorted by length first, so
-    # each chunk is cut to its own longest (the 872 SST-2 dev sentences in batches of 64:
-    # 27k positions in chunks of 16, 44k padded to each batch's longest, 112k at 128). None:
-    # one call.
-    chunk_size = 16
-
-    def __init__(self, model, preprocessor, text_pair=False):
-        self.model = model
-        self.preprocessor = preprocessor
-        self.text_pair = text_pair
-
-    def preprocess(self, text, text_pair=None):
-        """Raw strings `[batch]` -> the feature dict `run` takes (and the `tokenize`
-        signature returns, so every value must be a dense tensor). Default: the
-        preprocessor's packing, cast to int32. Tasks whose inputs are not one packed
-        row per text (e.g. the tagger's word windows) override it."""
-        features = self.preprocessor((text, text_pair) if text_pair is not None else text)
-        return {k: tf.cast(v, tf.int32) for k, v in features.items()}
-
-    def text_inputs(self):
-        """`tf.TensorSpec`s of `serving_default`'s raw-string inputs, in the order `preprocess`
-        takes them: `text` (and `text_pair`). Tasks with other inputs (a context and its
-        choices) override it."""
-        specs = [tf.TensorSpec([None], tf.string, name="text")]
-        if self.text_pair:
-            specs.append(tf.TensorSpec([None], tf.string, name="text_pair"))
-        return specs
-
-    def tokenize_inputs(self):
-        """`tf.TensorSpec`s of the `tokenize` signature's inputs (default: `text` alone)."""
-        return self.text_inputs()[:1]
-
-    def model_inputs(self, features):
-        """The model's input dict (plus any helper tensors `outputs` needs)."""
-        return features
-
-    def outputs(self, model_outputs, features):
-        raise NotImplementedError
-
-    def info(self):
-        """JSON-able facts stored in `assets/export_info.json`."""
-        return {}
-
-    def extra_signatures(self, module):
-        return {}
-
-    def signatures(self, module):
-        """All signatures, for tasks whose inputs are not `text` (+ `text_pair`); None
-        (default) builds `serving_default`, `predict_token_ids` and `tokenize` on `text`."""
-        return None
-
-    def bind(self, module):
-        """Called once with the `tf.Module` being exported (e.g. to reach its
-        `vocab_table`, built from the vocabulary asset)."""
-
-
 class _ServingModule(tf.Module):
     """Holds the model's variables, the preprocessor and the assets; defines the signatures."""
 
@@ -229,19 +137,10 @@ def _text_pair(model, text_pair):
 
 
 def _serving_class(model):
-    # Task modules register their servings when the task registry loads them. Always load
-    # it: a user (or a test) may have imported one task module, which fills `_SERVINGS`
-    # with that task alone.
-    import importlib
+    """The `TaskServing` of the task whose model class `model` is (or subclasses)."""
+    from keras_bert_zoo.tasks.registry import task_of_model
 
-    importlib.import_module("keras_bert_zoo.tasks.registry").task_names()
-    for klass in type(model).__mro__:
-        if klass.__name__ in _SERVINGS:
-            return _SERVINGS[klass.__name__]
-    raise ValueError(
-        f"cannot export a {type(model).__name__}: known task models are {', '.join(sorted(_SERVINGS))}. "
-        "Register a TaskServing for it with @register_serving(...) in its task module."
-    )
+    return task_of_model(model).serving()
 
 
 def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, **serving_options):

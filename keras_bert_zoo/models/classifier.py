@@ -38,7 +38,6 @@ class BertClassifier(Task):
             returns them and presets remember them.
         data_layout: optional JSON-able dict describing the data layout the model
             was trained on (e.g. `{"task": "sst2"}`); saved with the preset.
-            (Presets of version 0.1 call it `data_format`; that key still loads.)
 
     Outputs: logits `float Tensor [batch, num_classes]` (the raw score for
     regression).
@@ -72,9 +71,6 @@ class BertClassifier(Task):
         data_layout=None,
         **kwargs,
     ):
-        if data_layout is None:
-            data_layout = kwargs.pop("data_format", None)  # the 0.1 name
-        kwargs.pop("data_format", None)
         num_classes = int(num_classes)
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}.")

@@ -26,14 +26,12 @@ one line each on stderr, so the `bert-zoo` command shows them as they happen.
 
 import sys
 
+from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
 
 CONFIG_SECTION = "keras_bert_zoo"  # our section of config.json (task, labels, ...)
 POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
-
-
-from keras_bert_zoo.errors import CheckpointError  # noqa: E402  (re-exported: it used to live here)
 
 
 # --- the hooks keras_bert_zoo.convert fills ---------------------------------------------

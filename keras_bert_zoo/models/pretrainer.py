@@ -91,9 +91,6 @@ class BertPretrainer(Task):
 
     def __init__(self, backbone, preprocessor=None, data_layout=None, mlm_activation=None,
                  mlm_layer_norm_epsilon=None, **kwargs):
-        if data_layout is None:
-            data_layout = kwargs.pop("data_config", None)  # the 0.1 name
-        kwargs.pop("data_config", None)
         # === Layers ===
         mlm_head = MaskedLMHead(
             token_embedding=backbone.token_embedding,

@@ -21,9 +21,9 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
-from keras_bert_zoo.models.loading import CheckpointError
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
 
@@ -173,7 +173,7 @@ class Task(keras.Model):
         if checkpoint.file("vocab.txt") is None or cls.preprocessor_cls is None:
             return None
         extra = checkpoint.extra.get("task_config", {}) if checkpoint.extra else {}
-        layout = extra.get("data_layout") or extra.get("data_format") or extra.get("data_config") or {}
+        layout = extra.get("data_layout") or {}
         options = {k: layout[k] for k in cls.preprocessor_options if layout.get(k) is not None}
         if "sequence_length" in options:
             options["sequence_length"] = int(options["sequence_length"])

@@ -9,7 +9,7 @@ serving `context` `[batch]` + `choices` `[batch, num_choices]` -> `probabilities
 
 import json
 
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
 CHOICE_SEPARATORS = (" ||| ", "\t")
@@ -124,7 +124,6 @@ def parse_question(text):
     return context, choices
 
 
-@register_serving("BertMultipleChoice")
 class ChoiceServing(TaskServing):
     """`serving_default(context, choices)`: `context` `tf.string [batch]`, `choices`
     `tf.string [batch, num_choices]` -> `logits`, `probabilities` `float32

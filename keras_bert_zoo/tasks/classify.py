@@ -6,7 +6,7 @@ metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); ser
 """
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
@@ -152,7 +152,6 @@ def _split_pair(text):
     raise ValueError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
 
 
-@register_serving("BertClassifier")
 class ClassifierServing(TaskServing):
     """`label_ids`, `probabilities`, `labels` (names) for single-label,
     multi-label (multi-hot ids, `|`-joined names) and regression (`scores`)."""

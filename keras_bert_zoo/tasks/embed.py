@@ -6,7 +6,7 @@ sentences' embeddings against the gold score, Spearman and Pearson); serving
 `bert-zoo finetune classify --task stsb`).
 """
 
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
 
@@ -70,7 +70,6 @@ def similarity_scores(embedder, path, batch_size=64, max_examples=None):
     return metrics
 
 
-@register_serving("BertSentenceEmbedder")
 class EmbedderServing(TaskServing):
     """`embeddings` float32 `[batch, hidden]` (unit length when the model normalizes)."""
 

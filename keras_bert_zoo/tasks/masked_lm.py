@@ -8,7 +8,7 @@ the pretraining job itself is `keras_bert_zoo.tasks.pretraining.pretrain`.
 import os
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.files import check_input_file
 from keras_bert_zoo.tasks.base import TaskSpec
 
@@ -95,7 +95,6 @@ class PretrainTask(TaskSpec):
         return PretrainerServing
 
 
-@register_serving("BertPretrainer")
 class PretrainerServing(TaskServing):
     """Fill-mask: the top-k tokens at each `[MASK]` of the text (at most `max_masks`).
 

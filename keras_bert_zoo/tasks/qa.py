@@ -10,7 +10,7 @@ n-best alternatives, all in the graph.
 import dataclasses
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.flags import MAX_LENGTH
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
@@ -193,7 +193,6 @@ class QATask(TaskSpec):
         return QAServing
 
 
-@register_serving("BertSpanQA")
 class QAServing(TaskServing):
     """`(question, context)` raw strings in; answer, character span, score and n-best out.
 

@@ -2,8 +2,8 @@
 
 Modules are discovered, not listed, so adding a task is adding a module. Discovery
 imports every task module, and they are not light: they import
-`keras_bert_zoo.export.saved_model` (TensorFlow) and `tag` imports
-`preprocessing.tagging` (TensorFlow Text). Nothing can be found without TensorFlow
+`keras_bert_zoo.export.serving` (TensorFlow) and `tag` imports
+`preprocessing.tagging_preprocessor` (TensorFlow Text). Nothing can be found without TensorFlow
 anyway: importing any module of the package first runs `keras_bert_zoo/__init__.py`,
 which loads TensorFlow, Keras and every model, so discovery itself only adds the
 task modules (a fraction of a second after that).
@@ -13,10 +13,10 @@ import importlib
 import os
 import pkgutil
 
-from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.errors import CheckpointError, UsageError
 
 # Modules of the package that hold machinery, not a task.
-_NOT_TASKS = {"base", "registry", "finetuning", "pretraining"}  # the jobs
+_NOT_TASKS = {"base", "options", "registry", "finetuning", "pretraining"}  # the jobs
 _TASKS = None
 
 
@@ -52,6 +52,22 @@ def get_task(name):
     if name not in tasks:
         raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}.")
     return tasks[name]
+
+
+def task_of_model(model):
+    """The `TaskSpec` whose model class `model` is an instance of (the closest class first).
+
+    Classes, not their names, are compared: a user's subclass of `BertTagger` is served
+    as a tagger, and an unrelated class that happens to share a name is not.
+    """
+    specs = list({id(s): s for s in _discover().values()}.values())
+    for klass in type(model).__mro__:
+        for spec in specs:
+            if spec.model_class() is klass:
+                return spec
+    known = sorted(s.model_class_name for s in specs)
+    raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
+                     f"{', '.join(known)} (a new task is a module in keras_bert_zoo/tasks/ with its TaskSpec).")
 
 
 def task_of_model_dir(model_dir, verb="this command"):

@@ -9,7 +9,7 @@ entity spans (`metrics.entity_graph`) and word tags.
 
 import dataclasses
 
-from keras_bert_zoo.export.saved_model import TaskServing, register_serving
+from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
@@ -126,7 +126,6 @@ class TagTask(TaskSpec):
         return TaggerServing
 
 
-@register_serving("BertTagger")
 class TaggerServing(TaskServing):
     """Raw text in, per text: one tag per word and the entity spans, all in the graph.
 

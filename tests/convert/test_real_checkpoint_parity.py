@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone
 from keras_bert_zoo.convert.checkpoint import Checkpoint
-from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
+from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 from tests.helpers import minilm_path, shared_data
 
 torch = pytest.importorskip("torch")

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder
-from keras_bert_zoo.export import export_saved_model
+from keras_bert_zoo.export.saved_model import export_saved_model
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 

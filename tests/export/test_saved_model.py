@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
-from keras_bert_zoo.export import export_saved_model
+from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.models.pretrainer import BertPretrainer
 from tests.helpers import REPO_ROOT, minilm_path
 
@@ -208,16 +208,3 @@ def test_savedmodel_matches_hf_transformers(classifier, tmp_path):
     assert np.abs(got["probabilities"].numpy() - expected).max() <= 1e-5
 
 
-def test_export_finds_every_task_after_one_task_module_was_imported():
-    """A fresh process that imported only the tagger's task module can still export a
-    classifier (the servings registry used to be loaded only when it was empty)."""
-    import subprocess
-    import sys
-
-    code = ("import keras_bert_zoo.tasks.tag\n"
-            "from keras_bert_zoo.export.saved_model import _serving_class\n"
-            "from keras_bert_zoo.models.classifier import BertClassifier\n"
-            "print(_serving_class(BertClassifier.__new__(BertClassifier)).__name__)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "ClassifierServing"

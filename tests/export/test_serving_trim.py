@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertClassifier
-from keras_bert_zoo.export import export_saved_model
+from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.export.saved_model import TaskServing
 from keras_bert_zoo.tasks.tag import TaggerServing

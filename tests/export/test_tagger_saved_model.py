@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, cli
-from keras_bert_zoo.export import export_saved_model
+from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.metrics.entities import entity_spans
 from keras_bert_zoo.models.tagger import BertTagger
 from keras_bert_zoo.preprocessing.tag_predict import predict_words

@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor, BertTokenizer, SegmentPacker
-from keras_bert_zoo.export import export_saved_model
+from keras_bert_zoo.export.saved_model import export_saved_model
 from tests.helpers import minilm_path
 
 tokenizers = pytest.importorskip("tokenizers")

@@ -163,7 +163,7 @@ def test_raw_strings_match_preprocessed_ints(pairs):
 def test_google_run_classifier_head_loads(tmp_path):
     """A TF1 checkpoint in run_classifier.py's layout (`output_weights` [num_labels, hidden],
     `logits = pooled @ output_weights^T + output_bias`) gives HF's logits."""
-    from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
+    from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
     hf, path = _save_hf(tmp_path, num_labels=3)
     backbone = BertClassifier.from_preset(path, num_classes=3, preprocessor=None).backbone

@@ -118,7 +118,7 @@ def test_google_checkpoint_head_loads(tmp_path):
     tf = pytest.importorskip("tensorflow")
     hf, path = _hf_model(tmp_path)
     ours = BertPretrainer.from_preset(path)
-    from keras_bert_zoo.convert.weight_table import backbone_weight_specs, google_name
+    from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
     gdir = tmp_path / "google"
     gdir.mkdir()

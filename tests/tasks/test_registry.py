@@ -75,3 +75,21 @@ def test_model_dir_without_a_known_task_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         task_of_model_dir(str(tmp_path), "evaluate")
+
+
+def test_a_model_finds_its_task_by_class_not_by_name():
+    """The exporter's lookup (`task_of_model`): a user's subclass of a task model is served as
+    that task; a class that merely shares the name is refused with the list of task models."""
+    from keras_bert_zoo.errors import UsageError
+    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.registry import task_of_model
+
+    class MyTagger(BertTagger):
+        pass
+
+    assert task_of_model(MyTagger.__new__(MyTagger)).name == "tag"
+    assert task_of_model(MyTagger.__new__(MyTagger)).serving().__name__ == "TaggerServing"
+    impostor = type("BertTagger", (), {})()
+    with pytest.raises(UsageError, match=r"a BertTagger is not the model of any task; the task models are "
+                                         r"BertClassifier, .*BertTagger"):
+        task_of_model(impostor)
