@@ -21,7 +21,7 @@ from keras_bert_zoo.files import check_input_file, write_metrics
 from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions, split_documents
 from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
-from keras_bert_zoo.training.curves import plot_pretraining
+from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
 from keras_bert_zoo.training.loop import evaluate as evaluate_model
 
 
@@ -242,7 +242,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         pretrainer.save_to_preset(staged)
         BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(staged)
         write_metrics(metrics, os.path.join(staged, "metrics.json"))
-        plot_pretraining(log.rows, evaluation.history if evaluation else [], os.path.join(staged, "loss_curves.png"))
+        curves.plot_pretraining(log.rows, evaluation.history if evaluation else [],
+                                os.path.join(staged, "loss_curves.png"))
     return pretrainer, metrics
 
 
