@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.demo import corpus
 
@@ -160,7 +161,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     >>> # metrics["test_accuracy"], metrics["test_majority_baseline"]
     """
     if budget not in BUDGETS:
-        raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
+        raise UsageError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
     cfg = BUDGETS[budget]
     import keras
     import tensorflow as tf

@@ -82,7 +82,7 @@ class TaskSpec:
         """`layout` with task options given to `finetune(..., **options)` applied (e.g. qa's
         `doc_stride=128`); tasks without such options refuse them."""
         if options:
-            raise ValueError(f"{sorted(options)} are not options of the {self.name} task.")
+            raise UsageError(f"{sorted(options)} are not options of the {self.name} task.")
         return layout
 
     # --- fine-tuning ----------------------------------------------------------------------

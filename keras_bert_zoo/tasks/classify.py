@@ -5,6 +5,7 @@ metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); ser
 `text` (+ `text_pair`) -> `label_ids`, `probabilities`, `labels`.
 """
 
+from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.tasks.base import TaskSpec
 
@@ -42,7 +43,7 @@ class ClassifyTask(TaskSpec):
                 layout.problem_type = args.problem_type
             return layout
         if not args.text_column or args.label_column is None:
-            raise ValueError("give --glue (a GLUE layout) or both --text-column and --label-column.")
+            raise UsageError("give --glue (a GLUE layout) or both --text-column and --label-column.")
 
         def column(c):
             return int(c) if c.isdigit() and args.no_header else c
@@ -57,7 +58,7 @@ class ClassifyTask(TaskSpec):
         examples = read_examples(path, layout, label_names=reference.label_names if reference else None,
                                  max_examples=max_examples)
         if reference is None and layout.problem_type == "single_label" and len(examples.label_names) < 2:
-            raise ValueError(f"{path} has a single label ({examples.label_names}); classification needs "
+            raise InvalidInputError(f"{path} has a single label ({examples.label_names}); classification needs "
                              "at least two.")
         return examples
 
@@ -111,7 +112,7 @@ class ClassifyTask(TaskSpec):
 
         model = self.load_model(model_dir)
         if not model.data_layout:
-            raise ValueError(f"{model_dir} does not record the data layout it was trained on; "
+            raise CheckpointError(f"{model_dir} does not record the data layout it was trained on; "
                              "evaluate a directory written by `bert-zoo finetune classify`.")
         layout = DataLayout.from_dict(model.data_layout)
         # The layout holds the file's label values (e.g. "0"/"1"); the model may show other names.
@@ -145,7 +146,7 @@ def _split_pair(text):
         if sep in text:
             a, b = text.split(sep, 1)
             return a.strip(), b.strip()
-    raise ValueError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
+    raise InvalidInputError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
 
 
 @register_serving("BertClassifier")

@@ -8,6 +8,7 @@ conlleval rules (`metrics.entities`); serving `text` -> entity spans and word ta
 
 import dataclasses
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.export.saved_model import TaskServing, register_serving
 from keras_bert_zoo.preprocessing.tagging import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
@@ -174,9 +175,9 @@ class TaggerServing(TaskServing):
         import tensorflow as tf
 
         if text_pair:
-            raise ValueError("a BertTagger tags one text per example; it takes no text_pair.")
+            raise UsageError("a BertTagger tags one text per example; it takes no text_pair.")
         if not hasattr(preprocessor, "windows"):
-            raise ValueError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
+            raise ArgumentTypeError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
                              f"{type(preprocessor).__name__}.")
         super().__init__(model, preprocessor, text_pair)
         names = list(model.label_names or [str(i) for i in range(model.num_labels)])
