@@ -50,6 +50,35 @@ def configure_replicas(replicas):
     return [f"/cpu:{i}" for i in range(replicas)]
 
 
+def check_strategy(name="default", tpu=None, replicas=None):
+    """Raises `UsageError` for strategy flags `make_strategy` cannot use, without touching a device.
+
+    Training jobs call it before any work, so `--tpu` given without `--strategy tpu` (which
+    would train on the CPU instead, without a word) fails at once, as the other flag mistakes.
+
+    Examples:
+    >>> check_strategy("mirrored", replicas=2)
+    >>> check_strategy("default", tpu="local")
+    Traceback (most recent call last):
+    ...
+    keras_bert_zoo.errors.UsageError: --tpu applies to --strategy tpu, not default; add --strategy tpu (or drop --tpu).
+    """
+    if name not in STRATEGIES:
+        raise UsageError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    if replicas is not None and name != "mirrored":
+        raise UsageError(f"--replicas applies to --strategy mirrored, not {name}.")
+    if tpu and name != "tpu":
+        raise UsageError(f"--tpu applies to --strategy tpu, not {name}; add --strategy tpu (or drop --tpu).")
+    if name == "tpu" and not tpu:
+        raise UsageError("--strategy tpu needs --tpu ADDRESS (or 'local' on a TPU VM).")
+    if name == "multi_worker" and "TF_CONFIG" not in os.environ:
+        raise UsageError(
+            "--strategy multi_worker needs the TF_CONFIG environment variable describing the "
+            'cluster, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}}.'
+        )
+
+
 def make_strategy(name="default", tpu=None, replicas=None):
     """Returns a `tf.distribute.Strategy`.
 
@@ -62,24 +91,13 @@ def make_strategy(name="default", tpu=None, replicas=None):
         replicas: int, `"mirrored"` only: that many local devices (GPUs, or logical
             CPU devices, see `configure_replicas`); None: every local GPU, or the CPU.
     """
-    if name not in STRATEGIES:
-        raise UsageError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
-    if replicas is not None and name != "mirrored":
-        raise UsageError(f"--replicas applies to --strategy mirrored, not {name}.")
+    check_strategy(name, tpu=tpu, replicas=replicas)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(configure_replicas(replicas) if replicas else None)
     if name == "multi_worker":
-        if "TF_CONFIG" not in os.environ:
-            raise UsageError(
-                "--strategy multi_worker needs the TF_CONFIG environment variable describing the "
-                'cluster, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                '"task": {"type": "worker", "index": 0}}.'
-            )
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if not tpu:
-        raise UsageError("--strategy tpu needs --tpu ADDRESS (or 'local' on a TPU VM).")
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
