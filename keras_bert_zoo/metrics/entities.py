@@ -247,7 +247,7 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
     >>> entity_scores([["B-PER", "O"]], [["B-PER"]])
     Traceback (most recent call last):
     ...
-    keras_bert_zoo.errors.InvalidInputError: sentence 0: 2 true tags but 1 predicted tags.
+    keras_bert_zoo.errors.InvalidInputError: sentence 0: 2 true tags but 1 predicted tags; give a tag per token.
     """
     scheme = _scheme(scheme)
     _mode(mode)
@@ -263,7 +263,8 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             if isinstance(true_tags, str) or isinstance(pred_tags, str):
                 raise ArgumentTypeError("expected a list of tags per sentence, got a string.")
             if len(true_tags) != len(pred_tags):
-                raise InvalidInputError(f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags.")
+                raise InvalidInputError(f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags; "
+                                        "give a tag per token.")
             true_spans = entity_spans(true_tags, scheme, mode)
             pred_spans = entity_spans(pred_tags, scheme, mode)
         except BertZooError as error:  # the same class, with the sentence that holds the problem

@@ -140,7 +140,7 @@ def preprocess_in_memory(preprocessor, x, y=None, sample_weight=None, chunk=1024
     apply = _applier(preprocessor)
     parts = [tf.nest.map_structure(np.asarray, apply(*part)) for part in chunks]
     if not parts:
-        raise InvalidInputError("no examples to batch (empty input).")
+        raise InvalidInputError("no examples to batch (empty input); give at least one example.")
     return tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
 
 

@@ -58,7 +58,7 @@ class ChoiceExamples:
         if len(self.contexts) != len(self.choices):
             raise InvalidInputError(f"{where}: {len(self.contexts)} contexts but {len(self.choices)} lists of choices.")
         if not self.contexts:
-            raise InvalidInputError(f"{where}: no questions.")
+            raise InvalidInputError(f"{where}: no questions; give at least one context with its choices.")
         for i, row in enumerate(self.choices):
             if len(row) != self.num_choices:
                 raise InvalidInputError(f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "

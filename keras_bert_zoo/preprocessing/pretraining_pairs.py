@@ -207,7 +207,8 @@ def pack_instance(instance, sequence_length, cls_id, sep_id, pad_id=0):
         ids += list(instance.tokens_b) + [sep_id]
         segments += [1] * (len(instance.tokens_b) + 1)
     if len(ids) > sequence_length:
-        raise UsageError(f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}.")
+        raise UsageError(f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}; pack "
+                         "with the max_seq_length the instances were made for.")
     mask = [1] * len(ids)
     pad = sequence_length - len(ids)
     return ids + [pad_id] * pad, segments + [0] * pad, mask + [0] * pad

@@ -101,7 +101,8 @@ def _infer_shapes(path):
                 "(expected the features written by create_pretraining_data.py)."
             )
         return len(feature["input_ids"].int64_list.value), len(feature["masked_lm_ids"].int64_list.value)
-    raise InvalidInputError(f"{path} holds no records.")
+    raise InvalidInputError(f"{path} holds no records; write them with "
+                            "keras_bert_zoo.preprocessing.records.write_pretraining_records.")
 
 
 def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_predictions=None,

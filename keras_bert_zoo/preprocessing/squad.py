@@ -286,7 +286,7 @@ def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answe
         out["example_ids"] = out["example_ids"] + start
         parts.append(out)
     if not parts:
-        raise InvalidInputError("no questions to make windows of.")
+        raise InvalidInputError("no questions to make windows of; give at least one question and its passage.")
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = {k: merged[k] for k in ("start_positions", "end_positions")} if with_labels else None
     return QAWindows(features={k: merged[k] for k in MODEL_INPUTS}, info={k: merged[k] for k in WINDOW_INFO},
@@ -308,7 +308,8 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
     from keras_bert_zoo.preprocessing import bucketing
 
     if training and windows.labels is None:
-        raise UsageError("training needs windows made with answers.")
+        raise UsageError("training needs windows made with answers: pass answer_starts and answer_ends "
+                         "to make_qa_windows.")
     features = dict(windows.features)
     ds = tf.data.Dataset.from_tensor_slices((features, dict(windows.labels)) if training else features)
     if training:

@@ -80,5 +80,5 @@ def read_sts(path, max_examples=None):
         if max_examples and len(scores) >= max_examples:
             break
     if not scores:
-        raise InvalidInputError(f"{path} has no sentence pairs.")
+        raise InvalidInputError(f"{path} has no sentence pairs (empty file or header only); give an STS-B file.")
     return SimilarityPairs(s1, s2, np.asarray(scores, np.float32), path)

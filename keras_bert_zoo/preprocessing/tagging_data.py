@@ -327,10 +327,11 @@ def write_tagged(path, words, tags):
 
     path = os.fspath(path)
     if len(words) != len(tags):
-        raise InvalidInputError(f"{len(words)} sentences of words but {len(tags)} of tags.")
+        raise InvalidInputError(f"{len(words)} sentences of words but {len(tags)} of tags; "
+                                "give one tag list per sentence.")
     for k, (w, t) in enumerate(zip(words, tags)):
         if len(w) != len(t):
-            raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags.")
+            raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags; give one tag per word.")
         bad = next((x for x in w if not x or any(c.isspace() for c in x)), None)
         if bad is not None and os.path.splitext(path)[1].lower() not in JSONL_EXTENSIONS:
             raise InvalidInputError(f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "

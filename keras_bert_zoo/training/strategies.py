@@ -35,7 +35,7 @@ def configure_replicas(replicas):
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         if replicas > len(gpus):
-            raise UsageError(f"--replicas {replicas} but this machine has {len(gpus)} GPU(s).")
+            raise UsageError(f"--replicas {replicas} but this machine has {len(gpus)} GPU(s); use at most {len(gpus)}.")
         return [f"/gpu:{i}" for i in range(replicas)]
     cpu = tf.config.list_physical_devices("CPU")[0]
     current = tf.config.get_logical_device_configuration(cpu)
