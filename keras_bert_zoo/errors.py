@@ -8,12 +8,20 @@ a failed write. A traceback is printed only with `bert-zoo --debug`, or for a ge
 bug (an exception outside this family and outside the standard file errors).
 
 The classes also subclass the built-in exception a caller would catch before this
-module existed: `ValueError` for bad values, `FileNotFoundError` for a missing path,
-so `except ValueError` keeps working.
+module existed: `ValueError` for bad values, `TypeError` for a value of the wrong type,
+`FileNotFoundError` for a missing path, so `except ValueError` keeps working.
+
+Which class: how the package is *called* (a flag, an argument's value or shape, a missing
+or contradicting argument) is a `UsageError`; an argument of the wrong type or dtype an
+`ArgumentTypeError`; what a file, text, label list or vocabulary *holds* an
+`InvalidInputError`; a checkpoint or model directory a `CheckpointError`.
+`tests/test_typed_errors.py` fails on a bare `raise ValueError(...)` (or `TypeError`,
+`KeyError`, `RuntimeError`) anywhere in the package, outside its allow-list of internal checks.
 
 | class | for | exit code |
 |---|---|---|
 | `UsageError` | a flag or argument out of range, contradicting flags | 2 |
+| `ArgumentTypeError` | an argument of the wrong type (a `UsageError` and a `TypeError`) | 2 |
 | `OutputExistsError` | `--out` exists and `--overwrite` was not given | 2 |
 | `InvalidInputError` | a data file, vocabulary or text that cannot be used | 1 |
 | `MissingPathError` | a path that does not exist (or is a directory instead of a file) | 1 |
@@ -33,6 +41,7 @@ Examples:
 __all__ = [
     "BertZooError",
     "UsageError",
+    "ArgumentTypeError",
     "OutputExistsError",
     "InvalidInputError",
     "MissingPathError",
@@ -54,6 +63,21 @@ class UsageError(BertZooError, ValueError):
     """A flag or argument that cannot be used as given (out of range, contradicting)."""
 
     exit_code = 2
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument of the wrong type or dtype (ints where text goes, a dict for a tokenizer).
+
+    Also a `TypeError` (and, as every `UsageError`, a `ValueError`), so the `except`
+    clauses written for the builtin it replaces keep working.
+
+    Examples:
+    >>> try:
+    ...     raise ArgumentTypeError("`tokenizer` must be a BertTokenizer, got dict.")
+    ... except TypeError as e:
+    ...     isinstance(e, ValueError), e.exit_code
+    (True, 2)
+    """
 
 
 class OutputExistsError(UsageError):

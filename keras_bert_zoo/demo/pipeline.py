@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.demo import corpus
 
@@ -250,7 +251,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     ['classifier', 'data', 'demo_metrics.json', 'pretrained', 'saved_model']
     """
     if budget not in BUDGETS:
-        raise ValueError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
+        raise UsageError(f"budget {budget!r} is unknown; use one of {sorted(BUDGETS)}.")
     cfg = BUDGETS[budget]
     import keras
 

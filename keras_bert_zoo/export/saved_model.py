@@ -40,6 +40,7 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
 
@@ -104,7 +105,7 @@ def _string_function(specs, fn):
         def two(a, b):
             return fn(a, b)
         return two
-    raise ValueError(f"a serving takes one or two string inputs, got {[s.name for s in specs]}.")
+    raise UsageError(f"a serving takes one or two string inputs, got {[s.name for s in specs]}.")
 
 
 def _signatures(module, serving):
@@ -178,21 +179,21 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     serving_cls = _serving_class(model)
     preprocessor = preprocessor if preprocessor is not None else getattr(model, "preprocessor", None)
     if preprocessor is None or not hasattr(preprocessor, "tokenizer"):
-        raise ValueError(
+        raise UsageError(
             f"the {name} has no preprocessor, so the SavedModel could not take raw text. Pass "
             "preprocessor=BertPreprocessor.from_preset(DIR_WITH_VOCAB_TXT) (or load the model with "
             "from_preset on a directory that has vocab.txt)."
         )
     vocab_size = preprocessor.tokenizer.vocabulary_size()
     if vocab_size != model.backbone.vocabulary_size:
-        raise ValueError(
+        raise CheckpointError(
             f"the preprocessor's vocabulary has {vocab_size} tokens but the model's embedding table "
             f"{model.backbone.vocabulary_size}; use the vocabulary the model was trained with."
         )
     pair = _text_pair(model, text_pair)
     unknown = set(serving_options) - set(serving_cls.options)
     if unknown:
-        raise ValueError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
+        raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
                          f"{list(serving_cls.options) or 'none'}.")
     serving = serving_cls(model, preprocessor, pair, **serving_options)
 

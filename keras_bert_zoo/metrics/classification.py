@@ -6,14 +6,17 @@ over batches), from labels and predictions as arrays.
 
 import numpy as np
 
+from keras_bert_zoo.errors import InvalidInputError
+
 
 def _pair(y_true, y_pred):
     y_true = np.asarray(y_true).reshape(-1)
     y_pred = np.asarray(y_pred).reshape(-1)
     if y_true.shape != y_pred.shape:
-        raise ValueError(f"y_true has {y_true.size} values but y_pred has {y_pred.size}.")
+        raise InvalidInputError(f"y_true has {y_true.size} values but y_pred has {y_pred.size}; "
+                                "give one prediction per example.")
     if y_true.size == 0:
-        raise ValueError("no examples to score.")
+        raise InvalidInputError("no examples to score; give at least one label and its prediction.")
     return y_true, y_pred
 
 

@@ -23,12 +23,14 @@ Two ways of reading a tag sequence into entities:
 
 Tags are ``"O"`` or ``"<prefix>-<type>"`` (the type may itself contain ``-``).
 ``scheme`` names the prefixes a sequence may use (``IOB1``/``IOB2``: ``B I O``;
-``IOBES``/``BIOES``: ``B I O E S``); anything else raises ``ValueError``.
+``IOBES``/``BIOES``: ``B I O E S``); anything else raises ``InvalidInputError`` (a ``ValueError``).
 
 CoNLL-2003's files are IOB1 (``I-X`` starts an entity unless it follows an ``X``
 tag; ``B-X`` only separates two adjacent entities of type ``X``); use
 `iob1_to_iob2` to convert them.
 """
+
+from keras_bert_zoo.errors import ArgumentTypeError, BertZooError, InvalidInputError, UsageError
 
 SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES"}
 MODES = ("conlleval", "strict")
@@ -46,13 +48,13 @@ PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}  # a tag's prefix as an 
 def _scheme(scheme):
     name = SCHEMES.get(str(scheme).upper())
     if name is None:
-        raise ValueError(f"unknown tagging scheme {scheme!r}; expected one of {sorted(SCHEMES)}.")
+        raise UsageError(f"unknown tagging scheme {scheme!r}; expected one of {sorted(SCHEMES)}.")
     return name
 
 
 def _mode(mode):
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}.")
+        raise UsageError(f"unknown mode {mode!r}; expected one of {MODES}.")
     return mode
 
 
@@ -72,7 +74,7 @@ def tag_parts(tag, prefixes="BIES"):
 def _parse(tags, scheme):
     """`tags` as a list of (prefix, type) pairs; ("O", "") for O."""
     if isinstance(tags, str):
-        raise ValueError(f"expected a sequence of tags, got the string {tags!r}.")
+        raise ArgumentTypeError(f"expected a sequence of tags, got the string {tags!r}.")
     allowed = _PREFIXES[scheme]
     parsed = []
     for position, tag in enumerate(tags):
@@ -81,7 +83,7 @@ def _parse(tags, scheme):
             continue
         if tag_parts(tag, allowed) is None:
             allowed_text = ", ".join(f"{p}-TYPE" for p in allowed)
-            raise ValueError(
+            raise InvalidInputError(
                 f"invalid tag {tag!r} at position {position} for scheme {scheme}: "
                 f"expected 'O' or one of {allowed_text}."
             )
@@ -108,7 +110,7 @@ def _conlleval_spans(parsed):
 
 def _strict_spans(parsed, scheme):
     if scheme == "IOB1":
-        raise ValueError(
+        raise UsageError(
             "mode='strict' supports the IOB2 and IOBES/BIOES schemes; convert IOB1 tags with "
             "iob1_to_iob2 first (or use mode='conlleval', which reads IOB1 directly)."
         )
@@ -254,9 +256,10 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
         ``f1_X`` and ``support_X`` (the number of true ``X`` entities).
 
     Raises:
-        ValueError: on a different number of sentences, a sentence whose two
-            sequences have different lengths (its index is in the message), or a
-            tag the scheme does not allow.
+        InvalidInputError (a ValueError): on a different number of sentences, a
+            sentence whose two sequences have different lengths (its index is in the
+            message), or a tag the scheme does not allow; UsageError for an unknown
+            `scheme` or `mode`.
 
     Examples:
     >>> from keras_bert_zoo.metrics.entities import entity_scores
@@ -270,27 +273,28 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
     >>> entity_scores([["B-PER", "O"]], [["B-PER"]])
     Traceback (most recent call last):
     ...
-    ValueError: sentence 0: 2 true tags but 1 predicted tags.
+    keras_bert_zoo.errors.InvalidInputError: sentence 0: 2 true tags but 1 predicted tags; give a tag per token.
     """
     scheme = _scheme(scheme)
     _mode(mode)
     true_tag_sequences = list(true_tag_sequences)
     pred_tag_sequences = list(pred_tag_sequences)
     if len(true_tag_sequences) != len(pred_tag_sequences):
-        raise ValueError(
+        raise InvalidInputError(
             f"{len(true_tag_sequences)} true sentences but {len(pred_tag_sequences)} predicted sentences."
         )
     true_entities, pred_entities = set(), set()
     for index, (true_tags, pred_tags) in enumerate(zip(true_tag_sequences, pred_tag_sequences)):
         try:
             if isinstance(true_tags, str) or isinstance(pred_tags, str):
-                raise ValueError("expected a list of tags per sentence, got a string.")
+                raise ArgumentTypeError("expected a list of tags per sentence, got a string.")
             if len(true_tags) != len(pred_tags):
-                raise ValueError(f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags.")
+                raise InvalidInputError(f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags; "
+                                        "give a tag per token.")
             true_spans = entity_spans(true_tags, scheme, mode)
             pred_spans = entity_spans(pred_tags, scheme, mode)
-        except ValueError as error:
-            raise ValueError(f"sentence {index}: {error}") from None
+        except BertZooError as error:  # the same class, with the sentence that holds the problem
+            raise type(error)(f"sentence {index}: {error}") from None
         true_entities.update((index,) + span for span in true_spans)
         pred_entities.update((index,) + span for span in pred_spans)
     correct_entities = true_entities & pred_entities

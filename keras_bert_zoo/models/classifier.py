@@ -4,6 +4,7 @@ import dataclasses
 
 import keras
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
@@ -73,20 +74,20 @@ class BertClassifier(Task):
     ):
         num_classes = int(num_classes)
         if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
+            raise UsageError(f"num_classes must be >= 1, got {num_classes}.")
         if problem_type is None:
             problem_type = "regression" if num_classes == 1 else "single_label"
         if problem_type not in PROBLEM_TYPES:
-            raise ValueError(f"problem_type={problem_type!r}; use one of {PROBLEM_TYPES}.")
+            raise UsageError(f"problem_type={problem_type!r}; use one of {PROBLEM_TYPES}.")
         if problem_type == "single_label" and num_classes < 2:
-            raise ValueError(
+            raise UsageError(
                 "single_label classification needs num_classes >= 2; use num_classes=1 "
                 "for regression or problem_type='multi_label'."
             )
         if label_names is not None:
             label_names = [str(n) for n in label_names]
             if len(label_names) != num_classes:
-                raise ValueError(
+                raise UsageError(
                     f"label_names has {len(label_names)} entries but num_classes={num_classes}; "
                     "give one name per class."
                 )

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
 from keras_bert_zoo.models.task import Task
@@ -57,7 +58,7 @@ class BertSentenceEmbedder(Task):
 
     def __init__(self, backbone, pooling="mean", normalize=False, preprocessor=None, **kwargs):
         if pooling not in EMBEDDER_POOLINGS:
-            raise ValueError(f"pooling={pooling!r}; use one of {EMBEDDER_POOLINGS}.")
+            raise UsageError(f"pooling={pooling!r}; use one of {EMBEDDER_POOLINGS}.")
         # === Layers ===
         # Pooling and normalisation run in float32, also under mixed precision.
         pool = SentencePooling(pooling, dtype="float32", name="pooling") if pooling != "pooled" else None
@@ -99,14 +100,14 @@ class BertSentenceEmbedder(Task):
         import tensorflow as tf
 
         if self.preprocessor is None:
-            raise ValueError("encode needs a preprocessor: load the embedder with from_preset on a directory "
+            raise UsageError("encode needs a preprocessor: load the embedder with from_preset on a directory "
                              "with vocab.txt, or pass preprocessor=BertPreprocessor.from_preset(DIR).")
         if isinstance(texts, (str, bytes)):
             texts = [texts]
         texts = list(texts)
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, (str, bytes))), None)
         if bad is not None:
-            raise ValueError(f"encode takes strings; text {bad} is a {type(texts[bad]).__name__}.")
+            raise ArgumentTypeError(f"encode takes strings; text {bad} is a {type(texts[bad]).__name__}.")
         hidden = self.output_shape[-1]
         out = np.zeros((len(texts), hidden), "float32")
         chunk = max(int(batch_size), 1) * 64
@@ -186,7 +187,6 @@ def sentence_transformers_settings(path):
     modules_path = os.path.join(path, "modules.json")
     if not os.path.isfile(modules_path):
         return {}
-    from keras_bert_zoo.errors import InvalidInputError
     from keras_bert_zoo.files import read_json
 
     fix = "restore it from the model's source (e.g. download the sentence-transformers model again)"

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models import loading
 
 # The BERT paper's feature-based combinations (Devlin et al. 2019, section 5.3, table 7).
@@ -48,13 +49,13 @@ class BertFeatureExtractor(keras.Model):
 
     def __init__(self, backbone, combination="concat_last_four", **kwargs):
         if combination not in COMBINATIONS:
-            raise ValueError(f"combination={combination!r}; use one of {COMBINATIONS}.")
+            raise UsageError(f"combination={combination!r}; use one of {COMBINATIONS}.")
         if not backbone.output_hidden_states:
-            raise ValueError("BertFeatureExtractor needs a backbone built with output_hidden_states=True: "
+            raise UsageError("BertFeatureExtractor needs a backbone built with output_hidden_states=True: "
                              "BertBackbone(..., output_hidden_states=True), or "
                              "BertFeatureExtractor.from_preset(DIR).")
         if combination.endswith("last_four") and backbone.num_layers < 4:
-            raise ValueError(f"combination={combination!r} needs at least 4 layers; the backbone has "
+            raise UsageError(f"combination={combination!r} needs at least 4 layers; the backbone has "
                              f"{backbone.num_layers}. Use 'last', 'sum_all' or 'all'.")
         # Frozen, and in inference mode even when the enclosing model trains (no dropout).
         # Every sublayer explicitly: a backbone rebuilt from a config saying trainable=False

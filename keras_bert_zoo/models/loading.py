@@ -26,7 +26,7 @@ one line each on stderr, so the `bert-zoo` command shows them as they happen.
 
 import sys
 
-from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
 
@@ -91,7 +91,7 @@ def save_as(path, model, format):
         _hook("keras_hub_writer")(path, model)
         return True
     if format != "keras_bert_zoo":
-        raise ValueError(f"format={format!r} is not a preset format; use 'keras_bert_zoo' (HF layout, the "
+        raise UsageError(f"format={format!r} is not a preset format; use 'keras_bert_zoo' (HF layout, the "
                          "default) or 'keras_hub'.")
     return False
 

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
@@ -139,7 +140,7 @@ class BertMultipleChoice(Task):
         import numpy as np
 
         if self.preprocessor is None:
-            raise ValueError("predict_choices needs a MultipleChoicePreprocessor: load the model from a directory "
+            raise UsageError("predict_choices needs a MultipleChoicePreprocessor: load the model from a directory "
                              "with vocab.txt, or pass preprocessor=MultipleChoicePreprocessor.from_preset(DIR).")
         kwargs.setdefault("verbose", 0)
         logits = np.asarray(self.predict((list(contexts), [list(c) for c in choices]), batch_size=batch_size,

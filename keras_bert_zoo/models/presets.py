@@ -7,7 +7,7 @@ Hugging Face Hub (`PRETRAINED_REPOS`, resolved by `keras_bert_zoo.convert.hub` t
 initialised, with nothing fetched.
 """
 
-from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.errors import CheckpointError, UsageError
 
 _SIZES = {
     # name: (num_layers, hidden_dim, num_heads)
@@ -79,7 +79,7 @@ TOKENIZER_KEYS = ("lowercase",)
 def backbone_config(name):
     """The `BertBackbone` constructor arguments for a preset name."""
     if name not in BACKBONE_PRESETS:
-        raise ValueError(
+        raise UsageError(
             f"Unknown preset {name!r}. Known presets: {', '.join(sorted(BACKBONE_PRESETS))}; "
             "or pass a local checkpoint directory."
         )

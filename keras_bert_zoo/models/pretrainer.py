@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
@@ -139,7 +140,7 @@ class BertPretrainer(Task):
     def compile(self, optimizer="adam", **kwargs):
         """Like `keras.Model.compile`; the loss is built in (pass none)."""
         if kwargs.get("loss") is not None:
-            raise ValueError(
+            raise UsageError(
                 "BertPretrainer has its own loss (MLM + NSP); call compile() without `loss=`."
             )
         kwargs.pop("loss", None)
@@ -147,7 +148,7 @@ class BertPretrainer(Task):
 
     def _check_labels(self, y):
         if not isinstance(y, dict) or MASK_IDS not in y or MASK_WEIGHTS not in y:
-            raise ValueError(
+            raise InvalidInputError(
                 "BertPretrainer expects labels as a dict with 'mask_ids' and 'mask_weights' "
                 "(and optionally 'next_sentence_labels'), e.g. from "
                 "keras_bert_zoo.preprocessing.records.read_pretraining_records or "
@@ -264,7 +265,7 @@ class BertPretrainer(Task):
         import numpy as np
 
         if self.preprocessor is None or not hasattr(self.preprocessor, "tokenizer"):
-            raise ValueError("fill_mask needs a BertPreprocessor: load the model from a directory with vocab.txt, "
+            raise UsageError("fill_mask needs a BertPreprocessor: load the model from a directory with vocab.txt, "
                              "or pass preprocessor=BertPreprocessor.from_preset(DIR).")
         texts = [texts] if isinstance(texts, str) else list(texts)
         tokenizer = self.preprocessor.tokenizer

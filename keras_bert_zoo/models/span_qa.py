@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task, default_optimizer
@@ -99,7 +100,7 @@ class BertSpanQA(Task):
         answer search over all windows: `keras_bert_zoo.metrics.squad`).
         """
         if kwargs.get("loss") is not None:
-            raise ValueError("BertSpanQA has its own loss (mean of the start and end cross-entropies); "
+            raise UsageError("BertSpanQA has its own loss (mean of the start and end cross-entropies); "
                              "call compile() without `loss=`.")
         kwargs.pop("loss", None)
         if optimizer == "auto":
@@ -161,7 +162,7 @@ class BertSpanQA(Task):
         from keras_bert_zoo.preprocessing.span_search import predict_answers
 
         if self.preprocessor is None:
-            raise ValueError("predict_answers needs a SpanQAPreprocessor: load the model from a directory with "
+            raise UsageError("predict_answers needs a SpanQAPreprocessor: load the model from a directory with "
                              "vocab.txt, or pass preprocessor=SpanQAPreprocessor.from_preset(DIR).")
         threshold = self.null_threshold if null_threshold is None else null_threshold
         return predict_answers(self, questions, contexts, batch_size=batch_size, n_best=n_best,

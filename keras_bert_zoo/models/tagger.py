@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
@@ -60,14 +61,14 @@ class BertTagger(Task):
                  data_layout=None, **kwargs):
         num_labels = int(num_labels)
         if num_labels < 2:
-            raise ValueError(f"num_labels must be >= 2 (e.g. 'O' and one entity tag), got {num_labels}.")
+            raise UsageError(f"num_labels must be >= 2 (e.g. 'O' and one entity tag), got {num_labels}.")
         if label_names is not None:
             label_names = [str(n) for n in label_names]
             if len(label_names) != num_labels:
-                raise ValueError(f"label_names has {len(label_names)} entries but num_labels={num_labels}; "
+                raise UsageError(f"label_names has {len(label_names)} entries but num_labels={num_labels}; "
                                  "give one tag per label.")
         if scheme not in ("IOB2", "BIOES"):
-            raise ValueError(f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
+            raise UsageError(f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
                              "keras_bert_zoo.preprocessing.tagging_data.read_tagged, which converts them).")
         # === Layers ===
         dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
@@ -111,7 +112,7 @@ class BertTagger(Task):
         sentences: `keras_bert_zoo.metrics.entities.entity_scores` on `predict_tags`).
         """
         if kwargs.get("loss") is not None:
-            raise ValueError("BertTagger has its own loss (token cross-entropy over labelled positions); "
+            raise UsageError("BertTagger has its own loss (token cross-entropy over labelled positions); "
                              "call compile() without `loss=`.")
         kwargs.pop("loss", None)
         if optimizer == "auto":
@@ -144,7 +145,7 @@ class BertTagger(Task):
         from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
-            raise ValueError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
+            raise UsageError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
                              "vocab.txt, or pass preprocessor=TaggingPreprocessor.from_preset(DIR).")
         return predict_words(self, [as_words(s) for s in sentences], self.preprocessor,
                              label_names=self._names(), batch_size=batch_size)
@@ -159,7 +160,7 @@ class BertTagger(Task):
         from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
         if self.preprocessor is None:
-            raise ValueError("predict_entities needs a TaggingPreprocessor (see predict_tags).")
+            raise UsageError("predict_entities needs a TaggingPreprocessor (see predict_tags).")
         spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(self, [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
                                      self.preprocessor, label_names=self._names(), batch_size=batch_size,

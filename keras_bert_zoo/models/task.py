@@ -21,7 +21,7 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
@@ -254,7 +254,7 @@ class Task(keras.Model):
                 (tagging); see `keras_bert_zoo.batch_raw`.
         """
         if self.preprocessor is None:
-            raise ValueError(f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
+            raise UsageError(f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
                              "padding_mask dicts; attach one (preprocessor=...) to feed raw text.")
         own = getattr(self.preprocessor, "raw_dataset", None)
         if own is not None:

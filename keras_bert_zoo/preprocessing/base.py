@@ -13,6 +13,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
+
 
 class PreprocessingLayer(keras.layers.Layer):
     """Base class: no input conversion, no build, CPU placement."""
@@ -44,27 +46,27 @@ class PreprocessingLayer(keras.layers.Layer):
 def to_string_tensor(text, name="text"):
     """Converts python/numpy text to a `tf.string` tensor, refusing other dtypes clearly."""
     if isinstance(text, tf.RaggedTensor):
-        raise ValueError(f"`{name}` must be a dense tf.string tensor of shape [batch] or [], got a RaggedTensor.")
+        raise ArgumentTypeError(f"`{name}` must be a dense tf.string tensor of shape [batch] or [], got a RaggedTensor.")
     if not isinstance(text, tf.Tensor):
         if isinstance(text, (bytes, str)):
             text = tf.constant(text, dtype=tf.string)
         else:
             array = np.asarray(text, dtype=object) if not isinstance(text, np.ndarray) else text
             if array.size and not all(isinstance(v, (str, bytes)) for v in array.reshape(-1)):
-                raise ValueError(
+                raise ArgumentTypeError(
                     f"`{name}` must contain strings, got {array.dtype} values such as "
                     f"{array.reshape(-1)[0]!r}. Pass raw text; use `preprocessor=None` if you bring token ids."
                 )
             text = tf.constant(array.astype(object) if array.size else np.zeros([0], dtype=object), dtype=tf.string)
     if text.dtype != tf.string:
-        raise ValueError(
+        raise ArgumentTypeError(
             f"`{name}` must be a tf.string tensor, got dtype {text.dtype.name}. Pass raw text; "
             "use `preprocessor=None` if you bring token ids."
         )
     if text.shape.rank is not None and text.shape.rank == 2 and text.shape[-1] == 1:
         text = tf.squeeze(text, -1)  # [batch, 1] columns, as from a DataFrame
     if text.shape.rank is not None and text.shape.rank > 1:
-        raise ValueError(f"`{name}` must have shape [batch] or [] (a scalar), got shape {text.shape}.")
+        raise UsageError(f"`{name}` must have shape [batch] or [] (a scalar), got shape {text.shape}.")
     return text
 
 

@@ -46,6 +46,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing import bucketing
 
 BATCHINGS = ("auto", "by_length", "bucketed", "fixed")
@@ -55,7 +56,7 @@ IGNORE_LABEL = -100  # per-token labels are padded with it (the losses skip it)
 def resolve_batching(batching, training):
     """The batching `"auto"` means: grouped by length for training, bucketed otherwise."""
     if batching not in BATCHINGS:
-        raise ValueError(f"batching={batching!r}; use one of {', '.join(map(repr, BATCHINGS))}.")
+        raise UsageError(f"batching={batching!r}; use one of {', '.join(map(repr, BATCHINGS))}.")
     if batching == "auto":
         return "by_length" if training else "bucketed"
     return batching
@@ -73,7 +74,7 @@ def as_raw_columns(x):
     if isinstance(x, list):
         bad = next((v for v in x if not isinstance(v, (str, bytes))), None)
         if bad is not None:
-            raise ValueError(f"raw inputs must be strings (or (text_a, text_b) pairs), got {type(bad).__name__} "
+            raise ArgumentTypeError(f"raw inputs must be strings (or (text_a, text_b) pairs), got {type(bad).__name__} "
                              f"values such as {bad!r}; to feed token ids, pass a dict of token_ids/segment_ids/"
                              "padding_mask (or build the model with preprocessor=None).")
         return tf.constant(x, dtype=tf.string) if x else tf.zeros([0], tf.string)
@@ -139,7 +140,7 @@ def preprocess_in_memory(preprocessor, x, y=None, sample_weight=None, chunk=1024
     apply = _applier(preprocessor)
     parts = [tf.nest.map_structure(np.asarray, apply(*part)) for part in chunks]
     if not parts:
-        raise ValueError("no examples to batch (empty input).")
+        raise InvalidInputError("no examples to batch (empty input); give at least one example.")
     return tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
 
 
@@ -187,7 +188,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     n = int(ds.cardinality())
     if batching == "by_length":
         if drop_remainder:
-            raise ValueError('batching="by_length" gives partial batches per bucket; use batching="fixed" '
+            raise UsageError('batching="by_length" gives partial batches per bucket; use batching="fixed" '
                              "with drop_remainder=True for static shapes.")
 
         def trim(*row):

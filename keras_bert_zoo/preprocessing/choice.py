@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.base import to_string_tensor
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
@@ -47,33 +48,33 @@ class MultipleChoicePreprocessor(BertPreprocessor):
         from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples
 
         if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise ValueError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
+            raise UsageError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
                              "list of equally long lists of choices.")
         ChoiceExamples(contexts=list(x[0]), choices=[list(row) for row in x[1]],
                        labels=None if y is None else np.asarray(y)).check()
 
     def features(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise ValueError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
+            raise UsageError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
                              "batch of equally long lists of choices.")
         contexts = to_string_tensor(x[0], name="contexts")
         choices = x[1]
         if isinstance(choices, tf.RaggedTensor):
-            raise ValueError("every question must have the same number of choices (got a ragged batch); "
+            raise InvalidInputError("every question must have the same number of choices (got a ragged batch); "
                              "group questions by their number of choices.")
         if not isinstance(choices, tf.Tensor):
             choices = np.asarray(choices, dtype=object)
             if choices.dtype == object and choices.ndim < 1 + (contexts.shape.rank or 0):
-                raise ValueError("every question must have the same number of choices.")
+                raise InvalidInputError("every question must have the same number of choices.")
             choices = tf.constant(choices.astype(object), dtype=tf.string) if choices.size else tf.zeros(
                 list(choices.shape), tf.string)
         if choices.dtype != tf.string:
-            raise ValueError(f"choices must be strings, got {choices.dtype.name}.")
+            raise ArgumentTypeError(f"choices must be strings, got {choices.dtype.name}.")
         unbatched = contexts.shape.rank == 0
         if unbatched:
             contexts, choices = contexts[None], choices[None]
         if choices.shape.rank != 2:
-            raise ValueError(f"choices must be [batch, num_choices] strings, got shape {choices.shape}.")
+            raise UsageError(f"choices must be [batch, num_choices] strings, got shape {choices.shape}.")
         shape = tf.shape(choices)
         tf.debugging.assert_equal(tf.size(contexts), shape[0],
                                   message="contexts and choices must have the same batch size")

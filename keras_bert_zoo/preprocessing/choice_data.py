@@ -56,21 +56,21 @@ class ChoiceExamples:
         """Raises a ValueError naming the first question that does not fit."""
         where = self.path or "input"
         if len(self.contexts) != len(self.choices):
-            raise ValueError(f"{where}: {len(self.contexts)} contexts but {len(self.choices)} lists of choices.")
+            raise InvalidInputError(f"{where}: {len(self.contexts)} contexts but {len(self.choices)} lists of choices.")
         if not self.contexts:
-            raise ValueError(f"{where}: no questions.")
+            raise InvalidInputError(f"{where}: no questions; give at least one context with its choices.")
         for i, row in enumerate(self.choices):
             if len(row) != self.num_choices:
-                raise ValueError(f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "
+                raise InvalidInputError(f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "
                                  "every question needs the same number of choices.")
         if self.num_choices < 2:
-            raise ValueError(f"{where}: a question needs at least 2 choices, got {self.num_choices}.")
+            raise InvalidInputError(f"{where}: a question needs at least 2 choices, got {self.num_choices}.")
         if self.labels is not None:
             if len(self.labels) != len(self.contexts):
-                raise ValueError(f"{where}: {len(self.labels)} labels for {len(self.contexts)} questions.")
+                raise InvalidInputError(f"{where}: {len(self.labels)} labels for {len(self.contexts)} questions.")
             bad = np.flatnonzero((self.labels < 0) | (self.labels >= self.num_choices))
             if bad.size:
-                raise ValueError(f"{where}: question {bad[0]} has label {self.labels[bad[0]]}; labels are choice "
+                raise InvalidInputError(f"{where}: question {bad[0]} has label {self.labels[bad[0]]}; labels are choice "
                                  f"indices 0..{self.num_choices - 1}.")
         return self
 
@@ -103,7 +103,7 @@ def _read_swag(path, max_examples):
 def _label(value, num_choices, path, line):
     text = str(value).strip()
     if isinstance(value, bool) or not re.fullmatch(r"\d+", text) or int(text) >= num_choices:
-        raise ValueError(f"{path}:{line}: label {value!r} is not a choice index (0..{num_choices - 1}).")
+        raise InvalidInputError(f"{path}:{line}: label {value!r} is not a choice index (0..{num_choices - 1}).")
     return int(text)
 
 
@@ -117,28 +117,28 @@ def _read_jsonl(path, max_examples):
         try:
             obj = json.loads(text)
         except ValueError as e:
-            raise ValueError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+            raise InvalidInputError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
         if not isinstance(obj, dict) or "context" not in obj or "choices" not in obj:
-            raise ValueError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
+            raise InvalidInputError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
                              "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60]))
         row = obj["choices"]
         if not isinstance(row, list) or len(row) < 2 or not all(isinstance(c, str) for c in row):
-            raise ValueError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
+            raise InvalidInputError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
         if choices and len(row) != len(choices[0]):
-            raise ValueError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
+            raise InvalidInputError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
                              "question of a file needs the same number of choices.")
         if not isinstance(obj["context"], str):
-            raise ValueError(f"{path}:{line}: \"context\" must be a string.")
+            raise InvalidInputError(f"{path}:{line}: \"context\" must be a string.")
         if "label" in obj:
             labels.append(_label(obj["label"], len(row), path, line))
         elif labels:
-            raise ValueError(f"{path}:{line}: no \"label\", earlier lines have one.")
+            raise InvalidInputError(f"{path}:{line}: no \"label\", earlier lines have one.")
         contexts.append(obj["context"])
         choices.append(row)
         if max_examples and len(contexts) >= max_examples:
             break
     if labels and len(labels) != len(contexts):
-        raise ValueError(f"{path}: the first lines have no \"label\" but later ones do; label every line.")
+        raise InvalidInputError(f"{path}: the first lines have no \"label\" but later ones do; label every line.")
     return contexts, choices, (labels or None)
 
 
@@ -161,12 +161,12 @@ def read_choices(path, max_examples=None, require_labels=True):
     elif ext in (".jsonl", ".json", ".ndjson"):
         contexts, choices, labels = _read_jsonl(path, max_examples)
     else:
-        raise ValueError(f"{path}: unknown multiple-choice format {ext!r}; use a SWAG .csv or a .jsonl file with "
+        raise InvalidInputError(f"{path}: unknown multiple-choice format {ext!r}; use a SWAG .csv or a .jsonl file with "
                          "context, choices and label.")
     if not contexts:
-        raise ValueError(f"{path} has no questions (empty file or header only).")
+        raise InvalidInputError(f"{path} has no questions (empty file or header only).")
     if labels is None and require_labels:
-        raise ValueError(f"{path} has no labels (SWAG: a \"label\" column; JSONL: a \"label\" key); training and "
+        raise InvalidInputError(f"{path} has no labels (SWAG: a \"label\" column; JSONL: a \"label\" key); training and "
                          "evaluation need the right choice's index.")
     return ChoiceExamples(contexts=contexts, choices=choices, labels=labels, path=path).check()
 

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
 
 
@@ -95,14 +96,14 @@ class MaskedLMMasker(PreprocessingLayer):
     ):
         super().__init__(**kwargs)
         if not 0 < selection_rate <= 1:
-            raise ValueError(f"selection_rate must be in (0, 1], got {selection_rate}.")
+            raise UsageError(f"selection_rate must be in (0, 1], got {selection_rate}.")
         if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
-            raise ValueError(
+            raise UsageError(
                 f"mask_token_rate={mask_token_rate} and random_token_rate={random_token_rate} must be "
                 "non-negative and sum to at most 1 (the rest stays unchanged)."
             )
         if max_predictions < 1 or max_ngram < 1:
-            raise ValueError(f"max_predictions ({max_predictions}) and max_ngram ({max_ngram}) must be >= 1.")
+            raise UsageError(f"max_predictions ({max_predictions}) and max_ngram ({max_ngram}) must be >= 1.")
         if isinstance(vocabulary, str):
             with open(vocabulary, encoding="utf-8") as f:
                 vocabulary = [line.rstrip("\n") for line in f]
@@ -133,7 +134,7 @@ class MaskedLMMasker(PreprocessingLayer):
     # --- units --------------------------------------------------------------------------
     def _word_ids(self, token_ids, candidate):
         if self._continuation is None:
-            raise ValueError(
+            raise UsageError(
                 "whole_word_masking needs word boundaries: pass `word_ids` to the call (e.g. "
                 "BertTokenizer word ids) or `vocabulary=` (vocab.txt path or list) so pieces "
                 "starting with '##' are joined to their word."
@@ -216,7 +217,7 @@ class MaskedLMMasker(PreprocessingLayer):
     # --- call ---------------------------------------------------------------------------
     def call(self, token_ids, word_ids=None, seed=None):
         if isinstance(token_ids, tf.RaggedTensor):
-            raise ValueError("MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones.")
+            raise ArgumentTypeError("MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones.")
         token_ids = tf.convert_to_tensor(token_ids)
         unbatched = token_ids.shape.rank == 1
         if unbatched:
@@ -224,7 +225,7 @@ class MaskedLMMasker(PreprocessingLayer):
             if word_ids is not None:
                 word_ids = tf.convert_to_tensor(word_ids)[None, :]
         if token_ids.shape.rank != 2:
-            raise ValueError(f"token_ids must be [batch, seq] or [seq]; got rank {token_ids.shape.rank}.")
+            raise UsageError(f"token_ids must be [batch, seq] or [seq]; got rank {token_ids.shape.rank}.")
         ids = tf.cast(token_ids, tf.int32)
         batch, seq = tf.shape(ids)[0], tf.shape(ids)[1]
 

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
 
 TRUNCATE_STRATEGIES = ("longest_first", "round_robin", "waterfall")
@@ -13,11 +14,11 @@ def _as_ragged(x, name):
         return x
     x = tf.convert_to_tensor(x)
     if x.dtype == tf.string:
-        raise ValueError(f"`{name}` must hold token ids, got strings; tokenize first (or use BertPreprocessor).")
+        raise ArgumentTypeError(f"`{name}` must hold token ids, got strings; tokenize first (or use BertPreprocessor).")
     if x.shape.rank == 1:
         x = x[None]
     if x.shape.rank != 2:
-        raise ValueError(f"`{name}` must be [batch, None] ids (ragged or dense), got shape {x.shape}.")
+        raise UsageError(f"`{name}` must be [batch, None] ids (ragged or dense), got shape {x.shape}.")
     return tf.RaggedTensor.from_tensor(x)
 
 
@@ -96,9 +97,9 @@ class SegmentPacker(PreprocessingLayer):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         if not isinstance(sequence_length, int) or sequence_length < 3:
-            raise ValueError(f"`sequence_length` must be an int >= 3 (room for [CLS] A [SEP]), got {sequence_length!r}.")
+            raise UsageError(f"`sequence_length` must be an int >= 3 (room for [CLS] A [SEP]), got {sequence_length!r}.")
         if truncate not in TRUNCATE_STRATEGIES:
-            raise ValueError(f"`truncate` must be one of {', '.join(TRUNCATE_STRATEGIES)}, got {truncate!r}.")
+            raise UsageError(f"`truncate` must be one of {', '.join(TRUNCATE_STRATEGIES)}, got {truncate!r}.")
         self.sequence_length = sequence_length
         self.start_value = int(start_value)
         self.end_value = int(end_value)
@@ -112,13 +113,13 @@ class SegmentPacker(PreprocessingLayer):
         else:
             segments = [inputs]
         if not 1 <= len(segments) <= 2:
-            raise ValueError(f"SegmentPacker packs one or two segments, got {len(segments)}.")
+            raise UsageError(f"SegmentPacker packs one or two segments, got {len(segments)}.")
         if not isinstance(segments[0], tf.RaggedTensor):
             unbatched = tf.convert_to_tensor(segments[0]).shape.rank == 1
         segments = [tf.cast(_as_ragged(s, f"segment {i}"), tf.int32) for i, s in enumerate(segments)]
         budget = self.sequence_length - 1 - len(segments)
         if len(segments) == 2 and budget < 2:
-            raise ValueError(f"`sequence_length` {self.sequence_length} leaves no room for two segments; use >= 5.")
+            raise UsageError(f"`sequence_length` {self.sequence_length} leaves no room for two segments; use >= 5.")
         keep = truncation_lengths([s.row_lengths() for s in segments], budget, self.truncate)
         batch = segments[0].nrows()
         cls = tf.fill(tf.stack([batch, 1]), self.start_value)

@@ -5,6 +5,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings, to_string_tensor
 from keras_bert_zoo.preprocessing.packer import SegmentPacker
@@ -50,9 +51,9 @@ class BertPreprocessor(PreprocessingLayer):
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):
-            raise ValueError(f"`tokenizer` must be a BertTokenizer, got {type(tokenizer).__name__}.")
+            raise ArgumentTypeError(f"`tokenizer` must be a BertTokenizer, got {type(tokenizer).__name__}.")
         if tokenizer.sequence_length is not None:
-            raise ValueError(
+            raise UsageError(
                 "the tokenizer must return ragged ids (sequence_length=None); the preprocessor pads "
                 f"to its own sequence_length ({sequence_length})."
             )
@@ -73,7 +74,7 @@ class BertPreprocessor(PreprocessingLayer):
     def features(self, x):
         """`x` -> the dict of int32 model inputs (what `call` returns without labels)."""
         if isinstance(x, dict):
-            raise ValueError(
+            raise ArgumentTypeError(
                 "BertPreprocessor takes raw text, got a dict (already preprocessed inputs?). "
                 "Build the task with preprocessor=None to feed token_ids/segment_ids/padding_mask."
             )
@@ -81,11 +82,11 @@ class BertPreprocessor(PreprocessingLayer):
         is_pair = isinstance(x, tuple) or (isinstance(x, list) and not _is_text_list(x))
         texts = list(x) if is_pair else [x]
         if not 1 <= len(texts) <= 2:
-            raise ValueError(f"BertPreprocessor takes one text or a (text_a, text_b) pair, got {len(texts)} segments.")
+            raise UsageError(f"BertPreprocessor takes one text or a (text_a, text_b) pair, got {len(texts)} segments.")
         texts = [to_string_tensor(t, name=f"text segment {i}") for i, t in enumerate(texts)]
         ranks = {t.shape.rank for t in texts}
         if len(ranks) != 1:
-            raise ValueError(f"text_a and text_b must have the same shape, got {[t.shape for t in texts]}.")
+            raise UsageError(f"text_a and text_b must have the same shape, got {[t.shape for t in texts]}.")
         if len(texts) == 2:
             tf.debugging.assert_equal(
                 tf.size(texts[0]), tf.size(texts[1]), message="text_a and text_b must have the same batch size"

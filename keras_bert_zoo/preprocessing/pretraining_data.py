@@ -12,6 +12,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, pack_instance
@@ -146,7 +147,7 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
     """
     vocabulary = load_vocabulary(vocabulary)
     if sequence_length < 8:
-        raise ValueError(f"sequence_length={sequence_length} is too short; use at least 8 (128 is usual).")
+        raise UsageError(f"sequence_length={sequence_length} is too short; use at least 8 (128 is usual).")
     masker = make_masker(vocabulary, max_predictions, whole_word_masking, max_ngram)
 
     tokenizers = []  # one WordPieceIds for all passes, built in the first pass's own thread

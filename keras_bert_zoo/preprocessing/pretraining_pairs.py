@@ -33,6 +33,8 @@ import collections
 import dataclasses
 import random
 
+from keras_bert_zoo.errors import UsageError
+
 NSP_MODES = ("nsp", "sop", "none")
 
 
@@ -77,7 +79,7 @@ def instances_from_document(doc_index, document, others, max_seq_length, rng,
     special = 2 if nsp == "none" else 3  # [CLS] A [SEP] (B [SEP])
     max_num_tokens = max_seq_length - special
     if max_num_tokens < 2:
-        raise ValueError(f"max_seq_length={max_seq_length} is too short for a pair; use at least {special + 2}.")
+        raise UsageError(f"max_seq_length={max_seq_length} is too short for a pair; use at least {special + 2}.")
     document = [s for s in document if s]
     # One target per document, as the original: mostly full length, sometimes short.
     target = max_num_tokens
@@ -159,9 +161,9 @@ def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=
     (True, True)
     """
     if nsp not in NSP_MODES:
-        raise ValueError(f"nsp must be one of {NSP_MODES}, got {nsp!r}.")
+        raise UsageError(f"nsp must be one of {NSP_MODES}, got {nsp!r}.")
     if buffer_size < 2:
-        raise ValueError("buffer_size must be >= 2 so random-next segments can come from another document.")
+        raise UsageError("buffer_size must be >= 2 so random-next segments can come from another document.")
     rng = random.Random(seed)
     buffer = []  # (index, document) waiting to be turned into instances
     # Recent documents (emitted or not) that random-next segments are drawn from;
@@ -206,7 +208,8 @@ def pack_instance(instance, sequence_length, cls_id, sep_id, pad_id=0):
         ids += list(instance.tokens_b) + [sep_id]
         segments += [1] * (len(instance.tokens_b) + 1)
     if len(ids) > sequence_length:
-        raise ValueError(f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}.")
+        raise UsageError(f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}; pack "
+                         "with the max_seq_length the instances were made for.")
     mask = [1] * len(ids)
     pad = sequence_length - len(ids)
     return ids + [pad_id] * pad, segments + [0] * pad, mask + [0] * pad

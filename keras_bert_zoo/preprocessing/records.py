@@ -13,7 +13,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.errors import InvalidInputError, UsageError
 
 
 def feature_spec(sequence_length, max_predictions):
@@ -96,12 +96,13 @@ def _infer_shapes(path):
         feature = example.features.feature
         missing = [k for k in feature_spec(1, 1) if k not in feature]
         if missing:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{path} is not a BERT pretraining record file: its examples lack {missing} "
                 "(expected the features written by create_pretraining_data.py)."
             )
         return len(feature["input_ids"].int64_list.value), len(feature["masked_lm_ids"].int64_list.value)
-    raise ValueError(f"{path} holds no records.")
+    raise InvalidInputError(f"{path} holds no records; write them with "
+                            "keras_bert_zoo.preprocessing.records.write_pretraining_records.")
 
 
 def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_predictions=None,

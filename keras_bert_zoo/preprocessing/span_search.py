@@ -26,6 +26,8 @@ and score 0.
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import InvalidInputError
+
 NO_SPAN_DIFF = 1e4  # null_score_diff of a question without any valid span (always answered "")
 
 
@@ -142,7 +144,7 @@ def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_an
 
     questions, contexts = list(questions), list(contexts)
     if len(questions) != len(contexts):
-        raise ValueError(f"{len(questions)} questions but {len(contexts)} passages; give one passage per question.")
+        raise InvalidInputError(f"{len(questions)} questions but {len(contexts)} passages; give one passage per question.")
     search = SpanSearch(n_best=n_best, max_answer_length=max_answer_length,
                         version_2_with_negative=version_2_with_negative, null_threshold=null_threshold)
     results = []

@@ -33,6 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
@@ -83,19 +84,19 @@ class SpanQAPreprocessor(PreprocessingLayer):
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer) or tokenizer.sequence_length is not None:
-            raise ValueError("`tokenizer` must be a BertTokenizer returning ragged ids (sequence_length=None).")
+            raise ArgumentTypeError("`tokenizer` must be a BertTokenizer returning ragged ids (sequence_length=None).")
         if stride_mode not in STRIDE_MODES:
-            raise ValueError(f"--stride-mode {stride_mode!r}; use 'step' (google-research/bert: the step between "
+            raise UsageError(f"--stride-mode {stride_mode!r}; use 'step' (google-research/bert: the step between "
                              "window starts, the default) or 'overlap' (HF: pieces shared by neighbours).")
         sequence_length, doc_stride, max_query_length = int(sequence_length), int(doc_stride), int(max_query_length)
         if max_query_length < 1 or sequence_length < max_query_length + 4:
-            raise ValueError(f"--sequence-length {sequence_length} leaves no room for the passage after a question "
+            raise UsageError(f"--sequence-length {sequence_length} leaves no room for the passage after a question "
                              f"of up to {max_query_length} pieces; use at least {max_query_length + 4}.")
         room = sequence_length - max_query_length - 3  # passage pieces per window, for the longest question
         if doc_stride < 1 or (stride_mode == "overlap" and doc_stride >= room):
             limit = f"below {room} (sequence length - {max_query_length} question pieces - 3)" \
                 if stride_mode == "overlap" else "at least 1"
-            raise ValueError(f"--doc-stride {doc_stride} must be {limit} in {stride_mode} mode.")
+            raise UsageError(f"--doc-stride {doc_stride} must be {limit} in {stride_mode} mode.")
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
         self.doc_stride = doc_stride
@@ -111,7 +112,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
         """Raw questions and passages are read through `BertSpanQA.predict_answers` (windows
         and the n-best search) and trained by `finetune("qa", ...)`; `fit/evaluate/predict`
         take the windows' int features (`make_qa_windows` + `make_qa_dataset`)."""
-        raise ValueError("BertSpanQA.fit/evaluate/predict take the windows' token_ids/segment_ids/padding_mask "
+        raise UsageError("BertSpanQA.fit/evaluate/predict take the windows' token_ids/segment_ids/padding_mask "
                          "(make_qa_windows + make_qa_dataset); for raw questions and passages use "
                          "model.predict_answers(questions, contexts) or finetune('qa', ...).")
 
@@ -285,7 +286,7 @@ def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answe
         out["example_ids"] = out["example_ids"] + start
         parts.append(out)
     if not parts:
-        raise ValueError("no questions to make windows of.")
+        raise InvalidInputError("no questions to make windows of; give at least one question and its passage.")
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = {k: merged[k] for k in ("start_positions", "end_positions")} if with_labels else None
     return QAWindows(features={k: merged[k] for k in MODEL_INPUTS}, info={k: merged[k] for k in WINDOW_INFO},
@@ -307,7 +308,8 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
     from keras_bert_zoo.preprocessing import bucketing
 
     if training and windows.labels is None:
-        raise ValueError("training needs windows made with answers.")
+        raise UsageError("training needs windows made with answers: pass answer_starts and answer_ends "
+                         "to make_qa_windows.")
     features = dict(windows.features)
     ds = tf.data.Dataset.from_tensor_slices((features, dict(windows.labels)) if training else features)
     if training:
@@ -316,7 +318,7 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
     width = windows.features["token_ids"].shape[1]
     if pack:
         if not training or drop_remainder:
-            raise ValueError("pack is for training batches (training=True, drop_remainder=False).")
+            raise UsageError("pack is for training batches (training=True, drop_remainder=False).")
         from keras_bert_zoo.preprocessing.packing import pack_batch
 
         def packed(x, y):

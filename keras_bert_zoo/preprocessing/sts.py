@@ -23,6 +23,8 @@ import dataclasses
 
 import numpy as np
 
+from keras_bert_zoo.errors import InvalidInputError
+
 ORIGINAL_FIELDS = ("genre", "file", "year", "id", "score", "sentence1", "sentence2")
 SCORE, SENTENCE1, SENTENCE2 = 4, 5, 6  # the fields read in the original layout
 
@@ -65,18 +67,18 @@ def read_sts(path, max_examples=None):
         if not line.strip():
             continue
         if len(fields) <= max(columns):
-            raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
+            raise InvalidInputError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
                              f"{len(ORIGINAL_FIELDS)} ({' '.join(ORIGINAL_FIELDS)}) or a GLUE header.")
         score, a, b = (fields[i] for i in columns)
         try:
             scores.append(float(score))
         except ValueError:
-            raise ValueError(f"{path}:{number}: score {score!r} is not a number (field "
+            raise InvalidInputError(f"{path}:{number}: score {score!r} is not a number (field "
                              f"{columns[0] + 1}).") from None
         s1.append(a)
         s2.append(b)
         if max_examples and len(scores) >= max_examples:
             break
     if not scores:
-        raise ValueError(f"{path} has no sentence pairs.")
+        raise InvalidInputError(f"{path} has no sentence pairs (empty file or header only); give an STS-B file.")
     return SimilarityPairs(s1, s2, np.asarray(scores, np.float32), path)

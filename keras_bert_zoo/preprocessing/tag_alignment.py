@@ -20,6 +20,8 @@ array([2, 1])
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
+
 IGNORE_LABEL = -100
 MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -41,15 +43,15 @@ def to_ragged(x, dtype, name):
     """Python lists / dense / ragged -> (ragged [batch, (n)] with int64 splits, was_single_sentence)."""
     if isinstance(x, tf.RaggedTensor):
         if x.ragged_rank != 1 or x.shape.rank != 2:
-            raise ValueError(f"`{name}` must be ragged [batch, (words)], got shape {x.shape}.")
+            raise ArgumentTypeError(f"`{name}` must be ragged [batch, (words)], got shape {x.shape}.")
         rt = x
     elif isinstance(x, (tf.Tensor, np.ndarray)) or not isinstance(x, (list, tuple)):
         t = tf.convert_to_tensor(x)
         if t.shape.rank == 1:
             return tf.RaggedTensor.from_tensor(t[None]).with_row_splits_dtype(tf.int64), True
         if t.shape.rank != 2:
-            raise ValueError(f"`{name}` must be [batch, (words)] (ragged) or one sentence [words], "
-                             f"got shape {t.shape}.")
+            raise ArgumentTypeError(f"`{name}` must be [batch, (words)] (ragged) or one sentence [words], "
+                                    f"got shape {t.shape}.")
         rt = tf.RaggedTensor.from_tensor(t)
     else:
         single = len(x) > 0 and all(not isinstance(v, (list, tuple, np.ndarray)) for v in x)
@@ -59,7 +61,7 @@ def to_ragged(x, dtype, name):
             flat = [w for s in x for w in s]
             if not all(isinstance(w, (str, bytes)) for w in flat):
                 bad = next(w for w in flat if not isinstance(w, (str, bytes)))
-                raise ValueError(f"`{name}` must hold str words, got {type(bad).__name__} {bad!r}.")
+                raise ArgumentTypeError(f"`{name}` must hold str words, got {type(bad).__name__} {bad!r}.")
             values = tf.constant(flat, dtype=tf.string) if flat else tf.zeros([0], tf.string)
         else:
             flat = [int(v) for s in x for v in s]
@@ -68,9 +70,9 @@ def to_ragged(x, dtype, name):
         return rt.with_row_splits_dtype(tf.int64), single
     if rt.dtype != dtype:
         if dtype == tf.string:
-            raise ValueError(f"`{name}` must be strings (words), got {rt.dtype.name}.")
+            raise ArgumentTypeError(f"`{name}` must be strings (words), got {rt.dtype.name}.")
         if not rt.dtype.is_integer:
-            raise ValueError(f"`{name}` must be int label ids, got {rt.dtype.name}.")
+            raise ArgumentTypeError(f"`{name}` must be int label ids, got {rt.dtype.name}.")
         rt = tf.cast(rt, dtype)
     return rt.with_row_splits_dtype(tf.int64), False
 
@@ -94,7 +96,7 @@ def word_pieces(tokenizer, words, labels=None, inside=None):
     """
     pieces = tokenizer(words.values)  # ragged [num_words, (pieces)]
     if not isinstance(pieces, tf.RaggedTensor):
-        raise ValueError("the tokenizer must return ragged ids.")
+        raise UsageError("the tokenizer must return ragged ids.")
     pieces = pieces.with_row_splits_dtype(tf.int64)
     # A word with no piece (only characters the normaliser removes) becomes [UNK].
     counts = pieces.row_lengths()

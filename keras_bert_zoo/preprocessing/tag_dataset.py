@@ -41,6 +41,7 @@ features, labels = next(iter(ds))  # int32 [32, width]; width a multiple of 8, a
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS
 from keras_bert_zoo.preprocessing.tag_windows import make_windows
@@ -80,7 +81,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     if windows is None:
         windows = make_windows(examples, preprocessor, with_labels=with_labels)
     if with_labels and windows.labels is None:
-        raise ValueError("with_labels=True needs windows made from tagged examples.")
+        raise UsageError("with_labels=True needs windows made from tagged examples.")
     second = windows.labels if with_labels else windows.info()
     ds = tf.data.Dataset.from_tensor_slices((dict(windows.features), second))
     if group_by_length:
@@ -110,7 +111,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
 def _training_only(option, training_with_labels, drop_remainder):
     """Raises unless the batches are training ones (shuffled, labelled, partial batch kept)."""
     if not training_with_labels or drop_remainder:
-        raise ValueError(f"{option} is for training batches (training=True, with labels, "
+        raise UsageError(f"{option} is for training batches (training=True, with labels, "
                          "drop_remainder=False).")
 
 

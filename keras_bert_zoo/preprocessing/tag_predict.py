@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
@@ -48,15 +49,15 @@ def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=N
     words, _, example_names = example_sentences(examples)
     preprocessor = preprocessor or getattr(model_or_logits_fn, "preprocessor", None)
     if not isinstance(preprocessor, TaggingPreprocessor):
-        raise ValueError("give a TaggingPreprocessor (the model has none attached).")
+        raise UsageError("give a TaggingPreprocessor (the model has none attached).")
     names = (label_names or getattr(model_or_logits_fn, "label_names", None) or example_names
              or preprocessor.label_names)
     if not names:
-        raise ValueError("give `label_names` (the tag of each class id).")
+        raise UsageError("give `label_names` (the tag of each class id).")
     windows = make_windows(words, preprocessor, with_labels=False)
     predictions = window_logits(model_or_logits_fn, windows, batch_size)
     if return_logits and predictions.ndim != 3:
-        raise ValueError("return_logits=True needs a model returning logits [batch, seq, num_labels].")
+        raise UsageError("return_logits=True needs a model returning logits [batch, seq, num_labels].")
     ids = predictions.argmax(-1) if predictions.ndim == 3 else predictions
     per_word = merge_windows(ids, windows.word_ids,
                              windows.sentence_ids, windows.first_piece_mask, windows.num_words)
@@ -104,7 +105,7 @@ def _bucketed_predict(model, windows, batch_size):
         part = model.predict(ds, verbose=0)
         if isinstance(part, dict):
             if "logits" not in part:
-                raise ValueError(f"the model returns {sorted(part)}; expected token logits or a dict with 'logits'.")
+                raise UsageError(f"the model returns {sorted(part)}; expected token logits or a dict with 'logits'.")
             part = part["logits"]
         part = np.asarray(part)
         if out is None:

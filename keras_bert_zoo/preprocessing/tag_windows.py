@@ -24,6 +24,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.tag_alignment import MODEL_INPUTS
 
 _BIG = 2**40  # past the end of any sentence: "no word start here"
@@ -118,7 +119,7 @@ def example_sentences(examples):
         return examples.words, examples.tags, examples.label_names
     words = [list(s) for s in examples]
     if words and not all(all(isinstance(w, str) for w in s) for s in words):
-        raise ValueError("give `TaggedExamples` or a list of sentences, each a list of str words.")
+        raise ArgumentTypeError("give `TaggedExamples` or a list of sentences, each a list of str words.")
     return words, None, None
 
 
@@ -139,18 +140,18 @@ def make_windows(examples, preprocessor, label_names=None, with_labels=None, chu
     words, tags, names = example_sentences(examples)
     with_labels = tags is not None if with_labels is None else bool(with_labels)
     if with_labels and tags is None:
-        raise ValueError("with_labels=True needs tagged examples (TaggedExamples).")
+        raise UsageError("with_labels=True needs tagged examples (TaggedExamples).")
     names = list(label_names) if label_names is not None else names
     if with_labels:
         if preprocessor.label_names is not None and list(preprocessor.label_names) != list(names):
-            raise ValueError(f"the examples' label names {names} differ from the preprocessor's "
-                             f"{preprocessor.label_names}; read the data with label_names=the model's labels.")
+            raise InvalidInputError(f"the examples' label names {names} differ from the preprocessor's "
+                                    f"{preprocessor.label_names}; read the data with label_names=the model's labels.")
         index = {n: i for i, n in enumerate(names)}
         ids = []
         for k, sentence in enumerate(tags):
             missing = [t for t in sentence if t not in index]
             if missing:
-                raise ValueError(f"sentence {k}: tag {missing[0]!r} is not among the model's labels {names}.")
+                raise InvalidInputError(f"sentence {k}: tag {missing[0]!r} is not among the model's labels {names}.")
             ids.append([index[t] for t in sentence])
     fn = preprocessor.compiled_windows(with_labels)
     outputs, sentence_ids = [], []
@@ -214,7 +215,7 @@ def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, nu
     word_ids = np.asarray(word_ids).astype(np.int64)
     sentence_ids = np.asarray(sentence_ids).astype(np.int64)
     if word_ids.ndim != 2 or predictions.shape[:2] != word_ids.shape or sentence_ids.shape != word_ids.shape[:1]:
-        raise ValueError(f"predictions {predictions.shape[:2]}, word_ids {word_ids.shape} and sentence_ids "
+        raise UsageError(f"predictions {predictions.shape[:2]}, word_ids {word_ids.shape} and sentence_ids "
                          f"{sentence_ids.shape} must be [windows, seq], [windows, seq] and [windows].")
     valid = word_ids >= 0
     if first_piece_mask is None:
@@ -244,7 +245,7 @@ def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, nu
         got = word[lo:hi]
         if num_words is not None and (hi - lo != num_words[s] or not np.array_equal(got, np.arange(num_words[s]))):
             missing = sorted(set(range(num_words[s])) - set(got.tolist()))
-            raise ValueError(f"sentence {s}: {num_words[s]} words but predictions for {hi - lo} "
+            raise UsageError(f"sentence {s}: {num_words[s]} words but predictions for {hi - lo} "
                              f"(missing words {missing[:5]}); were the windows made from these sentences?")
         out.append(predictions[rows[lo:hi], cols[lo:hi]])
     return out

@@ -39,7 +39,7 @@ import dataclasses
 import json
 import os
 
-from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import read_text_file
 from keras_bert_zoo.metrics.entities import iob1_to_iob2
 
@@ -85,7 +85,7 @@ class TaggedExamples:
             try:
                 out.append([index[t] for t in sentence])
             except KeyError as e:
-                raise ValueError(f"{self.path or 'examples'}: sentence {k}: tag {e.args[0]!r} is not among the "
+                raise InvalidInputError(f"{self.path or 'examples'}: sentence {k}: tag {e.args[0]!r} is not among the "
                                  f"labels {names}.") from None
         return out
 
@@ -97,7 +97,7 @@ def normalize_scheme(scheme):
     key = str(scheme).upper()
     key = _ALIASES.get(key, key)
     if key not in SCHEMES:
-        raise ValueError(f"unknown tagging scheme {scheme!r}; use one of {', '.join(SCHEMES)} (or None to detect).")
+        raise UsageError(f"unknown tagging scheme {scheme!r}; use one of {', '.join(SCHEMES)} (or None to detect).")
     return key
 
 
@@ -305,13 +305,14 @@ def write_tagged(path, words, tags):
 
     path = os.fspath(path)
     if len(words) != len(tags):
-        raise ValueError(f"{len(words)} sentences of words but {len(tags)} of tags.")
+        raise InvalidInputError(f"{len(words)} sentences of words but {len(tags)} of tags; "
+                                "give one tag list per sentence.")
     for k, (w, t) in enumerate(zip(words, tags)):
         if len(w) != len(t):
-            raise ValueError(f"sentence {k}: {len(w)} words but {len(t)} tags.")
+            raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags; give one tag per word.")
         bad = next((x for x in w if not x or any(c.isspace() for c in x)), None)
         if bad is not None and os.path.splitext(path)[1].lower() not in JSONL_EXTENSIONS:
-            raise ValueError(f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "
+            raise InvalidInputError(f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "
                              "store it (write .jsonl instead).")
     if os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS:
         text = "".join(json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n"

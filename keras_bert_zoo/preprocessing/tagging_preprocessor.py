@@ -36,6 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing import bucketing, tag_dataset
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
@@ -85,19 +86,19 @@ class TaggingPreprocessor(PreprocessingLayer):
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):
-            raise ValueError(f"`tokenizer` must be a BertTokenizer, got {type(tokenizer).__name__}.")
+            raise ArgumentTypeError(f"`tokenizer` must be a BertTokenizer, got {type(tokenizer).__name__}.")
         if tokenizer.sequence_length is not None:
-            raise ValueError("the tokenizer must return ragged ids (sequence_length=None); the preprocessor pads "
+            raise UsageError("the tokenizer must return ragged ids (sequence_length=None); the preprocessor pads "
                              f"to its own sequence_length ({sequence_length}).")
         if not isinstance(sequence_length, int) or sequence_length < 3:
-            raise ValueError(f"`sequence_length` must be an int >= 3 ([CLS] + a piece + [SEP]), "
+            raise UsageError(f"`sequence_length` must be an int >= 3 ([CLS] + a piece + [SEP]), "
                              f"got {sequence_length!r}.")
         window = sequence_length - 2
         if stride is not None and (not isinstance(stride, int) or not 1 <= stride <= window):
-            raise ValueError(f"`stride` must be an int in [1, {window}] (sequence_length - 2) or None, got {stride!r}.")
+            raise UsageError(f"`stride` must be an int in [1, {window}] (sequence_length - 2) or None, got {stride!r}.")
         self.label_names = [str(n) for n in label_names] if label_names is not None else None
         if label_all_tokens and not self.label_names:
-            raise ValueError("label_all_tokens=True needs `label_names` (to map a B-X tag to I-X on later pieces).")
+            raise UsageError("label_all_tokens=True needs `label_names` (to map a B-X tag to I-X on later pieces).")
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
         self.label_all_tokens = bool(label_all_tokens)
@@ -199,9 +200,9 @@ class TaggingPreprocessor(PreprocessingLayer):
 
         choices = ("auto", "packed", "by_length", "bucketed", "fixed")
         if batching not in choices:
-            raise ValueError(f"batching={batching!r}; BertTagger takes one of {', '.join(map(repr, choices))}.")
+            raise UsageError(f"batching={batching!r}; BertTagger takes one of {', '.join(map(repr, choices))}.")
         if sample_weight is not None:
-            raise ValueError("BertTagger does not take sample_weight with raw words; weight the data instead.")
+            raise UsageError("BertTagger does not take sample_weight with raw words; weight the data instead.")
         words = [as_words(s) for s in x]
         if y is None:  # predict: one output per window at full width, so Keras can concatenate them
             ds = tag_dataset.make_tagging_dataset(words, self, batch_size, training=False)

@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from keras_bert_zoo.errors import InvalidInputError
+from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import read_text_file
 
 # GLUE layouts: text columns, label column, label names (None = regression), header.
@@ -92,7 +92,7 @@ class DataLayout:
     def __post_init__(self):
         self.text_columns = tuple(self.text_columns)
         if not 1 <= len(self.text_columns) <= 2:
-            raise ValueError(f"give one or two text columns (a sentence or a pair), got {list(self.text_columns)}.")
+            raise UsageError(f"give one or two text columns (a sentence or a pair), got {list(self.text_columns)}.")
         if self.label_names is not None:
             self.label_names = tuple(str(n) for n in self.label_names)
         if self.display_names is not None:
@@ -105,7 +105,7 @@ class DataLayout:
         `stsb` reads the original STS Benchmark files (`sts-*.csv`), `stsb_glue` GLUE's STS-B TSV."""
         key = name.lower()
         if key not in GLUE_TASKS:
-            raise ValueError(
+            raise UsageError(
                 f"unknown task {name!r}; known GLUE tasks: {', '.join(sorted(GLUE_TASKS))}. "
                 "For other files give --text-column and --label-column."
             )

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_zoo.errors import MissingPathError
+from keras_bert_zoo.errors import MissingPathError, UsageError
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
@@ -72,7 +72,7 @@ class BertTokenizer(PreprocessingLayer):
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.keep_special_tokens = bool(keep_special_tokens)
         if sequence_length is not None and (not isinstance(sequence_length, int) or sequence_length < 1):
-            raise ValueError(f"`sequence_length` must be a positive int or None, got {sequence_length!r}.")
+            raise UsageError(f"`sequence_length` must be a positive int or None, got {sequence_length!r}.")
         self.sequence_length = sequence_length
         self._token_to_id = {t: i for i, t in enumerate(self.vocabulary)}
         self.pad_token_id = self._token_to_id["[PAD]"]

@@ -8,7 +8,7 @@ Examples:
 
 import os
 
-from keras_bert_zoo.errors import InvalidInputError, MissingPathError
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, MissingPathError
 from keras_bert_zoo.files import read_text_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -31,7 +31,7 @@ def read_vocabulary(vocabulary):
     else:
         tokens = list(vocabulary)
     if not all(isinstance(t, str) for t in tokens):
-        raise ValueError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
+        raise ArgumentTypeError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
     if not tokens:
         raise InvalidInputError(f"{source} is empty; a vocab.txt has one token a line, "
                                 f"{' '.join(SPECIAL_TOKENS)} among them.")

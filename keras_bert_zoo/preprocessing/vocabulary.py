@@ -13,7 +13,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert_zoo.errors import InvalidInputError, UsageError
+from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.files import check_text_file, write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS
@@ -24,7 +24,7 @@ def _text_dataset(dataset_or_files, batch_size):
         ds = dataset_or_files
         spec = ds.element_spec
         if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
-            raise ValueError(f"the dataset must yield tf.string tensors (lines), got element_spec {spec}.")
+            raise ArgumentTypeError(f"the dataset must yield tf.string tensors (lines), got element_spec {spec}.")
         return ds.batch(batch_size) if spec.shape.rank == 0 else ds
     files = [dataset_or_files] if isinstance(dataset_or_files, (str, os.PathLike)) else list(dataset_or_files)
     if not files:

@@ -9,6 +9,7 @@ serving `context` `[batch]` + `choices` `[batch, num_choices]` -> `probabilities
 
 import json
 
+from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
@@ -32,7 +33,7 @@ class ChoiceTask(TaskSpec):
 
         examples = read_choices(path, max_examples=max_examples)
         if reference is not None and examples.num_choices != reference.num_choices:
-            raise ValueError(f"{path} has {examples.num_choices} choices per question but the training file "
+            raise InvalidInputError(f"{path} has {examples.num_choices} choices per question but the training file "
                              f"{reference.num_choices}; use files with the same number of choices.")
         return examples
 
@@ -66,7 +67,7 @@ class ChoiceTask(TaskSpec):
         model = self.load_model(model_dir)
         parts = [read_choices(p) for p in data_paths]
         if len({p.num_choices for p in parts}) > 1:
-            raise ValueError(f"{', '.join(data_paths)} have different numbers of choices per question; "
+            raise InvalidInputError(f"{', '.join(data_paths)} have different numbers of choices per question; "
                              "evaluate them one at a time.")
         examples = ChoiceExamples(contexts=sum((p.contexts for p in parts), []),
                                   choices=sum((p.choices for p in parts), []),
@@ -107,9 +108,9 @@ def parse_question(text):
         try:
             obj = json.loads(stripped)
         except ValueError as e:
-            raise ValueError(f"{text[:60]!r} looks like JSON but does not parse ({e}).") from None
+            raise InvalidInputError(f"{text[:60]!r} looks like JSON but does not parse ({e}).") from None
         if not isinstance(obj.get("choices"), list) or "context" not in obj:
-            raise ValueError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
+            raise InvalidInputError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
         context, choices = str(obj["context"]), [str(c) for c in obj["choices"]]
     else:
         for sep in CHOICE_SEPARATORS:
@@ -119,7 +120,7 @@ def parse_question(text):
         else:
             context, choices = text, []
     if len(choices) < 2:
-        raise ValueError(f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
+        raise InvalidInputError(f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
                          "choice 2' or {\"context\": ..., \"choices\": [...]}.")
     return context, choices
 

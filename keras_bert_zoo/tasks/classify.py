@@ -5,7 +5,7 @@ metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); ser
 `text` (+ `text_pair`) -> `label_ids`, `probabilities`, `labels`.
 """
 
-from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
@@ -61,7 +61,7 @@ class ClassifyTask(TaskSpec):
         examples = read_examples(path, layout, label_names=reference.label_names if reference else None,
                                  max_examples=max_examples)
         if reference is None and layout.problem_type == "single_label" and len(examples.label_names) < 2:
-            raise ValueError(f"{path} has a single label ({examples.label_names}); classification needs "
+            raise InvalidInputError(f"{path} has a single label ({examples.label_names}); classification needs "
                              "at least two.")
         return examples
 
@@ -115,7 +115,7 @@ class ClassifyTask(TaskSpec):
 
         model = self.load_model(model_dir)
         if not model.data_layout:
-            raise ValueError(f"{model_dir} does not record the data layout it was trained on; "
+            raise CheckpointError(f"{model_dir} does not record the data layout it was trained on; "
                              "evaluate a directory written by `bert-zoo finetune classify`.")
         layout = DataLayout.from_dict(model.data_layout)
         # The layout holds the file's label values (e.g. "0"/"1"); the model may show other names.
@@ -149,7 +149,7 @@ def _split_pair(text):
         if sep in text:
             a, b = text.split(sep, 1)
             return a.strip(), b.strip()
-    raise ValueError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
+    raise InvalidInputError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
 
 
 class ClassifierServing(TaskServing):

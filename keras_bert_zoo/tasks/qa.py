@@ -9,7 +9,7 @@ n-best alternatives, all in the graph.
 
 import dataclasses
 
-from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.flags import MAX_LENGTH
 from keras_bert_zoo.tasks.base import TaskSpec
@@ -223,7 +223,7 @@ class QAServing(TaskServing):
         from keras_bert_zoo.preprocessing.span_search import SpanSearch
 
         if not hasattr(preprocessor, "windows") or not hasattr(preprocessor, "doc_stride"):
-            raise ValueError(f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "
+            raise ArgumentTypeError(f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "
                              f"{type(preprocessor).__name__}.")
         super().__init__(model, preprocessor, False)
         self.search = SpanSearch(n_best=n_best, max_answer_length=max_answer_length,

@@ -50,7 +50,7 @@ def get_task(name):
     """The `TaskSpec` registered under a CLI name or a model class name."""
     tasks = _discover()
     if name not in tasks:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}.")
+        raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}.")
     return tasks[name]
 
 

@@ -9,6 +9,7 @@ entity spans (`metrics.entity_graph`) and word tags.
 
 import dataclasses
 
+from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
@@ -175,9 +176,9 @@ class TaggerServing(TaskServing):
         from keras_bert_zoo.preprocessing.words import python_whitespace
 
         if text_pair:
-            raise ValueError("a BertTagger tags one text per example; it takes no text_pair.")
+            raise UsageError("a BertTagger tags one text per example; it takes no text_pair.")
         if not hasattr(preprocessor, "windows"):
-            raise ValueError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
+            raise ArgumentTypeError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
                              f"{type(preprocessor).__name__}.")
         super().__init__(model, preprocessor, text_pair)
         names = list(model.label_names or [str(i) for i in range(model.num_labels)])

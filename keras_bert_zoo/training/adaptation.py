@@ -21,6 +21,7 @@ pieces masked anew on every pass, MLM loss only.
 
 import time
 
+from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
 from keras_bert_zoo.training.optimizer import create_optimizer
 
@@ -58,19 +59,19 @@ def continue_pretraining(pretrainer, texts, steps=400, head_steps=None, learning
     (1, 2)
     """
     if getattr(pretrainer, "preprocessor", None) is None or not hasattr(pretrainer.preprocessor, "tokenizer"):
-        raise ValueError("continue_pretraining needs a BertPretrainer with a BertPreprocessor: load it with "
+        raise UsageError("continue_pretraining needs a BertPretrainer with a BertPreprocessor: load it with "
                          "BertPretrainer.from_preset(DIR) from a directory with vocab.txt, or pass "
                          "preprocessor=BertPreprocessor.from_preset(DIR).")
     texts = [str(t) for t in texts if str(t).strip()]
     if not texts:
-        raise ValueError("continue_pretraining needs at least one non-empty text.")
+        raise InvalidInputError("continue_pretraining needs at least one non-empty text.")
     if head_steps is None:
         head_steps = 0 if pretrainer.mlm_head_loaded else 200
     for name, value, least in (("steps", steps, 0), ("head_steps", head_steps, 0), ("batch_size", batch_size, 1)):
         if not isinstance(value, int) or value < least:
-            raise ValueError(f"{name}={value!r} must be an integer of at least {least}.")
+            raise UsageError(f"{name}={value!r} must be an integer of at least {least}.")
     if steps + head_steps == 0:
-        raise ValueError("steps=0 and head_steps=0 train nothing; give at least one step.")
+        raise UsageError("steps=0 and head_steps=0 train nothing; give at least one step.")
     data = masked_lm_dataset(pretrainer.preprocessor, texts, batch_size=batch_size, seed=seed)
     start, figures = time.perf_counter(), {"head_steps": head_steps, "steps": steps, "head_mlm_accuracy": None}
     try:

@@ -101,7 +101,7 @@ def static_rule(jit_compile, mixed_precision="none", strategy="default", steps=N
     'jit_compile=False was asked for'
     """
     if not (jit_compile is True or jit_compile is False or jit_compile == "auto"):  # bool("false") is True
-        raise ValueError(f"jit_compile={jit_compile!r}; use True, False or 'auto'.")
+        raise UsageError(f"jit_compile={jit_compile!r}; use True, False or 'auto'.")
     kind = _strategy_kind(strategy)
     if kind == "tpu":
         return JitChoice(True, "a TPU runs XLA programs only")

@@ -70,10 +70,12 @@ class TrainingJob:
                  mixed_precision="none", jit_compile="auto", checkpoint_every=0, deterministic=False,
                  verbose="auto"):
         from keras_bert_zoo.training.jit import resolve_jit_compile
+        from keras_bert_zoo.training.strategies import check_strategy
 
         # An `out` holding only our checkpoints is this run, killed: it resumes (or, resume=False, starts over).
         check_output(out, overwrite or reruns_without_overwrite(out, resume))
         resolve_jit_compile(jit_compile, mixed_precision, strategy)  # refuses XLA it cannot run, before any work
+        check_strategy(strategy, tpu=tpu, replicas=replicas)  # the flags only; the devices come in start()
         self.out, self.resume, self.strategy, self.tpu, self.replicas = out, resume, strategy, tpu, replicas
         self.mixed_precision, self.jit_compile, self.checkpoint_every = mixed_precision, jit_compile, checkpoint_every
         self.deterministic = deterministic
@@ -115,8 +117,8 @@ class TrainingJob:
         otherwise `"auto"` is decided by timing the first batch (`train`). `schedule`:
         `warmup_ratio=` or `warmup_steps=` (see `create_optimizer`).
         """
-        from keras_bert_zoo.training.optimizer import create_optimizer
         from keras_bert_zoo.training.jit import resolve_jit_compile
+        from keras_bert_zoo.training.optimizer import create_optimizer
 
         self.total_steps, self.fixed_shapes = total_steps, fixed_shapes
         static_jit = resolve_jit_compile(self.jit_compile, self.mixed_precision, self.strategy, steps=total_steps,

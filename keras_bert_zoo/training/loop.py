@@ -42,6 +42,8 @@ Examples:
 
 import math
 
+from keras_bert_zoo.errors import UsageError
+
 POSITIONS = ("iterator", "replay")
 
 
@@ -222,7 +224,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     import keras
 
     if position not in POSITIONS:
-        raise ValueError(f"position={position!r}; use one of {POSITIONS}.")
+        raise UsageError(f"position={position!r}; use one of {POSITIONS}.")
     from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy

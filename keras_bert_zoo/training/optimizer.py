@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.task import register_default_optimizer
 from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
 
@@ -56,7 +57,7 @@ class BertAdamW(keras.optimizers.AdamW):
     def __init__(self, *args, clip_after_all_reduce=True, bias_correction=True, no_decay_names=None,
                  fused_update=True, **kwargs):
         if kwargs.get("amsgrad"):
-            raise ValueError("BertAdamW does not support amsgrad=True; use keras.optimizers.AdamW.")
+            raise UsageError("BertAdamW does not support amsgrad=True; use keras.optimizers.AdamW.")
         super().__init__(*args, **kwargs)
         self.clip_after_all_reduce = clip_after_all_reduce
         self.bias_correction = bool(bias_correction)
@@ -276,13 +277,13 @@ def create_optimizer(
     ('BertOriginalWarmupDecay', False)
     """
     if recipe not in RECIPES:
-        raise ValueError(f"Unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}.")
+        raise UsageError(f"Unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}.")
     if schedule is None:
         schedule = RECIPES[recipe]["schedule"]
     if bias_correction is None:
         bias_correction = RECIPES[recipe]["bias_correction"]
     if schedule not in SCHEDULES:
-        raise ValueError(f"Unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}.")
+        raise UsageError(f"Unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}.")
     if warmup_steps is None:
         warmup_steps = int(round(warmup_ratio * total_steps))
     return BertAdamW(

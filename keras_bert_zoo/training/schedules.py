@@ -19,15 +19,17 @@ both, as in the references: the first update of a warm-up uses 0.
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
+
 
 class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak, total_steps, warmup_steps=0):
         if not float(peak) > 0:  # also NaN: a negative rate would climb the loss without a word
-            raise ValueError(f"the peak learning rate must be a positive number, got {peak}.")
+            raise UsageError(f"the peak learning rate must be a positive number, got {peak}.")
         if total_steps <= 0:
-            raise ValueError(f"total_steps must be positive, got {total_steps}.")
+            raise UsageError(f"total_steps must be positive, got {total_steps}.")
         if not 0 <= warmup_steps <= total_steps:
-            raise ValueError(f"warmup_steps={warmup_steps} must be within [0, total_steps={total_steps}].")
+            raise UsageError(f"warmup_steps={warmup_steps} must be within [0, total_steps={total_steps}].")
         self.peak = float(peak)
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)
@@ -91,5 +93,5 @@ SCHEDULES = {"linear": LinearWarmupLinearDecay, "bert_original": BertOriginalWar
 def make_schedule(name, peak, total_steps, warmup_steps=0):
     """The schedule called `name` (`"linear"` or `"bert_original"`)."""
     if name not in SCHEDULES:
-        raise ValueError(f"Unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}.")
+        raise UsageError(f"Unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}.")
     return SCHEDULES[name](peak, total_steps, warmup_steps)

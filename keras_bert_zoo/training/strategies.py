@@ -15,6 +15,8 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.errors import UsageError
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
@@ -29,11 +31,11 @@ def configure_replicas(replicas):
     """
     replicas = int(replicas)
     if replicas < 1:
-        raise ValueError(f"--replicas {replicas} must be at least 1.")
+        raise UsageError(f"--replicas {replicas} must be at least 1.")
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         if replicas > len(gpus):
-            raise ValueError(f"--replicas {replicas} but this machine has {len(gpus)} GPU(s).")
+            raise UsageError(f"--replicas {replicas} but this machine has {len(gpus)} GPU(s); use at most {len(gpus)}.")
         return [f"/gpu:{i}" for i in range(replicas)]
     cpu = tf.config.list_physical_devices("CPU")[0]
     current = tf.config.get_logical_device_configuration(cpu)
@@ -41,11 +43,40 @@ def configure_replicas(replicas):
         try:
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
         except RuntimeError as e:
-            raise ValueError(
+            raise UsageError(
                 f"--replicas {replicas}: TensorFlow has already set up its devices ({e}); call "
                 "keras_bert_zoo.training.configure_replicas(n) before running any TensorFlow op."
             ) from None
     return [f"/cpu:{i}" for i in range(replicas)]
+
+
+def check_strategy(name="default", tpu=None, replicas=None):
+    """Raises `UsageError` for strategy flags `make_strategy` cannot use, without touching a device.
+
+    Training jobs call it before any work, so `--tpu` given without `--strategy tpu` (which
+    would train on the CPU instead, without a word) fails at once, as the other flag mistakes.
+
+    Examples:
+    >>> check_strategy("mirrored", replicas=2)
+    >>> check_strategy("default", tpu="local")
+    Traceback (most recent call last):
+    ...
+    keras_bert_zoo.errors.UsageError: --tpu applies to --strategy tpu, not default; add --strategy tpu (or drop --tpu).
+    """
+    if name not in STRATEGIES:
+        raise UsageError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+    if replicas is not None and name != "mirrored":
+        raise UsageError(f"--replicas applies to --strategy mirrored, not {name}.")
+    if tpu and name != "tpu":
+        raise UsageError(f"--tpu applies to --strategy tpu, not {name}; add --strategy tpu (or drop --tpu).")
+    if name == "tpu" and not tpu:
+        raise UsageError("--strategy tpu needs --tpu ADDRESS (or 'local' on a TPU VM).")
+    if name == "multi_worker" and "TF_CONFIG" not in os.environ:
+        raise UsageError(
+            "--strategy multi_worker needs the TF_CONFIG environment variable describing the "
+            'cluster, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}}.'
+        )
 
 
 def make_strategy(name="default", tpu=None, replicas=None):
@@ -60,24 +91,13 @@ def make_strategy(name="default", tpu=None, replicas=None):
         replicas: int, `"mirrored"` only: that many local devices (GPUs, or logical
             CPU devices, see `configure_replicas`); None: every local GPU, or the CPU.
     """
-    if name not in STRATEGIES:
-        raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
-    if replicas is not None and name != "mirrored":
-        raise ValueError(f"--replicas applies to --strategy mirrored, not {name}.")
+    check_strategy(name, tpu=tpu, replicas=replicas)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(configure_replicas(replicas) if replicas else None)
     if name == "multi_worker":
-        if "TF_CONFIG" not in os.environ:
-            raise ValueError(
-                "--strategy multi_worker needs the TF_CONFIG environment variable describing the "
-                'cluster, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                '"task": {"type": "worker", "index": 0}}.'
-            )
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if not tpu:
-        raise ValueError("--strategy tpu needs --tpu ADDRESS (or 'local' on a TPU VM).")
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -127,7 +147,7 @@ def set_precision(name):
     `LossScaleOptimizer` at `compile`, as float16 gradients underflow without it.
     """
     if name not in PRECISIONS:
-        raise ValueError(f"Unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}.")
+        raise UsageError(f"Unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}.")
     keras.config.set_dtype_policy(PRECISIONS[name])
     return PRECISIONS[name]
 

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
@@ -54,7 +55,7 @@ class BertEncoderBlock(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if hidden_dim % num_heads:
-            raise ValueError(
+            raise UsageError(
                 f"hidden_dim={hidden_dim} is not divisible by num_heads={num_heads}; "
                 "choose num_heads that divides hidden_dim."
             )

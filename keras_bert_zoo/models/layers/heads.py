@@ -8,6 +8,7 @@ Names mirror the checkpoint (`cls.predictions.transform.dense`,
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
@@ -50,7 +51,7 @@ class MaskedLMHead(keras.layers.Layer):
                  initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
         if token_embedding is None:
-            raise ValueError(
+            raise UsageError(
                 "MaskedLMHead needs `token_embedding` (the backbone's word-embedding layer, "
                 "`backbone.token_embedding`): its matrix is the tied decoder."
             )

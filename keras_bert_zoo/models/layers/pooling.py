@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import UsageError
+
 POOLING_MODES = ("mean", "cls", "max")
 
 
@@ -41,7 +43,7 @@ class SentencePooling(keras.layers.Layer):
     def __init__(self, mode="mean", **kwargs):
         super().__init__(**kwargs)
         if mode not in POOLING_MODES:
-            raise ValueError(f"pooling mode {mode!r}; use one of {POOLING_MODES} ('pooled' is the "
+            raise UsageError(f"pooling mode {mode!r}; use one of {POOLING_MODES} ('pooled' is the "
                              "backbone's tanh pooler, chosen on BertSentenceEmbedder).")
         self.mode = mode
 
