@@ -72,6 +72,7 @@ class ArgumentTypeError(UsageError, TypeError):
     clauses written for the builtin it replaces keep working.
 
     Examples:
+    >>> from keras_bert_zoo.errors import ArgumentTypeError
     >>> try:
     ...     raise ArgumentTypeError("`tokenizer` must be a BertTokenizer, got dict.")
     ... except TypeError as e:

@@ -63,6 +63,7 @@ def tag_parts(tag, prefixes="BIES"):
     None for `"O"` and for anything else.
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entities import tag_parts
     >>> tag_parts("I-MISC-X"), tag_parts("O"), tag_parts("S-LOC", prefixes="BI")
     (('I', 'MISC-X'), None, None)
     """

@@ -10,6 +10,7 @@ of the sentence or where the next chunk starts. Any label set reads (IOB1, IOB2 
 BIOES alike); a label without a `B-`/`I-`/`E-`/`S-` prefix and a type counts as O.
 
 Examples:
+>>> from keras_bert_zoo.metrics.entity_graph import entity_spans_tf, label_tables
 >>> import tensorflow as tf
 >>> tables = label_tables(["O", "B-PER", "I-PER", "I-LOC"])
 >>> ids = tf.ragged.constant([[1, 2, 0, 3, 3], [2]], row_splits_dtype=tf.int64)
@@ -29,6 +30,7 @@ def label_tables(label_names):
     -1 for O) and `entity_types` (the type name, "" for O).
 
     Examples:
+    >>> from keras_bert_zoo.metrics.entity_graph import label_tables
     >>> label_tables(["O", "B-PER", "I-PER", "S-LOC", "X"])["type_codes"]
     [-1, 1, 1, 0, -1]
     """

@@ -1,9 +1,12 @@
 """`MaskedLMMasker`: BERT's masked-LM corruption as a TF preprocessing layer."""
 
+import os
+
 import keras
 import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
+from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
 
 
@@ -104,9 +107,6 @@ class MaskedLMMasker(PreprocessingLayer):
             )
         if max_predictions < 1 or max_ngram < 1:
             raise UsageError(f"max_predictions ({max_predictions}) and max_ngram ({max_ngram}) must be >= 1.")
-        if isinstance(vocabulary, str):
-            with open(vocabulary, encoding="utf-8") as f:
-                vocabulary = [line.rstrip("\n") for line in f]
         self.vocabulary_size = int(vocabulary_size)
         self.mask_token_id = int(mask_token_id)
         self.unselectable_token_ids = [int(i) for i in unselectable_token_ids]
@@ -115,12 +115,28 @@ class MaskedLMMasker(PreprocessingLayer):
         self.mask_token_rate = float(mask_token_rate)
         self.random_token_rate = float(random_token_rate)
         self.whole_word_masking = bool(whole_word_masking)
-        self.vocabulary = list(vocabulary) if vocabulary is not None else None
         self.max_ngram = int(max_ngram)
         self.seed = seed
-        self._continuation = None
+        self.vocabulary, self._continuation = None, None
+        if vocabulary is not None:
+            self.set_vocabulary(vocabulary)
+
+    def set_vocabulary(self, vocabulary):
+        """The vocabulary (list of str or `vocab.txt` path) whole-word masking reads `##` pieces from."""
+        if isinstance(vocabulary, (str, os.PathLike)):
+            with open(vocabulary, encoding="utf-8") as f:
+                vocabulary = [line.rstrip("\n") for line in f]
+        self.vocabulary = list(vocabulary)
+        self._continuation = tf.constant([t.startswith("##") for t in self.vocabulary], tf.bool)
+
+    # The vocabulary is an asset of a .keras file, not part of the config (as the tokenizer's).
+    def save_assets(self, dir_path):
         if self.vocabulary is not None:
-            self._continuation = tf.constant([t.startswith("##") for t in self.vocabulary], tf.bool)
+            write_text(os.path.join(dir_path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
+
+    def load_assets(self, dir_path):
+        if os.path.exists(os.path.join(dir_path, "vocab.txt")):
+            self.set_vocabulary(os.path.join(dir_path, "vocab.txt"))
 
     # --- randomness -------------------------------------------------------------------------
     def _uniform(self, shape, seed, salt, dtype=tf.float32, maxval=None):
@@ -316,7 +332,6 @@ class MaskedLMMasker(PreprocessingLayer):
             mask_token_rate=self.mask_token_rate,
             random_token_rate=self.random_token_rate,
             whole_word_masking=self.whole_word_masking,
-            vocabulary=self.vocabulary,
             max_ngram=self.max_ngram,
             seed=self.seed,
         )

@@ -8,6 +8,7 @@ predictions back to one tag per word (`tag_windows.merge_windows`).
 Examples:
 >>> import numpy as np
 >>> from keras_bert_zoo.preprocessing.tag_windows import TaggingWindows
+>>> from keras_bert_zoo.preprocessing.tag_predict import window_logits
 >>> windows = TaggingWindows(features={"padding_mask": np.ones([3, 4], np.int32)}, labels=None,
 ...                          word_ids=np.zeros([3, 4], np.int32), first_piece_mask=None,
 ...                          sentence_ids=np.arange(3), num_words=[1, 1, 1])

@@ -14,6 +14,7 @@ per epoch), Keras progress bars and `drop_remainder` need.
 
 Examples:
 >>> import numpy as np
+>>> from keras_bert_zoo.preprocessing.tag_windows import merge_windows
 >>> word_ids = np.array([[-1, 0, 1, 1, -1], [-1, 1, 2, -1, -1]])  # sentence 0 in two windows
 >>> [m.tolist() for m in merge_windows(word_ids * 10, word_ids, [0, 0], num_words=[3])]
 [[0, 10, 20]]

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert_zoo.errors import MissingPathError, UsageError
+from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
@@ -16,6 +16,12 @@ from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, read_vocabul
 
 # HF WordPiece `max_input_chars_per_word`: longer words become a single [UNK].
 MAX_CHARS_PER_WORD = 100
+
+
+def _fast_wordpiece(vocabulary, max_bytes_per_word, no_pretokenization):
+    return tf_text.FastWordpieceTokenizer(
+        vocab=vocabulary, suffix_indicator="##", max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int32,
+        unknown_token="[UNK]", no_pretokenization=no_pretokenization, support_detokenization=False)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -29,7 +35,8 @@ class BertTokenizer(PreprocessingLayer):
 
     Args:
         vocabulary: path to a `vocab.txt` (or a directory holding one) or a list of
-            tokens. Must contain `[PAD] [UNK] [CLS] [SEP] [MASK]`.
+            tokens. Must contain `[PAD] [UNK] [CLS] [SEP] [MASK]`. It is not part of
+            `get_config()`: a `.keras` file stores it as an asset (`assets/.../vocab.txt`).
         lowercase: bool, lowercase the text (HF `do_lower_case`).
         strip_accents: bool or None; None means "same as `lowercase`" (HF).
         tokenize_chinese_chars: bool, make every CJK ideograph its own word.
@@ -38,6 +45,8 @@ class BertTokenizer(PreprocessingLayer):
         sequence_length: int or None. None returns ragged ids `[batch, None]`; an int
             returns dense ids `[batch, sequence_length]`, truncated and padded with
             `[PAD]`.
+        special_token_ids, vocabulary_size: from `get_config()`, set by Keras when it
+            rebuilds the layer before loading its vocabulary asset (checked against it).
 
     Outputs of `call(text)`: int32 ids, ragged `[batch, None]` for a `[batch]` input,
     a 1-D tensor for a scalar input.
@@ -56,17 +65,18 @@ class BertTokenizer(PreprocessingLayer):
 
     def __init__(
         self,
-        vocabulary,
+        vocabulary=None,
         lowercase=True,
         strip_accents=None,
         tokenize_chinese_chars=True,
         keep_special_tokens=True,
         sequence_length=None,
+        special_token_ids=None,
+        vocabulary_size=None,
         **kwargs,
     ):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
-        self.vocabulary = read_vocabulary(vocabulary)
         self.lowercase = bool(lowercase)
         self.strip_accents = None if strip_accents is None else bool(strip_accents)
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
@@ -74,57 +84,85 @@ class BertTokenizer(PreprocessingLayer):
         if sequence_length is not None and (not isinstance(sequence_length, int) or sequence_length < 1):
             raise UsageError(f"`sequence_length` must be a positive int or None, got {sequence_length!r}.")
         self.sequence_length = sequence_length
-        self._token_to_id = {t: i for i, t in enumerate(self.vocabulary)}
-        self.pad_token_id = self._token_to_id["[PAD]"]
-        self.unk_token_id = self._token_to_id["[UNK]"]
-        self.cls_token_id = self._token_to_id["[CLS]"]
-        self.sep_token_id = self._token_to_id["[SEP]"]
-        self.mask_token_id = self._token_to_id["[MASK]"]
         self.special_tokens = list(SPECIAL_TOKENS)
-        self.special_token_ids = [self._token_to_id[t] for t in SPECIAL_TOKENS]
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocabulary,
-            suffix_indicator="##",
-            # HF limits words to 100 *characters*; we check that ourselves and let
-            # tf-text see any word that fits (4 bytes per character at most).
-            max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
-            token_out_type=tf.int32,
-            unknown_token="[UNK]",
-            no_pretokenization=True,
-            support_detokenization=False,
-        )
-        self._wordpiece_end_to_end = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocabulary,
-            suffix_indicator="##",
-            max_bytes_per_word=MAX_CHARS_PER_WORD,  # only used on ASCII text: bytes = characters
-            token_out_type=tf.int32,
-            unknown_token="[UNK]",
-            no_pretokenization=False,
-            support_detokenization=False,
-        )
+        self.vocabulary, self._token_to_id = None, {}
+        # A tokenizer rebuilt from its config (`.keras` loading) gets its vocabulary from the
+        # file's assets afterwards (`load_assets`); the config keeps only its size and the
+        # special ids, so the layers built around it (packers, embeddings) can be made first.
+        self._expected_special_ids = dict(special_token_ids) if special_token_ids else None
+        self._expected_size = vocabulary_size
+        if vocabulary is None and self._expected_special_ids is None:
+            raise UsageError("BertTokenizer needs a vocabulary: a vocab.txt path (or its directory) or a list "
+                             "of tokens, e.g. BertTokenizer.from_preset(directory).")
+        if vocabulary is not None:
+            self.set_vocabulary(vocabulary)
+        else:
+            self._set_special_ids(special_token_ids)
+
+    def set_vocabulary(self, vocabulary):
+        """Sets the WordPiece vocabulary (a `vocab.txt` path, its directory, or a list of tokens).
+
+        Raises `CheckpointError` when the vocabulary's special tokens sit at other ids than
+        the config this tokenizer was rebuilt from says (the assets are not its own).
+        """
+        tokens = read_vocabulary(vocabulary)
+        token_to_id = {t: i for i, t in enumerate(tokens)}
+        ids = {t: token_to_id[t] for t in SPECIAL_TOKENS}
+        saved = (self._expected_size, self._expected_special_ids)
+        if self._expected_special_ids is not None and (saved[0] not in (None, len(tokens)) or ids != saved[1]):
+            raise CheckpointError(f"the vocabulary has {len(tokens)} tokens, special ones at {ids}, but this "
+                                  f"tokenizer was saved with {saved[0]} and {saved[1]}: the vocab.txt is not its "
+                                  "own; restore the model's own vocab.txt.")
+        self.vocabulary, self._token_to_id = tokens, token_to_id
+        self._set_special_ids(ids)
+        # HF limits words to 100 *characters* (checked by us): tf-text sees any word that fits
+        # (4 bytes a character); the end-to-end tokenizer only sees ASCII, bytes = characters.
+        self._wordpiece = _fast_wordpiece(tokens, 4 * MAX_CHARS_PER_WORD, no_pretokenization=True)
+        self._wordpiece_end_to_end = _fast_wordpiece(tokens, MAX_CHARS_PER_WORD, no_pretokenization=False)
         self._vocab_tensor = None
 
-    # --- vocabulary -------------------------------------------------------------------
-    def vocabulary_size(self):
-        return len(self.vocabulary)
+    def _set_special_ids(self, ids):
+        self.pad_token_id, self.unk_token_id = ids["[PAD]"], ids["[UNK]"]
+        self.cls_token_id, self.sep_token_id, self.mask_token_id = ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
+        self.special_token_ids = [ids[t] for t in SPECIAL_TOKENS]
+
+    def _vocabulary(self):
+        """The token list; a clear error when the vocabulary has not been loaded yet."""
+        if self.vocabulary is None:
+            raise UsageError("this BertTokenizer has no vocabulary yet (it was rebuilt from its config alone); "
+                             "load it from its .keras file (the vocabulary is saved among the file's assets), "
+                             "or call set_vocabulary(vocab.txt).")
+        return self.vocabulary
+
+    # --- the vocabulary: an asset (a file beside the config, not in it) and its lookups ----
+    def save_assets(self, dir_path):
+        write_text(os.path.join(dir_path, "vocab.txt"), "".join(t + "\n" for t in self._vocabulary()))
+
+    def load_assets(self, dir_path):
+        self.set_vocabulary(os.path.join(dir_path, "vocab.txt"))
+
+    def vocabulary_size(self):  # known from the config before the vocabulary asset loads
+        return len(self.vocabulary) if self.vocabulary is not None else (self._expected_size
+                                                                          or len(self._vocabulary()))
 
     def get_vocabulary(self):
-        return list(self.vocabulary)
+        return list(self._vocabulary())
 
     def token_to_id(self, token):
-        if token not in self._token_to_id:
-            raise KeyError(f"{token!r} is not in the vocabulary ({len(self.vocabulary)} tokens).")
+        if token not in self._token_to_id or self.vocabulary is None:
+            raise KeyError(f"{token!r} is not in the vocabulary ({len(self._vocabulary())} tokens).")
         return self._token_to_id[token]
 
     def id_to_token(self, id):
         id = int(id)
-        if not 0 <= id < len(self.vocabulary):
+        if not 0 <= id < len(self._vocabulary()):
             raise IndexError(f"id {id} is out of range for a vocabulary of {len(self.vocabulary)} tokens.")
         return self.vocabulary[id]
 
     # --- the pipeline -------------------------------------------------------------------
     def _prepare(self, text):
         """Raw text -> valid UTF-8 with special tokens marked (same length in characters)."""
+        self._vocabulary()
         text = normalization.to_valid_utf8(text)
         if self.keep_special_tokens:
             text = normalization.mark_special_tokens(text, self.special_tokens)
@@ -317,7 +355,7 @@ class BertTokenizer(PreprocessingLayer):
     def detokenize(self, ids):
         """Ids (ragged, dense or a list) -> text: pieces joined, `##` glued, `[PAD]` dropped."""
         if self._vocab_tensor is None:
-            self._vocab_tensor = tf.constant(self.vocabulary)
+            self._vocab_tensor = tf.constant(self._vocabulary())
         if not isinstance(ids, (tf.Tensor, tf.RaggedTensor)):
             ids = tf.ragged.constant(ids) if isinstance(ids, list) and ids and isinstance(ids[0], list) else tf.constant(ids)
         ids = tf.cast(ids, tf.int32)
@@ -337,12 +375,9 @@ class BertTokenizer(PreprocessingLayer):
     # --- presets & config ---------------------------------------------------------------
     @classmethod
     def from_preset(cls, path, **kwargs):
-        """Reads `vocab.txt` and (optionally) HF's `tokenizer_config.json` from a directory.
-
-        `**kwargs` override the file's options. Without `tokenizer_config.json` (Google's
-        checkpoint directories) and without a `lowercase` argument, the casing is
-        inferred with a warning; see `keras_bert_zoo.preprocessing.tokenizer_options`.
-        """
+        """Reads `vocab.txt` and (optionally) HF's `tokenizer_config.json` from a directory;
+        `**kwargs` override the file's options. Without either `tokenizer_config.json` (Google's
+        directories) or `lowercase=`, the casing is inferred with a warning (`tokenizer_options`)."""
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise MissingPathError(f"preset directory not found: {path}; give a directory holding vocab.txt.")
@@ -352,19 +387,14 @@ class BertTokenizer(PreprocessingLayer):
     def save_to_preset(self, path):
         """Writes `vocab.txt` and `tokenizer_config.json` (HF keys), atomically."""
         os.makedirs(path, exist_ok=True)
-        write_text(os.path.join(path, "vocab.txt"), "".join(t + "\n" for t in self.vocabulary))
+        self.save_assets(path)
         write_text(os.path.join(path, "tokenizer_config.json"), json.dumps(hf_tokenizer_config(self), indent=2) + "\n")
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary": list(self.vocabulary),
-                "lowercase": self.lowercase,
-                "strip_accents": self.strip_accents,
+        # The vocabulary itself is an asset (`save_assets`): a .keras file's config.json
+        # carries its size and 5 ids, not 30,000 tokens.
+        return {**super().get_config(), "vocabulary_size": self.vocabulary_size(),
+                "special_token_ids": dict(zip(SPECIAL_TOKENS, self.special_token_ids)),
+                "lowercase": self.lowercase, "strip_accents": self.strip_accents,
                 "tokenize_chinese_chars": self.tokenize_chinese_chars,
-                "keep_special_tokens": self.keep_special_tokens,
-                "sequence_length": self.sequence_length,
-            }
-        )
-        return config
+                "keep_special_tokens": self.keep_special_tokens, "sequence_length": self.sequence_length}

@@ -57,6 +57,7 @@ def check_strategy(name="default", tpu=None, replicas=None):
     would train on the CPU instead, without a word) fails at once, as the other flag mistakes.
 
     Examples:
+    >>> from keras_bert_zoo.training.strategies import check_strategy
     >>> check_strategy("mirrored", replicas=2)
     >>> check_strategy("default", tpu="local")
     Traceback (most recent call last):

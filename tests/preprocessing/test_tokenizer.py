@@ -200,7 +200,8 @@ def test_config_round_trip_and_keras_save(tokenizer, tmp_path):
     config = small.get_config()
     clone = BertTokenizer.from_config(config)
     assert clone.get_config() == config
-    assert clone.vocabulary == tokenizer.vocabulary
+    assert "vocabulary" not in config and clone.vocabulary is None  # an asset: it comes with the .keras file
+    assert clone.vocabulary_size() == tokenizer.vocabulary_size()  # what an embedding table needs first
 
     @keras.saving.register_keras_serializable(package="test_tokenizer")
     class Holder(keras.Model):
@@ -254,3 +255,52 @@ def test_preset_round_trip_loads_in_transformers(tokenizer, tmp_path):
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
     want = [hf_tok(t, add_special_tokens=False)["input_ids"] for t in HARD_CASES]
     assert tokenizer(HARD_CASES).to_list() == want
+
+
+def test_the_vocabulary_is_an_asset_of_a_keras_file_not_part_of_its_config(tmp_path):
+    """A `.keras` file's config.json carries the tokenizer's options and 5 special ids, not the
+    vocabulary; the vocabulary is `vocab.txt` among the file's assets, and the reloaded
+    preprocessor tokenizes identically."""
+    import json
+
+    from keras_bert_zoo import BertPreprocessor
+    from keras_bert_zoo.errors import UsageError
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s", "on", "mat", "."]
+    preprocessor = BertPreprocessor(BertTokenizer(tokens), sequence_length=8)
+    preprocessor.tokenizer.save_assets(str(tmp_path))
+    assert (tmp_path / "vocab.txt").read_text().split("\n")[:-1] == tokens
+    config = preprocessor.get_config()
+    assert '"vocabulary":' not in json.dumps(config) and '"mat"' not in json.dumps(config)
+
+    # A config alone rebuilds the layers; using the tokenizer before its assets load is a clear error.
+    clone = BertPreprocessor.from_config(config)
+    with pytest.raises(UsageError, match="has no vocabulary yet"):
+        clone(["the cat"])
+    clone.tokenizer.load_assets(str(tmp_path))
+    np.testing.assert_array_equal(clone(["the cats sat on the mat ."])["token_ids"],
+                                  preprocessor(["the cats sat on the mat ."])["token_ids"])
+
+
+def test_a_model_saved_as_keras_keeps_its_vocabulary_among_the_assets(tmp_path):
+    import zipfile
+
+    from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s", "on", "mat", "."]
+    backbone = BertBackbone(vocabulary_size=len(tokens), num_layers=1, num_heads=2, hidden_dim=8,
+                            intermediate_dim=16, max_sequence_length=16)
+    model = BertClassifier(backbone, num_classes=2,
+                           preprocessor=BertPreprocessor(BertTokenizer(tokens), sequence_length=8))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    with zipfile.ZipFile(path) as archive:
+        config = archive.read("config.json").decode("utf-8")
+        assets = [n for n in archive.namelist() if n.startswith("assets/") and n.endswith("vocab.txt")]
+        assert len(assets) == 1, archive.namelist()
+        assert archive.read(assets[0]).decode("utf-8").split("\n")[:-1] == tokens
+    assert '"mat"' not in config and "special_token_ids" in config
+    restored = keras.saving.load_model(path)
+    texts = ["the cats sat on the mat .", "the mat"]
+    np.testing.assert_allclose(restored.predict(texts, verbose=0), model.predict(texts, verbose=0), rtol=1e-6,
+                               atol=1e-6)
