@@ -12,31 +12,16 @@
   `cls/seq_relationship/*` are the pretraining heads, run_classifier.py's top-level
   `output_weights`/`output_bias` a classifier.
 
-Where `HEAD_TENSORS` lists a head's tensors they must be there too: an HF config that says
+Where a task declares its head's tensors (`TaskSpec.checkpoint_heads`, in the task's own
+module) they must be there too: an HF config that says
 `BertForPreTraining` over a checkpoint without `cls.*` tensors converts as a backbone. A
 head nothing above matches (HF `BertForMaskedLM` without NSP, a Google run_squad.py
 checkpoint's `cls/squad/*`, ...) is reported as dropped, and the backbone is kept.
 """
 
 import dataclasses
-import importlib
-import pkgutil
 
-# Tensors that show a head is present, per task model and checkpoint format.
-HEAD_TENSORS = {
-    "BertPretrainer": {
-        "hf": ("cls.predictions.transform.dense.weight", "cls.seq_relationship.weight"),
-        "google": ("cls/predictions/transform/dense/kernel", "cls/seq_relationship/output_weights"),
-    },
-    "BertClassifier": {
-        "hf": ("classifier.weight", "classifier.bias"),
-        "google": ("output_weights", "output_bias"),
-    },
-    # HF only (google-research/bert has no multiple-choice script); its config names the class.
-    "BertMultipleChoice": {
-        "hf": ("classifier.weight", "classifier.bias"),
-    },
-}
+from keras_bert_zoo.tasks.registry import all_tasks
 
 
 @dataclasses.dataclass
@@ -54,30 +39,29 @@ class DetectedTask:
 
 
 def task_classes():
-    """`{class name: class}` of every task model (`Task` subclass) in `keras_bert_zoo.models`."""
-    from keras_bert_zoo import models
-    from keras_bert_zoo.models.task import Task
-
-    for module in pkgutil.iter_modules(models.__path__):
-        if not module.ispkg:
-            importlib.import_module(f"keras_bert_zoo.models.{module.name}")
-    found, stack = {}, list(Task.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack += cls.__subclasses__()
-        if cls.__module__.startswith("keras_bert_zoo."):
-            found[cls.__name__] = cls
-    return found
+    """`{class name: class}` of every registered task's model (`keras_bert_zoo.tasks`)."""
+    return {spec.model_class_name: spec.model_class() for spec in all_tasks()}
 
 
 def detect_task(checkpoint):
     """The task model that can hold all of `checkpoint`'s weights, as a `DetectedTask`."""
-    classes = task_classes()
+    # Checkpoints that name no class are matched by their head tensors, in the tasks' declared
+    # order: the pretraining heads before a classifier's, a classifier before multiple choice
+    # (whose tensors it shares).
+    specs = sorted(all_tasks(), key=lambda spec: spec.head_priority)
+    classes = {spec.model_class_name: spec.model_class() for spec in specs}
+    heads = {spec.model_class_name: spec.checkpoint_heads for spec in specs}
     stored = set(checkpoint.tensor_names())
 
     def has_head(task):
-        needed = HEAD_TENSORS.get(task, {}).get(checkpoint.format)
+        needed = heads.get(task, {}).get(checkpoint.format)
         return needed is None or all(n in stored for n in needed)
+
+    def by_tensors():
+        for task, formats in heads.items():
+            if checkpoint.format in formats and has_head(task):
+                return task
+        return None
 
     ours = (checkpoint.extra or {}).get("task")
     if ours in classes:
@@ -90,17 +74,14 @@ def detect_task(checkpoint):
             if arch in by_architecture and has_head(by_architecture[arch]):
                 return DetectedTask(by_architecture[arch], arch, [])
         source = architectures[0] if architectures else "HF checkpoint"
-        if not architectures:  # no class name recorded: go by the tensors
-            for task in HEAD_TENSORS:
-                if task in classes and checkpoint.format in HEAD_TENSORS[task] and has_head(task):
-                    return DetectedTask(task, source, [])
+        if not architectures and by_tensors():  # no class name recorded: go by the tensors
+            return DetectedTask(by_tensors(), source, [])
     elif checkpoint.format == "keras_hub":  # its task.json named the task (in `extra`) or there is none
         source = "KerasHub preset"
     else:
         source = "Google checkpoint"
-        for task in HEAD_TENSORS:
-            if task in classes and checkpoint.format in HEAD_TENSORS[task] and has_head(task):
-                return DetectedTask(task, source, [])
+        if by_tensors():
+            return DetectedTask(by_tensors(), source, [])
     return DetectedTask(None, source, checkpoint.head_tensor_names())
 
 

@@ -48,6 +48,11 @@ class TaskSpec:
             keywords are made; `make_layout` turns their values into the data layout.
         batchings: the names of `tasks.options.BATCHINGS` its `dataset` gives a meaning to,
             `"auto"` (its default) first; `finetune` refuses the rest.
+        checkpoint_heads: `{format: tensor names}` ("hf", "google") that show a checkpoint
+            holds this task's head; `bert-zoo convert` keeps the head only when they are all
+            there (`convert.tasks.detect_task`). Formats not listed are not checked.
+        head_priority: for a checkpoint that names no class (Google's, an HF config without
+            `architectures`), tasks are tried by their head tensors in this order, lowest first.
     """
 
     name = None
@@ -59,6 +64,8 @@ class TaskSpec:
     default_epochs = 3
     options = ()
     batchings = ("auto", "fixed")
+    checkpoint_heads = {}
+    head_priority = 100
 
     # --- the model ------------------------------------------------------------------
     def model_class(self):

@@ -21,6 +21,9 @@ class ChoiceTask(TaskSpec):
     model_class_name = "BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     batchings = ("auto", "by_length", "bucketed", "fixed")  # "auto": training batches grouped by length
+    # HF only (google-research/bert has no multiple-choice script); an HF config names the class.
+    checkpoint_heads = {"hf": ("classifier.weight", "classifier.bias")}
+    head_priority = 2
 
     def model_class(self):
         from keras_bert_zoo.models.multiple_choice import BertMultipleChoice

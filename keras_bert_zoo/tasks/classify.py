@@ -19,6 +19,9 @@ class ClassifyTask(TaskSpec):
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed")
+    # run_classifier.py writes its head at the top level (`output_weights`).
+    checkpoint_heads = {"hf": ("classifier.weight", "classifier.bias"), "google": ("output_weights", "output_bias")}
+    head_priority = 1  # before choice, which has the same HF tensor names
     options = (
         TaskOption("glue", str, None, "GLUE layout: sst2, mrpc, rte, cola, qqp, stsb (the original STS Benchmark "
                    "sts-*.csv files; regression, MSE), stsb_glue (GLUE's STS-B tsv), mnli, qnli, wnli",

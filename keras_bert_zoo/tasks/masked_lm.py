@@ -70,6 +70,11 @@ class PretrainTask(TaskSpec):
     model_class_name = "BertPretrainer"
     description = "masked-LM + next-sentence pretraining"
     finetunable = False
+    checkpoint_heads = {
+        "hf": ("cls.predictions.transform.dense.weight", "cls.seq_relationship.weight"),
+        "google": ("cls/predictions/transform/dense/kernel", "cls/seq_relationship/output_weights"),
+    }
+    head_priority = 0  # its cls.* tensors are specific; tried before a classifier's
     default_learning_rate = 1e-4
 
     def model_class(self):

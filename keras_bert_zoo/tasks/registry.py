@@ -40,6 +40,11 @@ def _discover():
     return _TASKS
 
 
+def all_tasks():
+    """Every registered `TaskSpec` once, sorted by CLI name."""
+    return sorted({id(s): s for s in _discover().values()}.values(), key=lambda s: s.name)
+
+
 def task_names(finetunable=None):
     """CLI names of the registered tasks, sorted; `finetunable=True` keeps `finetune`'s."""
     specs = {s.name: s for s in _discover().values()}
@@ -60,7 +65,7 @@ def task_of_model(model):
     Classes, not their names, are compared: a user's subclass of `BertTagger` is served
     as a tagger, and an unrelated class that happens to share a name is not.
     """
-    specs = list({id(s): s for s in _discover().values()}.values())
+    specs = all_tasks()
     for klass in type(model).__mro__:
         for spec in specs:
             if spec.model_class() is klass:

@@ -186,7 +186,7 @@ def test_clear_errors(tmp_path):
     wrong = BertClassifier(_backbone(100), num_classes=2)
     with pytest.raises(ValueError, match="vocabulary has 30522 tokens"):
         export_saved_model(wrong, str(tmp_path / "b"), preprocessor=pre)
-    with pytest.raises(ValueError, match="cannot export a BertBackbone"):
+    with pytest.raises(ValueError, match="a BertBackbone is not the model of any task"):
         export_saved_model(_backbone(100), str(tmp_path / "c"), preprocessor=pre)
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
 

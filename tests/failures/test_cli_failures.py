@@ -463,7 +463,7 @@ def test_failed_finetune_leaves_existing_out_byte_identical(models, tmp_path, ca
     checkpoints stay in the hidden `.NAME.run/` beside it (resume state, #14: rerunning the
     command resumes from them), and nothing else is added."""
     # Where finetune looks the name up (it imports it at the top of its module).
-    import keras_bert_zoo.tasks.finetuning as finetuning
+    import keras_bert_zoo.training.curves as curves
 
     w = World(tmp_path / "w", models)
     out = existing_out(w, "model")
@@ -473,7 +473,7 @@ def test_failed_finetune_leaves_existing_out_byte_identical(models, tmp_path, ca
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device", os.path.join(out, "training_curve.png"))
 
-    monkeypatch.setattr(finetuning, "plot_finetuning", disk_full)
+    monkeypatch.setattr(curves, "plot_finetuning", disk_full)
     code, _, err = run_cli(w.finetune("--epochs", "1", "--batch-size", "8", "--overwrite", out=out), capsys)
     check_failure(code, err, 1, r"training_curve\.png: No space left on device")
     assert os.listdir(run_state) == ["checkpoints"]

@@ -201,13 +201,13 @@ def finished_epoch_checkpoints(w, capsys, monkeypatch):
     """A finetune run stopped after its epoch-end checkpoint, as a kill would stop it: its
     `OUT/checkpoints/ckpt-N` is on disk, `--out` holds nothing else."""
     # Where finetune looks the name up (it imports it at the top of its module).
-    import keras_bert_zoo.tasks.finetuning as finetuning
+    import keras_bert_zoo.training.curves as curves
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(finetuning, "plot_finetuning", killed)
+        patch.setattr(curves, "plot_finetuning", killed)
         code, _, err = run_cli(w.finetune("--epochs", "1", "--batch-size", "8"), capsys)
     assert code == 130, err
     (name,) = [n for n in os.listdir(os.path.join(w.out, "checkpoints")) if n.startswith("ckpt-")]

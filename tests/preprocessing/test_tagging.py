@@ -339,6 +339,9 @@ def test_get_config_round_trip_and_preset(tokenizer, tmp_path):
     assert clone.get_config() == config
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(pre))
     assert isinstance(restored, TaggingPreprocessor) and restored.get_config() == config
+    tokenizer.save_assets(str(tmp_path))  # the vocabulary is an asset: a .keras file brings it, here we do
+    for other in (clone, restored):
+        other.tokenizer.load_assets(str(tmp_path))
     words, labels = [["Peter", "Blackburn"] * 20], [[4, 8] * 20]
     for other in (clone, restored):
         a, b = pre.windows(words, labels), other.windows(words, labels)
