@@ -9,6 +9,9 @@ What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, th
   tags)`); then `evaluate` and `predict` on the raw dev texts (batch 64), timed each;
   `ours_bucketed` is the same with `fit(..., batching="bucketed")` (random batches, each
   padded to its longest: the padded path's batches and loss), for the accuracy check;
+  `ours_packed` / `ours_by_length` name the batching of `fit` (`batching="packed"`: each
+  random batch laid end to end in rows of 128; `"by_length"`: grouped by length), to
+  choose the default by measurement;
   `ours_xla` is `compile(jit_compile=True)` (the XLA decision, measured);
 - `keras_hub`: `keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=
   BertTextClassifierPreprocessor(BertTokenizer(vocab.txt), sequence_length=128))`, its
@@ -194,6 +197,8 @@ def run_hf(task, n, seed, threads):
 SYSTEMS = {
     "ours": lambda task, n, seed: run_ours(task, n, seed),
     "ours_bucketed": lambda task, n, seed: run_ours(task, n, seed, batching="bucketed"),
+    "ours_packed": lambda task, n, seed: run_ours(task, n, seed, batching="packed"),
+    "ours_by_length": lambda task, n, seed: run_ours(task, n, seed, batching="by_length"),
     "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
     "keras_hub": run_keras_hub,
     "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),

@@ -11,15 +11,31 @@ Examples:
 
 import time
 
-from keras_bert_zoo.commands.common import add_overwrite_argument, int_in
+import dataclasses
+
+from keras_bert_zoo.commands.common import add_overwrite_argument
+
+
+def serving_options():
+    """`(task name, TaskOption)` of every registered task's serving options, the flags of
+    this verb (each applies to the models of its task; the others refuse it)."""
+    from keras_bert_zoo.tasks.registry import all_tasks
+
+    return [(spec.name, option) for spec in all_tasks() if spec.serving() is not None
+            for option in spec.serving().options]
 
 
 def add_arguments(parser):
+    from keras_bert_zoo.tasks.options import add_option_flags
+
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("--out", required=True, help="SavedModel directory to write")
     add_overwrite_argument(parser)
-    parser.add_argument("--top-k", type=int_in(1, 1000), default=None, help="fill-mask (pretrainer): tokens per [MASK] (5)")
-    parser.add_argument("--max-masks", type=int_in(1, 512), default=None, help="fill-mask (pretrainer): [MASK]s per text (8)")
+    group = parser.add_argument_group("serving options (given only: each applies to its task's models)")
+    # Unset flags stay None, so only the options given reach the exporter, which refuses
+    # those the model's serving does not take.
+    add_option_flags(group, [dataclasses.replace(option, default=None, help=f"{task}: {option.help}")
+                             for task, option in serving_options()])
 
 
 def signature_summary(path):
@@ -39,7 +55,8 @@ def run(args):
     check_output(args.out, args.overwrite)  # before loading the model
     spec = task_of_model_dir(args.model, "export")
     model = spec.load_model(args.model)
-    options = {k: v for k, v in (("top_k", args.top_k), ("max_masks", args.max_masks)) if v is not None}
+    options = {option.name: getattr(args, option.name) for _, option in serving_options()
+               if getattr(args, option.name) is not None}
     start = time.perf_counter()
     export_saved_model(model, args.out, overwrite=args.overwrite, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")

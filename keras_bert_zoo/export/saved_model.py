@@ -43,6 +43,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
+from keras_bert_zoo.tasks.options import option_values
 
 VOCAB_ASSET = "vocab.txt"
 INFO_ASSET = "export_info.json"
@@ -191,11 +192,12 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
             f"{model.backbone.vocabulary_size}; use the vocabulary the model was trained with."
         )
     pair = _text_pair(model, text_pair)
-    unknown = set(serving_options) - set(serving_cls.options)
+    declared = [option.name for option in serving_cls.options]
+    unknown = set(serving_options) - set(declared)
     if unknown:
         raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
-                         f"{list(serving_cls.options) or 'none'}.")
-    serving = serving_cls(model, preprocessor, pair, **serving_options)
+                         f"{declared or 'none'}.")
+    serving = serving_cls(model, preprocessor, pair, **option_values(serving_cls.options, name, serving_options))
 
     path = os.fspath(path)
     work = tempfile.mkdtemp(prefix="bert-zoo-export-")  # the assets' sources (copied into the SavedModel)

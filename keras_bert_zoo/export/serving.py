@@ -23,7 +23,9 @@ class TaskServing:
     """
 
     default_signature = "predict"
-    options = ()  # names of the keyword options its constructor takes
+    # The keyword options its constructor takes, as `tasks.options.TaskOption`s: the
+    # `bert-zoo export` flags, their checks and `export_saved_model`'s keywords.
+    options = ()
     ids_shape = (None, None)  # shape of `predict_token_ids`' int inputs (multiple choice: 3 dims)
     # Features of `preprocess` whose last axis is the positions (`padding_mask` among them).
     # The raw-text signatures cut them to the longest input, so short inputs do not pay for

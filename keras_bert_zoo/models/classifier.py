@@ -3,6 +3,7 @@
 import dataclasses
 
 import keras
+from keras import ops
 
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models import loading
@@ -60,6 +61,7 @@ class BertClassifier(Task):
     """
 
     hf_architecture = "BertForSequenceClassification"
+    reads_packed_rows = True  # `call` pools each packed sequence's [CLS] (`cls_index`)
 
     def __init__(
         self,
@@ -120,6 +122,14 @@ class BertClassifier(Task):
         self.problem_type = problem_type
         self.label_names = label_names
         self.data_layout = dict(data_layout) if data_layout else None
+
+    def call(self, inputs, training=None, mask=None):
+        # The graph above, with the pooled path of the backbone: the head reads [CLS]
+        # only, so the last layer's other tokens are not computed (same logits,
+        # ~14% less work for MiniLM: `BertBackbone.pooled_output`).
+        # A packed batch (`batching="packed"`) says where each sequence's [CLS] is.
+        pooled = self.backbone.pooled_output(inputs, query_index=inputs.get("cls_index"), training=training)
+        return ops.cast(self.classifier(self.head_dropout(pooled, training=training)), "float32")
 
     def get_config(self):
         config = super().get_config()

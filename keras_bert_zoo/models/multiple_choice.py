@@ -99,6 +99,14 @@ class BertMultipleChoice(Task):
         self.dropout = dropout
         self.data_layout = dict(data_layout) if data_layout else None
 
+    def call(self, inputs, training=None, mask=None):
+        # The graph above, with the backbone's pooled path: each pair's [CLS] alone of the
+        # last layer (same scores, less work: `BertBackbone.pooled_output`).
+        pooled = self.backbone.pooled_output({name: ops.reshape(inputs[name], (-1, ops.shape(inputs[name])[-1]))
+                                              for name in INPUT_NAMES}, training=training)
+        scores = self.classifier(self.head_dropout(pooled, training=training))
+        return ops.cast(ops.reshape(scores, (-1, ops.shape(inputs["token_ids"])[1])), "float32")
+
     def get_config(self):
         config = super().get_config()
         config.update({"dropout": self.dropout, "data_layout": self.data_layout})

@@ -17,6 +17,9 @@ trace), the int features are kept, and batches are then padded only as far as th
   widths keeps the number of compiled step functions bounded).
 - `"fixed"`: every batch at the preprocessor's `sequence_length` (TPU / static shapes;
   `drop_remainder=True` for a static batch size too).
+- `"packed"`: each random batch's examples laid end to end in rows of `pack_width`
+  (`packing.pack_for_pooling`: nearly no padding), for a model that reads packed rows
+  (`BertClassifier`; the tagger and QA preprocessors pack in their own `raw_dataset`).
 
 `evaluate` and `predict` sort the examples by length first (`batch_raw_sorted`, which
 also returns the order, so `predict` hands its outputs back in the input order): with
@@ -49,7 +52,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing import bucketing
 
-BATCHINGS = ("auto", "by_length", "bucketed", "fixed")
+BATCHINGS = ("auto", "by_length", "bucketed", "fixed", "packed")
 IGNORE_LABEL = -100  # per-token labels are padded with it (the losses skip it)
 
 
@@ -145,7 +148,7 @@ def preprocess_in_memory(preprocessor, x, y=None, sample_weight=None, chunk=1024
 
 
 def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, training=False, seed=0,
-              batching="auto", boundaries=None, drop_remainder=False):
+              batching="auto", boundaries=None, drop_remainder=False, pack_width=None):
     """Raw examples -> a batched `tf.data.Dataset` of `(features[, y[, sample_weight]])`.
 
     Args:
@@ -164,6 +167,8 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         boundaries: bucket widths; default `bucketing.fine_boundaries(sequence_length)`
             (8, 16, ..., 128 at 128).
         drop_remainder: drop the last partial batch (static batch size, TPU).
+        pack_width: `batching="packed"`: positions per packed row (default the
+            preprocessor's `sequence_length`).
 
     Returns:
         `tf.data.Dataset` with a known number of batches, ready for `model.fit`.
@@ -211,7 +216,13 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     if training:
         ds = ds.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    if batching == "packed":  # for a model that pools each packed sequence (`reads_packed_rows`)
+        from keras_bert_zoo.preprocessing.packing import pack_for_pooling
+
+        width = int(pack_width or sequence_length)
+        ds = ds.map(lambda *row: (pack_for_pooling(row[0], width),) + row[1:], num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)
     count = n // batch_size if drop_remainder else -(-n // batch_size)
     return _unwrap(ds).apply(tf.data.experimental.assert_cardinality(count)).prefetch(tf.data.AUTOTUNE)
 

@@ -11,8 +11,8 @@ sequence's outputs are those it has alone in a padded row (up to float rounding)
 The batch keeps the same sequences, hence the same labelled tokens and, with a
 token-averaged loss (`BertTagger`), the same loss and gradients as the padded batch;
 only the amount of padding computed changes. This suits token-level heads (tags, answer
-spans: a label per position moves with its token); a pooled head (`[CLS]`) would read
-only the first sequence of each row.
+spans: a label per position moves with its token) as it is; a pooled head (`[CLS]`)
+reads each sequence's first token, which `pack_for_pooling` records (`cls_index`).
 
 Examples:
 >>> import tensorflow as tf
@@ -71,6 +71,32 @@ def pack_batch(features, labels=None, width=128, label_padding=-100):
         sequences (1 + the sequence's index in the batch); `packed_labels` is None
         without `labels`.
     """
+    packed, labels, _ = _pack(features, labels, width, label_padding)
+    return packed, labels
+
+
+def pack_for_pooling(features, width=128):
+    """`pack_batch` for a pooled head: the packed features plus each sequence's `[CLS]`.
+
+    `cls_index` (int32 `[n, 2]`) holds the `(row, position)` of sequence `i`'s first
+    token, in the batch's order, which `BertClassifier` pools (through
+    `BertBackbone.pooled_output`) instead of position 0 of every row, so its logits
+    come out one per sequence, `[n, classes]`, as for the padded batch.
+
+    >>> import tensorflow as tf
+    >>> from keras_bert_zoo.preprocessing.packing import pack_for_pooling
+    >>> packed = pack_for_pooling({"token_ids": tf.constant([[2, 7, 3, 0], [2, 5, 6, 3], [2, 3, 0, 0]]),
+    ...                            "segment_ids": tf.zeros((3, 4), tf.int32),
+    ...                            "padding_mask": tf.constant([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])}, width=6)
+    >>> packed["cls_index"].numpy().tolist()
+    [[1, 0], [0, 0], [0, 4]]
+    """
+    packed, _, (rows, offsets) = _pack(features, None, width, 0)
+    packed["cls_index"] = tf.stack([rows, offsets], axis=1)
+    return packed
+
+
+def _pack(features, labels, width, label_padding):
     mask = tf.cast(features["padding_mask"], tf.int32) > 0
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
     width = tf.maximum(tf.cast(width, tf.int32), tf.reduce_max(tf.concat([lengths, [0]], 0)))
@@ -87,5 +113,7 @@ def pack_batch(features, labels=None, width=128, label_padding=-100):
     packed = {k: move(v, 0) for k, v in features.items() if k != "padding_mask"}
     packed["padding_mask"] = move(features["padding_mask"], 0, tf.cast(sequence + 1, features["padding_mask"].dtype))
     if isinstance(labels, dict):
-        return packed, {k: move(v, label_padding) for k, v in labels.items()}
-    return packed, None if labels is None else move(labels, label_padding)
+        labels = {k: move(v, label_padding) for k, v in labels.items()}
+    elif labels is not None:
+        labels = move(labels, label_padding)
+    return packed, labels, (rows, offsets)

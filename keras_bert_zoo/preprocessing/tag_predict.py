@@ -87,13 +87,48 @@ def window_logits(model_or_logits_fn, windows, batch_size=64):
 
 
 def _bucketed_predict(model, windows, batch_size):
-    """`model.predict` over windows grouped by length, each group cut to its bucket's width.
+    """The model over windows sorted by length, each batch cut to its own longest window.
 
     Real sentences are mostly far shorter than `sequence_length` (CoNLL-2003: ~25 pieces
-    of 128), and attention costs grow with the padded width, so each window runs at
-    the smallest bucket length that holds it (a handful of shapes, so few traces);
-    positions beyond a window's bucket come back as zeros, which no word reads.
+    of 128), and every token's cost is paid for its padding too: sorted batches of
+    `batch_size` differ in length by a position or so, so cut to their longest they
+    carry almost no padding (CoNLL testa: 1.07x its real tokens, against 1.46x in the
+    16/32/64 buckets this used before). One shape-generic trace of Keras' predict step
+    serves every width (`Task.trace_predict`); positions beyond a window's batch
+    width come back as zeros, which no word reads.
     """
+    features = dict(windows.features)
+    width = features["padding_mask"].shape[1]
+    lengths = np.maximum((features["padding_mask"] > 0).sum(axis=1), 1)
+    if getattr(model, "_distribute_strategy", None) is not None or tf.distribute.has_strategy():
+        return _bucketed_predict_under_strategy(model, windows, batch_size)
+    spec = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in features.items()}
+    trace = getattr(model, "trace_predict", None)
+    if trace is not None:
+        trace(spec)
+    model.make_predict_function()
+    order = np.argsort(lengths, kind="stable")
+    out = None
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        cut = int(lengths[rows].max())
+        part = _logits_of(model.predict_function([{k: tf.constant(v[rows, :cut]) for k, v in features.items()}]))
+        if out is None:
+            out = np.zeros((len(order), width) + part.shape[2:], part.dtype)
+        out[rows, :cut] = part
+    return out
+
+
+def _logits_of(part):
+    if isinstance(part, dict):
+        if "logits" not in part:
+            raise UsageError(f"the model returns {sorted(part)}; expected token logits or a dict with 'logits'.")
+        part = part["logits"]
+    return np.asarray(part)
+
+
+def _bucketed_predict_under_strategy(model, windows, batch_size):
+    """`model.predict` per bucket of coarse widths (a strategy distributes Keras' own batches)."""
     features = dict(windows.features)
     width = features["padding_mask"].shape[1]
     bounds = np.asarray(bucketing.default_boundaries(width))
@@ -103,12 +138,7 @@ def _bucketed_predict(model, windows, batch_size):
         rows = np.flatnonzero(bucket == b)
         cut = int(bounds[b])
         ds = tf.data.Dataset.from_tensor_slices({k: v[rows, :cut] for k, v in features.items()}).batch(batch_size)
-        part = model.predict(ds, verbose=0)
-        if isinstance(part, dict):
-            if "logits" not in part:
-                raise UsageError(f"the model returns {sorted(part)}; expected token logits or a dict with 'logits'.")
-            part = part["logits"]
-        part = np.asarray(part)
+        part = _logits_of(model.predict(ds, verbose=0))
         if out is None:
             out = np.zeros((len(bucket), width) + part.shape[2:], part.dtype)
         out[rows, :cut] = part

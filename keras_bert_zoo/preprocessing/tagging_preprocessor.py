@@ -190,8 +190,8 @@ class TaggingPreprocessor(PreprocessingLayer):
         the preprocessor's `(x, y)` call does not map one-to-one and this method replaces
         `batch_raw`. `batching`: `"auto"` packs training batches into rows of
         `PACK_WIDTH` (same windows and loss as padding them; `preprocessing.packing`)
-        and sorts evaluation windows by length (each batch cut to within 8 of its
-        longest; the token accuracy is order-free, the loss is averaged per batch); `"packed"`, `"by_length"`,
+        and sorts evaluation windows by length (each batch cut to its longest; the
+        token accuracy is order-free, the loss is averaged per batch); `"packed"`, `"by_length"`,
         `"bucketed"` (random batches cut to within 8 of their longest) or `"fixed"`
         (full `sequence_length`). `predict` always gets full-width windows, which
         Keras can concatenate (`predict_tags` reads them word by word).
@@ -213,7 +213,8 @@ class TaggingPreprocessor(PreprocessingLayer):
         windows = None
         if not training and batching == "auto":
             # evaluate: the windows sorted by length (the loss and metrics are order-free), so each
-            # batch is cut to within 8 of its longest window, not to the 32/64 of a random batch's.
+            # batch is cut to its longest window, not to the 32/64 of a random batch's (within 8
+            # of it under XLA, which compiles a program per width).
             windows = make_windows(examples, self, with_labels=True)
             order = np.argsort(windows.features["padding_mask"].sum(1), kind="stable")
             windows = dataclasses.replace(
@@ -222,7 +223,8 @@ class TaggingPreprocessor(PreprocessingLayer):
                 sentence_ids=windows.sentence_ids[order])
             return tag_dataset.make_tagging_dataset(examples, self, batch_size, with_labels=True, bucket=True,
                                                     windows=windows,
-                                                    boundaries=bucketing.fine_boundaries(self.sequence_length))
+                                                    boundaries=bucketing.fine_boundaries(
+                                                        self.sequence_length, 8 if model.jit_compile else 1))
         if batching == "auto":
             batching = "packed" if training else "bucketed"
         if batching == "packed" and not training:

@@ -18,7 +18,7 @@ class ClassifyTask(TaskSpec):
     model_class_name = "BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
-    batchings = ("auto", "by_length", "bucketed", "fixed")
+    batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
     # run_classifier.py writes its head at the top level (`output_weights`).
     checkpoint_heads = {"hf": ("classifier.weight", "classifier.bias"), "google": ("output_weights", "output_bias")}
     head_priority = 1  # before choice, which has the same HF tensor names

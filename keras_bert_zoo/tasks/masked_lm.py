@@ -11,6 +11,7 @@ from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.files import check_input_file
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.options import TaskOption
 
 
 def _is_records(paths):
@@ -109,7 +110,8 @@ class PretrainerServing(TaskServing):
     """
 
     default_signature = "fill_mask"
-    options = ("top_k", "max_masks")
+    options = (TaskOption("top_k", int, 5, "fill-mask, tokens returned per [MASK] (5)", low=1, high=1000),
+               TaskOption("max_masks", int, 8, "fill-mask, [MASK]s read per text (8)", low=1, high=512))
 
     def __init__(self, model, preprocessor, text_pair=False, top_k=5, max_masks=8):
         super().__init__(model, preprocessor, text_pair)

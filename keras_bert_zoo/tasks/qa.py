@@ -216,7 +216,8 @@ class QAServing(TaskServing):
     """
 
     default_signature = "answer"
-    options = ("n_best", "max_answer_length")
+    options = (TaskOption("n_best", int, 20, "answers in the n-best list (20, as run_squad.py)", low=1, high=1000),
+               TaskOption("max_answer_length", int, 30, "longest answer span in pieces (30)", low=1, high=8192))
     N_BEST_OUTPUTS = ("n_best_text", "n_best_start", "n_best_end", "n_best_score", "n_best_probability")
 
     def __init__(self, model, preprocessor, text_pair=False, n_best=20, max_answer_length=30):

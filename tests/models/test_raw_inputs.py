@@ -213,8 +213,8 @@ def test_batch_raw_pads_only_what_a_batch_needs(pre):
 
 def test_raw_input_errors_are_one_clear_line(pre):
     model = BertClassifier(backbone(), num_classes=2, preprocessor=pre)
-    with pytest.raises(ValueError, match="batching='packed'; use one of"):
-        model.fit(TEXTS, LABELS, batching="packed", verbose=0)
+    with pytest.raises(ValueError, match="batching='grouped'; use one of"):
+        model.fit(TEXTS, LABELS, batching="grouped", verbose=0)
     with pytest.raises(ValueError, match="raw inputs must be strings .* got list values such as"):
         model.predict([[1, 2], [3, 4]], verbose=0)
     bare = BertClassifier(backbone(), num_classes=2)
