@@ -18,7 +18,6 @@ CHOICE_SEPARATORS = (" ||| ", "\t")
 
 class ChoiceTask(TaskSpec):
     name = "choice"
-    model_class_name = "BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     batchings = ("auto", "by_length", "bucketed", "fixed")  # "auto": training batches grouped by length
     # HF only (google-research/bert has no multiple-choice script); an HF config names the class.

@@ -15,7 +15,6 @@ PAIR_SEPARATORS = ("\t", " ||| ")
 
 class ClassifyTask(TaskSpec):
     name = "classify"
-    model_class_name = "BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed")

@@ -12,7 +12,6 @@ from keras_bert_zoo.tasks.base import TaskSpec
 
 class EmbedTask(TaskSpec):
     name = "embed"
-    model_class_name = "BertSentenceEmbedder"
     description = "sentence embeddings (mean / cls / pooled / max pooling)"
     finetunable = False
 

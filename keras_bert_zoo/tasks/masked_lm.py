@@ -67,7 +67,6 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
 
 class PretrainTask(TaskSpec):
     name = "pretrain"
-    model_class_name = "BertPretrainer"
     description = "masked-LM + next-sentence pretraining"
     finetunable = False
     checkpoint_heads = {

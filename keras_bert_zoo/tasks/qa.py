@@ -32,7 +32,6 @@ class QALayout:
 
 class QATask(TaskSpec):
     name = "qa"
-    model_class_name = "BertSpanQA"
     # "auto" packs the training batches; "bucketed" pads each to its bucket with the softmax over
     # the padded row, as the original; evaluation batches are bucketed under both.
     batchings = ("auto", "packed", "bucketed", "fixed")

@@ -29,7 +29,6 @@ class TaggingLayout:
 
 class TagTask(TaskSpec):
     name = "tag"
-    model_class_name = "BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
     # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
