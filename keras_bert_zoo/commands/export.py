@@ -13,6 +13,8 @@ import time
 
 from keras_bert_zoo.commands.common import add_overwrite_argument, int_in
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
@@ -22,7 +24,7 @@ def add_arguments(parser):
     parser.add_argument("--max-masks", type=int_in(1, 512), default=None, help="fill-mask (pretrainer): [MASK]s per text (8)")
 
 
-def signature_summary(path):
+def _signature_summary(path):
     """`{signature: ([inputs], [outputs])}` of a SavedModel, read back with TensorFlow."""
     import tensorflow as tf
 
@@ -43,7 +45,7 @@ def run(args):
     start = time.perf_counter()
     export_saved_model(model, args.out, overwrite=args.overwrite, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
-    for name, (inputs, outputs) in sorted(signature_summary(args.out).items()):
+    for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")
     print("load it with: import tensorflow as tf, tensorflow_text; tf.saved_model.load(PATH)")
     return 0

@@ -23,6 +23,8 @@ import dataclasses
 
 from keras_bert_zoo.tasks.registry import all_tasks
 
+__all__ = ["DetectedTask", "task_classes", "detect_task"]
+
 
 @dataclasses.dataclass
 class DetectedTask:

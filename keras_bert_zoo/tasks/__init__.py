@@ -16,3 +16,5 @@ True
 """
 
 from keras_bert_zoo.tasks.registry import get_task, task_names, task_of_model_dir  # noqa: F401
+
+__all__ = ["get_task", "task_names", "task_of_model_dir"]

@@ -16,6 +16,8 @@ import dataclasses
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.tasks.options import add_option_flags, option_values, values_from_args
 
+__all__ = ["check_vocabulary_fits", "TaskSpec"]
+
 
 def check_vocabulary_fits(model, model_dir):
     """Raises `CheckpointError` when the attached tokenizer's `vocab.txt` has more entries than

@@ -13,7 +13,9 @@ from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
-CHOICE_SEPARATORS = (" ||| ", "\t")
+__all__ = ["ChoiceTask", "parse_question", "ChoiceServing", "TASK"]
+
+_CHOICE_SEPARATORS = (" ||| ", "\t")
 
 
 class ChoiceTask(TaskSpec):
@@ -115,7 +117,7 @@ def parse_question(text):
             raise InvalidInputError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
         context, choices = str(obj["context"]), [str(c) for c in obj["choices"]]
     else:
-        for sep in CHOICE_SEPARATORS:
+        for sep in _CHOICE_SEPARATORS:
             if sep in text:
                 context, *choices = [part.strip() for part in text.split(sep)]
                 break

@@ -9,6 +9,8 @@ sentences' embeddings against the gold score, Spearman and Pearson); serving
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
+__all__ = ["EmbedTask", "similarity_scores", "EmbedderServing", "TASK"]
+
 
 class EmbedTask(TaskSpec):
     name = "embed"

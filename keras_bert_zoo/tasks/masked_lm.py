@@ -12,6 +12,8 @@ from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.files import check_input_file
 from keras_bert_zoo.tasks.base import TaskSpec
 
+__all__ = ["evaluate_pretrainer", "PretrainTask", "PretrainerServing", "TASK"]
+
 
 def _is_records(paths):
     return all(str(p).endswith((".tfrecord", ".tfrecords")) or "tfrecord" in os.path.basename(str(p)) for p in paths)

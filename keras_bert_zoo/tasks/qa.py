@@ -15,6 +15,8 @@ from keras_bert_zoo.flags import MAX_LENGTH
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
+__all__ = ["QALayout", "QATask", "QAServing", "TASK"]
+
 
 @dataclasses.dataclass
 class QALayout:

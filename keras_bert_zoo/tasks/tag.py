@@ -15,6 +15,8 @@ from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocesso
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
+__all__ = ["TaggingLayout", "TagTask", "TaggerServing", "TASK"]
+
 
 @dataclasses.dataclass
 class TaggingLayout:
