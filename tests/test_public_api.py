@@ -64,9 +64,13 @@ def defined_names(tree):
 
 
 def unlisted_public_names(tree):
-    """Names a module defines without a leading underscore that its `__all__` leaves out."""
+    """Names a module defines without a leading underscore that its `__all__` leaves out (a name
+    it also imports, such as `fast = None` when `import fast` fails, is that module's, not its own)."""
     listed = set(declared_all(tree) or ())
-    return sorted({n for n in defined_names(tree) if not n.startswith("_") and n not in listed})
+    top_level = [n for node in tree.body for n in (ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node])]
+    imported = {(a.asname or a.name).split(".")[0] for node in top_level
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    return sorted({n for n in defined_names(tree) if not n.startswith("_") and n not in listed | imported})
 
 
 def test_every_public_module_has_an_all_listing_what_exists():
@@ -83,6 +87,15 @@ def test_every_public_module_has_an_all_listing_what_exists():
         problems += [f"{name} defines {n!r} without `_` and leaves it out of __all__ (list it, or make it `_{n}`)"
                      for n in unlisted_public_names(SOURCES[name])]
     assert not problems, "\n".join(problems)
+
+
+def test_the_all_checks_see_a_missing_all_and_an_unlisted_name():
+    tree = ast.parse("import os\nLIMIT = 3\n_CACHE = {}\ndef helper():\n    pass\nclass Thing:\n    pass\n"
+                     "try:\n    import fast\nexcept ImportError:\n    fast = None\n")
+    assert declared_all(tree) is None
+    assert unlisted_public_names(tree) == ["LIMIT", "Thing", "helper"]  # `os`, `fast` imported, `_CACHE` private
+    listed = ast.parse('__all__ = ["Thing", "helper"]\n' + ast.unparse(tree))
+    assert declared_all(listed) == ["Thing", "helper"] and unlisted_public_names(listed) == ["LIMIT"]
 
 
 def test_the_root_names_import():

@@ -86,7 +86,8 @@ def _read_meta(path):
     meta = read_json(os.path.join(path, _META), _META, "the checkpoint is damaged", expect=dict)
     wrong = [k for k, kind in _META_KEYS.items() if not isinstance(meta.get(k), kind)]
     if wrong:
-        raise InvalidInputError(f"{os.path.join(path, _META)}: {wrong[0]!r} is missing or not a {_META_KEYS[wrong[0]].__name__}")
+        raise InvalidInputError(f"{os.path.join(path, _META)}: {wrong[0]!r} is missing or not a "
+                                f"{_META_KEYS[wrong[0]].__name__}")
     return meta
 
 
