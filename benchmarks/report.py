@@ -153,10 +153,11 @@ def chart_bars(records):
 
 
 def write_chart(records, path):
-    """A horizontal bar chart of every row's ours/peer ratio (PNG); False when nothing to plot."""
+    """A horizontal bar chart of every row's ours/peer ratio (PNG); returns its number of bars
+    (0, and no file, when nothing is to plot)."""
     bars = chart_bars(records)
     if not bars:
-        return False
+        return 0
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,7 +177,7 @@ def write_chart(records, path):
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, path)
-    return True
+    return len(bars)
 
 
 def main(argv=None):
@@ -188,10 +189,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     records = load_records(args.results)
     try:
-        chart = args.chart if write_chart(records, args.chart) else None
+        bars = write_chart(records, args.chart)
     except ImportError:
         print("matplotlib is not installed (pip install -e '.[plot]'): no chart", file=sys.stderr)
-        chart = None
+        bars = 0
+    chart = args.chart if bars else None
     text = markdown(records, chart)
     tmp = f"{args.out}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -199,7 +201,7 @@ def main(argv=None):
     os.replace(tmp, args.out)
     missing = [n for n, _, _ in SUITE if n not in records and not any(r.startswith(f"{n}_") for r in records)]
     print(f"{args.out}: {len(records)} benchmark(s) reported" + (f", not run: {', '.join(missing)}" if missing else "")
-          + (f"; chart {chart}" if chart else ""))
+          + (f"; chart {chart} ({bars} row{'s' if bars > 1 else ''} measured side by side)" if chart else ""))
     return args.out
 
 

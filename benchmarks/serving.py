@@ -28,10 +28,12 @@ ones) so all see the same load. Medians over rounds are reported.
 
     nice python benchmarks/serving.py                       # both tasks, 3 rounds
     nice python benchmarks/serving.py --tasks classify --rounds 1 --max-sentences 128 --latency-sentences 20
+    python benchmarks/serving.py --plan                     # the configurations of each round, nothing run
+    python benchmarks/serving.py --table                    # the table and summary of OUT/serving.json again
 
 Writes `OUT/serving.json` (every round, the load, the machine; OUT defaults to
 /tmp/bert_zoo_serving) and the summary `benchmarks/results/serving.json` that
-`benchmarks/report.py` reads (`--no-result` skips it).
+`benchmarks/report.py` reads (`--results DIR` writes it elsewhere, `--no-result` skips it).
 """
 
 import argparse
@@ -235,12 +237,24 @@ def _sides(args):
             + [(f"hf_{t}_threads", "hf", t) for t in dict.fromkeys(args.hf_threads)])
 
 
+def _round_order(sides, r):
+    """The configurations of round `r`: forward in even rounds, reversed in odd ones (all see the same load)."""
+    return sides if r % 2 == 0 else sides[::-1]
+
+
 def best_of(figures, names):
     """The best of `names`' figures on each measure, and which configuration gave it."""
     pick = {"throughput": max, "p50_ms": min, "p99_ms": min}
     best = {key: choose(figures[n][key] for n in names) for key, choose in pick.items()}
     best["configs"] = {key: choose(names, key=lambda n, k=key: figures[n][k]) for key, choose in pick.items()}
     return best
+
+
+def sides_at_best(figures):
+    """(ours, HF) each at its best configuration on each figure: few threads win at batch 1 (a
+    small matmul does not pay for a second thread's hand-off), more at batch 64."""
+    return (best_of(figures, [n for n in figures if n.startswith("ours")]),
+            best_of(figures, [n for n in figures if n.startswith("hf")]))
 
 
 def bench_task(args, task):
@@ -251,7 +265,7 @@ def bench_task(args, task):
     sides = _sides(args)
     rounds = {name: [] for name, _, _ in sides}
     for r in range(args.rounds):
-        for name, side, threads in (sides if r % 2 == 0 else sides[::-1]):
+        for name, side, threads in _round_order(sides, r):
             result = _worker(args, side, task, model_dir, saved, threads)
             rounds[name].append(result)
             print(f"{task} round {r} {name}: {result['throughput']:.1f} sentences/s at batch {args.batch_size}, "
@@ -264,10 +278,7 @@ def bench_task(args, task):
                 "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * _percentile(lat, 99)}
 
     figures = {name: summary(name) for name in rounds}
-    # Each side at its best configuration on each figure: few threads win at batch 1 (a
-    # small matmul does not pay for a second thread's hand-off), more at batch 64.
-    ours = best_of(figures, [n for n in figures if n.startswith("ours")])
-    best = best_of(figures, [n for n in figures if n.startswith("hf")])
+    ours, best = sides_at_best(figures)
     return {"task": task, "model": model_dir, "saved_model": saved,
             "sentences": len(sentences(task, args.max_sentences)), "agreement": check, "figures": figures,
             "ours": ours, "hf_best": best, "throughput_ratio": ours["throughput"] / best["throughput"],
@@ -292,7 +303,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-result", action="store_true", help="do not write benchmarks/results/serving.json")
     parser.add_argument("--table", action="store_true",
-                        help="print the table of OUT/serving.json and write its benchmarks/results/serving.json")
+                        help="print the table of OUT/serving.json and write its summary (--results)")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the configurations each round measures, in order, and exit (nothing is run)")
+    parser.add_argument("--results", default=None,
+                        help="directory of the summary record serving.json (default: benchmarks/results)")
     parser.add_argument("--worker", choices=("ours", "hf"), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -301,11 +316,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args)
+    if args.plan:
+        for r in range(args.rounds):
+            print(f"round {r}: " + "; ".join(_config_name(name) for name, _, _ in _round_order(_sides(args), r)))
+        return
     if args.table:
         detail = os.path.join(args.out, "serving.json")
         with open(detail, encoding="utf-8") as f:
             print_table(json.load(f))
-        print(f"summary: {record_result(detail)}")
+        print(f"summary: {record_result(detail, args.results)}")
         return
 
     command = "python benchmarks/serving.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -324,7 +343,7 @@ def main(argv=None):
     print_table(record)
     print(f"\ndetails: {detail}")
     if not args.no_result:
-        print(f"summary: {record_result(detail)}")
+        print(f"summary: {record_result(detail, args.results)}")
 
 
 def print_table(record):
@@ -332,10 +351,10 @@ def print_table(record):
           "(batch 1) | HF best p50 / p99 ms | HF p50 / ours p50 |")
     print("|---|---|---|---|---|---|---|")
     for task, t in record["tasks"].items():
-        o, h = t["ours"], t["hf_best"]
-        print(f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {t['throughput_ratio']:.2f}x | "
+        o, h = sides_at_best(t["figures"])
+        print(f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {o['throughput'] / h['throughput']:.2f}x | "
               f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f} | {h['p50_ms']:.1f} / {h['p99_ms']:.1f} | "
-              f"{t['p50_speedup']:.2f}x |")
+              f"{h['p50_ms'] / o['p50_ms']:.2f}x |")
 
 
 def _config_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
@@ -343,8 +362,9 @@ def _config_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
     return f"{'ours' if side == 'ours' else 'HF transformers'}, {n} thread{'s' if int(n) > 1 else ''}"
 
 
-def record_result(detail):
-    """`benchmarks/results/serving.json` (for `benchmarks/report.py`) from a run's `OUT/serving.json`."""
+def record_result(detail, directory=None):
+    """`benchmarks/results/serving.json` (for `benchmarks/report.py`; `directory` overrides the folder)
+    from a run's `OUT/serving.json`, each side at its best configuration of the run's figures."""
     with open(detail, encoding="utf-8") as f:
         record = json.load(f)
     rows, loads = [], []
@@ -356,7 +376,7 @@ def record_result(detail):
             command += f" {flag} {' '.join(map(str, value)) if isinstance(value, list) else value}"
     inter = f"TF inter-op {inter_op}" if inter_op else "TF inter-op = intra-op"
     for task, t in record["tasks"].items():
-        o, h = t["ours"], t["hf_best"]
+        o, h = sides_at_best(t["figures"])
         loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
         what = "SST-2 dev, MiniLM classifier" if task == "classify" else "CoNLL eng.testa, MiniLM tagger"
         for key, title, unit, higher in (("throughput", f"batch {record['batch_size']}", "sentences/s", True),
@@ -368,7 +388,8 @@ def record_result(detail):
                          "note": f"each side at its best thread setting, ours here "
                                  f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}"})
     return write_result("serving", rows, command=command, source=detail, started=record["started"],
-                        load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"))
+                        load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"),
+                        directory=directory)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from keras_bert_zoo.errors import exit_code_of, one_line
 from keras_bert_zoo.locking import output_lock, writes_output
 from keras_bert_zoo.quiet import quiet_command_line
 
+__all__ = ["VERBS", "build_parser", "main"]
+
 VERBS = {
     "demo": "the main job on an embedded corpus, end to end",
     "vocab": "learn a WordPiece vocabulary from text files",
@@ -34,7 +36,7 @@ def _module(verb):
     return importlib.import_module(f"keras_bert_zoo.commands.{verb.replace('-', '_')}")
 
 
-class OneLineParser(argparse.ArgumentParser):
+class _OneLineParser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (and exit code 2) instead of the usage block."""
 
     def error(self, message):
@@ -42,7 +44,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(argv):
-    parser = OneLineParser(prog="bert-zoo", description="BERT end to end in Keras 3.")
+    parser = _OneLineParser(prog="bert-zoo", description="BERT end to end in Keras 3.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (any position)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     wanted = next((a for a in argv if not a.startswith("-")), None)
@@ -58,7 +60,7 @@ def build_parser(argv):
     return parser
 
 
-class Terminated(KeyboardInterrupt):
+class _Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler, `kill`, a container stop) raised as an interrupt, so the same
     clean-up runs as for Ctrl-C: staging directories removed, `--out` left as it was."""
 
@@ -68,7 +70,7 @@ class Terminated(KeyboardInterrupt):
 @contextlib.contextmanager
 def _sigterm_as_interrupt():
     def terminate(signum, frame):
-        raise Terminated()
+        raise _Terminated()
 
     try:
         previous = signal.signal(signal.SIGTERM, terminate)
@@ -81,9 +83,9 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def interrupted_message(verb, error):
+def _interrupted_message(verb, error):
     """The one line for Ctrl-C / SIGTERM: what stopped the run and where rerunning resumes from."""
-    what = "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted"
+    what = "terminated (SIGTERM)" if isinstance(error, _Terminated) else "interrupted"
     # Only a training run has checkpoints; importing training/ here would load TensorFlow.
     checkpointing = sys.modules.get("keras_bert_zoo.training.checkpointing")
     point = checkpointing.resume_point() if checkpointing else None
@@ -111,7 +113,7 @@ def main(argv=None):
         with _sigterm_as_interrupt(), output_lock(out):
             return int(_module(args.verb).run(args) or 0)
     except KeyboardInterrupt as e:
-        print(interrupted_message(args.verb, e), file=sys.stderr)
+        print(_interrupted_message(args.verb, e), file=sys.stderr)
         return getattr(e, "exit_code", 130)  # 130 = 128 + SIGINT, as a shell reports Ctrl-C
     except Exception as e:
         code = exit_code_of(e)

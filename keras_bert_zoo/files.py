@@ -39,6 +39,10 @@ import tempfile
 
 from keras_bert_zoo.errors import InvalidInputError, MissingPathError, OutputError, OutputExistsError
 
+__all__ = ["write_text", "write_json", "write_metrics", "write_npy", "check_input_file", "check_text_file",
+           "read_text_file", "decode_utf8", "read_json", "csv_rows", "check_output", "output_file", "output_dir",
+           "scratch_dir", "replace_dir"]
+
 
 def write_text(path, text):
     """Writes `text` (UTF-8) to `path` through a temporary file and a rename."""
@@ -82,10 +86,10 @@ def check_input_file(path, what="data file"):
 
 # A line longer than this is not a sentence or a document: a corpus without line breaks,
 # or a binary file. Reading it would take gigabytes of tokenizer memory for nothing.
-MAX_LINE_BYTES = 10 * 2**20
+_MAX_LINE_BYTES = 10 * 2**20
 
 
-def check_text_file(path, what="corpus file", max_line_bytes=MAX_LINE_BYTES):
+def check_text_file(path, what="corpus file", max_line_bytes=_MAX_LINE_BYTES):
     """Checks that `path` is an existing text file: no NUL bytes, no line over `max_line_bytes`.
 
     Reads the file once in 1 MB chunks (so a 100 MB line costs no 100 MB string).
@@ -186,7 +190,7 @@ def csv_rows(path, what="data file", **reader_options):
 
     text = read_text_file(path, what)
     text = text[1:] if text.startswith("\ufeff") else text
-    csv.field_size_limit(min(sys.maxsize, MAX_LINE_BYTES))
+    csv.field_size_limit(min(sys.maxsize, _MAX_LINE_BYTES))
     # strict: a quote left open at the end of the file is an error, not one field holding
     # every line after it (which non-strict csv returns without a word).
     reader_options.setdefault("strict", True)

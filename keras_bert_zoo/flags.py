@@ -15,11 +15,14 @@ Examples:
 import argparse
 import math
 
+__all__ = ["MAX_STEPS", "MAX_BATCH", "MAX_LENGTH", "MAX_VOCABULARY", "int_in", "float_in", "positive_int", "steps_int",
+           "count_int", "batch_int", "length_int", "seed_int", "learning_rate_float", "ratio_float"]
+
 MAX_STEPS = 10**9
 MAX_BATCH = 65_536
 MAX_LENGTH = 8_192
 MAX_VOCABULARY = 1_000_000
-MAX_SEED = 2**31 - 1
+_MAX_SEED = 2**31 - 1
 
 
 def int_in(low, high):
@@ -62,6 +65,6 @@ steps_int = int_in(1, MAX_STEPS)
 count_int = int_in(0, MAX_STEPS)
 batch_int = int_in(1, MAX_BATCH)
 length_int = int_in(8, MAX_LENGTH)
-seed_int = int_in(0, MAX_SEED)
+seed_int = int_in(0, _MAX_SEED)
 learning_rate_float = float_in(0.0, 1.0)
 ratio_float = float_in(0.0, 1.0, low_open=False)

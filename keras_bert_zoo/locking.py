@@ -34,6 +34,8 @@ import os
 
 from keras_bert_zoo.errors import OutputError
 
+__all__ = ["OutputBusyError", "lock_path", "output_lock", "writes_output", "locks_output"]
+
 
 class OutputBusyError(OutputError):
     """Another run (another process) is writing the same output right now."""

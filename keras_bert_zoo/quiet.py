@@ -17,6 +17,8 @@ import sys
 import threading
 import warnings
 
+__all__ = ["TF_NOISE", "quiet_command_line"]
+
 # Start-up and environment lines of TensorFlow/XLA/absl that say nothing about the run.
 TF_NOISE = re.compile(
     r"All log messages before absl::InitializeLog|oneDNN custom operations are on|cudart_stub\.cc|"

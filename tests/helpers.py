@@ -100,26 +100,46 @@ def train_side_by_side(ours, hf, batches, lr=1e-4, atol=1e-3):
     """One optimizer step per batch on our Keras task model and on an HF PyTorch model, and
     their losses equal at every step (within `atol`).
 
-    Ours: `create_optimizer(lr, total_steps, warmup_steps=1)` + `train_on_batch`. HF: the
-    benchmarks' own HF recipe (`benchmarks/common.py`: `hf_optimizer`, torch AdamW with
-    decay 0.01 off biases and LayerNorm weights, eps 1e-6, HF's linear warm-up/decay; and
-    `hf_step`, `clip_grad_norm_(1.0)`), as HF's `Trainer` runs it. `batches`: a list of
-    `(x, y, hf_kwargs)`; `hf_kwargs` are tensors for `hf(**hf_kwargs)`, labels included."""
-    import sys
-
+    Ours: `create_optimizer(lr, total_steps, warmup_steps=1)` + `train_on_batch`. HF: the recipe
+    HF's `Trainer` runs (`_hf_optimizer`, `_hf_step` below: the tests' own copy of the reference
+    the benchmarks also run). `batches`: a list of `(x, y, hf_kwargs)`; `hf_kwargs` are tensors
+    for `hf(**hf_kwargs)`, labels included."""
     import pytest
 
     from keras_bert_zoo.training import create_optimizer
 
-    sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
-    from common import hf_optimizer, hf_step
-
     steps = len(batches)
     ours.compile(optimizer=create_optimizer(lr, total_steps=steps, warmup_steps=1))
-    recipe = dict(learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=1 / steps)
-    optimizer, schedule, warmup = hf_optimizer(hf, steps, recipe)
-    assert warmup == 1
+    optimizer, schedule = _hf_optimizer(hf, lr, steps, warmup_steps=1)
     for step, (x, y, hf_kwargs) in enumerate(batches):
         our_loss = ours.train_on_batch(x, y, return_dict=True)["loss"]
-        hf_loss = hf_step(hf, hf_kwargs, optimizer, schedule, clip_norm=1.0)
+        hf_loss = _hf_step(hf, hf_kwargs, optimizer, schedule, clip_norm=1.0)
         assert float(our_loss) == pytest.approx(hf_loss, rel=1e-5, abs=atol), f"step {step}"
+
+
+def _hf_optimizer(model, learning_rate, total_steps, warmup_steps):
+    """HF `Trainer`'s optimizer: torch AdamW (betas 0.9/0.999, eps 1e-6), weight decay 0.01 off
+    biases and LayerNorm weights, `get_linear_schedule_with_warmup`. Returns `(optimizer, schedule)`."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+
+
+def _hf_step(model, batch, optimizer, schedule, clip_norm):
+    """One HF training step: forward, backward, global-norm clip, optimizer and schedule step; the loss."""
+    import torch
+
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+    return loss.item()

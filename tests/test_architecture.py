@@ -44,7 +44,7 @@ LONG_MODULES = {}
 LONG_FUNCTIONS = {}
 
 
-def _module_name(path):
+def module_name(path):
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -56,7 +56,7 @@ def _sources():
     found = {}
     for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        found[_module_name(path)] = (path.relative_to(ROOT).as_posix(), ast.parse(text, str(path)),
+        found[module_name(path)] = (path.relative_to(ROOT).as_posix(), ast.parse(text, str(path)),
                                      len(text.splitlines()))
     return found
 

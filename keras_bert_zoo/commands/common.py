@@ -1,5 +1,9 @@
 """Flags several verbs share."""
 
+__all__ = ["add_distribution_arguments", "jit_flag", "add_overwrite_argument", "add_checkpoint_arguments",
+           "checkpoint_options", "MAX_VOCABULARY", "batch_int", "count_int", "float_in", "int_in",
+           "learning_rate_float", "length_int", "ratio_float", "seed_int", "steps_int"]
+
 
 def add_distribution_arguments(parser):
     """`--strategy`, `--tpu` and `--mixed-precision`, shared by the training verbs."""

@@ -14,8 +14,10 @@ import sys
 
 from keras_bert_zoo.commands.common import add_overwrite_argument
 
+__all__ = ["add_arguments", "run"]
+
 # Tokenizer files copied beside the converted weights.
-TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json")
+_TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json")
 
 
 def add_arguments(parser):
@@ -67,7 +69,7 @@ def run(args):
             model.save_to_preset(staging)
             if tokenizer is not None:
                 tokenizer.save_to_preset(staging)
-            for name in TOKENIZER_FILES if tokenizer is None else ():
+            for name in _TOKENIZER_FILES if tokenizer is None else ():
                 src = os.path.join(source, name)
                 if os.path.exists(src):
                     shutil.copyfile(src, os.path.join(staging, name))

@@ -12,6 +12,8 @@ Examples:
 
 from keras_bert_zoo.flags import seed_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--out", default="bert_zoo_demo", help="output directory (default ./bert_zoo_demo)")

@@ -16,6 +16,8 @@ import time
 from keras_bert_zoo.commands.common import add_overwrite_argument, batch_int, length_int
 from keras_bert_zoo.errors import CheckpointError, UsageError
 
+__all__ = ["POOLINGS", "LONG_FILE", "add_arguments", "add_embedding_arguments", "load_embedder", "run"]
+
 POOLINGS = ("mean", "cls", "pooled", "max")
 LONG_FILE = 5000  # texts; longer files get progress lines on stderr
 
@@ -58,7 +60,7 @@ def load_embedder(args):
     return embedder
 
 
-def read_lines(path):
+def _read_lines(path):
     """The texts of `path`, one a line; errors name the file and line (`files.read_text_file`)."""
     from keras_bert_zoo.files import read_text_file
 
@@ -69,7 +71,7 @@ def run(args):
     from keras_bert_zoo.files import check_output, write_npy
 
     check_output(args.out, args.overwrite, kind="file")  # before the work, not after
-    texts = read_lines(args.data)
+    texts = _read_lines(args.data)
     if not texts:
         from keras_bert_zoo.errors import InvalidInputError
 

@@ -12,6 +12,8 @@ import os
 from keras_bert_zoo.commands.common import add_overwrite_argument, batch_int
 from keras_bert_zoo.files import check_output, write_json, write_metrics
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by finetune/pretrain")

@@ -15,6 +15,8 @@ from keras_bert_zoo.commands.common import add_overwrite_argument
 from keras_bert_zoo.commands.embed import add_embedding_arguments, load_embedder
 from keras_bert_zoo.flags import steps_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="checkpoint directory (HF, sentence-transformers, ours)")

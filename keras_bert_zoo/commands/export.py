@@ -24,6 +24,8 @@ def serving_options():
     return [(spec.name, option) for spec in all_tasks() if spec.serving() is not None
             for option in spec.serving().options]
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     from keras_bert_zoo.tasks.options import add_option_flags
@@ -38,7 +40,7 @@ def add_arguments(parser):
                              for task, option in serving_options()])
 
 
-def signature_summary(path):
+def _signature_summary(path):
     """`{signature: ([inputs], [outputs])}` of a SavedModel, read back with TensorFlow."""
     import tensorflow as tf
 
@@ -60,7 +62,7 @@ def run(args):
     start = time.perf_counter()
     export_saved_model(model, args.out, overwrite=args.overwrite, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
-    for name, (inputs, outputs) in sorted(signature_summary(args.out).items()):
+    for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")
     print("load it with: import tensorflow as tf, tensorflow_text; tf.saved_model.load(PATH)")
     return 0

@@ -14,6 +14,8 @@ from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distri
                                             length_int, ratio_float, seed_int, steps_int)
 from keras_bert_zoo.tasks.options import BATCHINGS
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     from keras_bert_zoo.tasks import get_task, task_names

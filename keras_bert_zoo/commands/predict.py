@@ -10,6 +10,8 @@ inputs (their own flags, e.g. a question and a passage) or a data file (`--data`
 import argparse
 import json
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     from keras_bert_zoo.tasks import get_task, task_names

@@ -11,6 +11,8 @@ from keras_bert_zoo.commands.common import (MAX_VOCABULARY, add_checkpoint_argum
                                             add_overwrite_argument, batch_int, checkpoint_options, count_int, float_in,
                                             int_in, jit_flag, learning_rate_float, length_int, seed_int, steps_int)
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--corpus", nargs="+", required=True,

@@ -2,6 +2,8 @@
 
 from keras_bert_zoo.commands.common import MAX_VOCABULARY, add_overwrite_argument, count_int, int_in
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(parser):
     parser.add_argument("--corpus", nargs="+", required=True, help="text files, one sentence or paragraph a line")

@@ -3,4 +3,7 @@ presets) and Hub resolution (preset names, `hf://`); importing it registers them
 `keras_bert_zoo.models.loading`."""
 
 from keras_bert_zoo.convert import hub, keras_hub_format, keras_hub_writer  # noqa: F401  (register the resolver and writer)
-from keras_bert_zoo.convert.checkpoint import Checkpoint, CheckpointError  # noqa: F401
+from keras_bert_zoo.convert.checkpoint import Checkpoint  # noqa: F401
+from keras_bert_zoo.errors import CheckpointError  # noqa: F401
+
+__all__ = ["hub", "keras_hub_format", "keras_hub_writer", "Checkpoint", "CheckpointError"]

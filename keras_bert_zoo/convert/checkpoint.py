@@ -22,6 +22,8 @@ from keras_bert_zoo.models.loading import CONFIG_SECTION
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
+__all__ = ["Checkpoint", "refuse_pickles", "open_checkpoint", "read_architecture", "load_backbone", "save_preset"]
+
 # HF `hidden_act` -> ours. HF's "gelu" is the exact erf form; "gelu_new",
 # "gelu_pytorch_tanh" and "gelu_fast" are the tanh approximation.
 _HF_ACTIVATIONS = {
@@ -238,13 +240,13 @@ def _read_json(path):
 
 
 # Pickle-based files (torch.save, joblib, pickle): opening them can run any code.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".joblib", ".ckpt.pt")
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".joblib", ".ckpt.pt")
 # A pickle starts with the PROTO opcode (0x80) and a protocol number; torch.save's zip starts with "PK".
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
 
 
 def _is_pickle_name(name):
-    return name.endswith(PICKLE_SUFFIXES) and name != "vocab.bin"
+    return name.endswith(_PICKLE_SUFFIXES) and name != "vocab.bin"
 
 
 def refuse_pickles(path, files=None):

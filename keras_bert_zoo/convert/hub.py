@@ -21,9 +21,11 @@ from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, pretrained_repo
 
-HF_SCHEME = "hf://"
+__all__ = ["parse_hf_uri", "download", "resolve"]
+
+_HF_SCHEME = "hf://"
 # What a BERT directory needs; glob patterns as `snapshot_download(allow_patterns=...)` takes them.
-WANTED_FILES = [
+_WANTED_FILES = [
     "config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
     "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling/config.json",
 ]
@@ -31,7 +33,7 @@ WANTED_FILES = [
 
 def parse_hf_uri(uri):
     """`("ORG/NAME", revision or None)` from `hf://ORG/NAME[@REVISION]`."""
-    rest = uri[len(HF_SCHEME):]
+    rest = uri[len(_HF_SCHEME):]
     repo_id, _, revision = rest.partition("@")
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UsageError(f"{uri!r} is not a Hub address; write hf://ORG/NAME or hf://ORG/NAME@REVISION "
@@ -58,7 +60,7 @@ def download(repo_id, revision=None, what=None):
 
     label = f"{repo_id}@{revision}" if revision else repo_id
     try:
-        return huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=WANTED_FILES,
+        return huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=_WANTED_FILES,
                                                  library_name="keras-bert-zoo")
     except errors.RevisionNotFoundError:
         raise CheckpointError(f"{what}: revision {revision!r} does not exist in {repo_id}; "
@@ -88,7 +90,7 @@ def resolve(name_or_path, load_weights=True):
       the architecture comes from its `config.json`);
     - anything else: unchanged (a local directory).
     """
-    if isinstance(name_or_path, str) and name_or_path.startswith(HF_SCHEME):
+    if isinstance(name_or_path, str) and name_or_path.startswith(_HF_SCHEME):
         repo_id, revision = parse_hf_uri(name_or_path)
         return download(repo_id, revision, what=name_or_path)
     if isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS and not os.path.isdir(name_or_path):

@@ -49,7 +49,11 @@ from keras_bert_zoo.errors import CheckpointError, MissingPathError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.presets import check_architecture
 
-PREFIXES = ("keras_hub>", "keras_nlp>")  # keras-nlp was renamed KerasHub in 2024
+__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "TASK_FILE", "TASK_WEIGHTS_FILE", "TOKENIZER_FILE", "PREPROCESSOR_FILE",
+           "METADATA_FILE", "VOCABULARY_ASSET", "TASKS", "KERAS_HUB_TASKS", "KERAS_HUB_VERSION", "registered_class",
+           "is_keras_hub_preset", "backbone_table", "backbone_layer_order", "backbone_keys", "KerasHubCheckpoint"]
+
+_PREFIXES = ("keras_hub>", "keras_nlp>")  # keras-nlp was renamed KerasHub in 2024
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.weights.h5"
 TASK_FILE, TASK_WEIGHTS_FILE = "task.json", "task.weights.h5"
 TOKENIZER_FILE, PREPROCESSOR_FILE, METADATA_FILE = "tokenizer.json", "preprocessor.json", "metadata.json"
@@ -58,7 +62,7 @@ VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.txt")
 TASKS = {"BertTextClassifier": "BertClassifier", "BertMaskedLM": "BertPretrainer"}
 KERAS_HUB_TASKS = {ours: theirs for theirs, ours in TASKS.items()}
 # KerasHub's MaskedLMHead as BertMaskedLM builds it (intermediate_activation="gelu", default epsilon).
-MASKED_LM_HEAD = {"mlm_activation": "gelu", "mlm_layer_norm_epsilon": 1e-5}
+_MASKED_LM_HEAD = {"mlm_activation": "gelu", "mlm_layer_norm_epsilon": 1e-5}
 _SUFFIX = "##"
 # Recorded in metadata.json: the KerasHub release whose file layout this writes (tested against it).
 KERAS_HUB_VERSION = "0.32.0"
@@ -67,7 +71,7 @@ KERAS_HUB_VERSION = "0.32.0"
 def registered_class(config, path):
     """`"BertBackbone"` from `{"registered_name": "keras_hub>BertBackbone"}` (or keras_nlp>)."""
     name = config.get("registered_name") if isinstance(config, dict) else None
-    if not isinstance(name, str) or not name.startswith(PREFIXES):
+    if not isinstance(name, str) or not name.startswith(_PREFIXES):
         return None
     return name.split(">", 1)[1]
 
@@ -111,7 +115,7 @@ def backbone_table(num_layers):
     return table + _dense(("pooled_dense", ""), "pooler.dense")
 
 
-HEAD_TABLES = {
+_HEAD_TABLES = {
     "BertTextClassifier": _dense(("logits", ""), "classifier"),
     "BertMaskedLM": [
         *_dense(("mlm_head", "_intermediate_dense"), "cls.predictions.transform.dense"),
@@ -148,7 +152,7 @@ def backbone_keys(num_layers):
 
 
 # The task layers' keys in task.weights.h5 (after the backbone's inputs, which count).
-HEAD_KEYS = {"logits": "dense", "mlm_head": "masked_lm_head"}
+_HEAD_KEYS = {"logits": "dense", "mlm_head": "masked_lm_head"}
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -275,11 +279,11 @@ class KerasHubCheckpoint:
             return None, {}
         task = _read_json_file(task_path)
         kind = registered_class(task, self.path)
-        if kind not in HEAD_TABLES:
+        if kind not in _HEAD_TABLES:
             loading.note(f"{task_path}: KerasHub task {kind or task.get('class_name')!r} has no counterpart here; "
                          "its head is dropped and the backbone kept")
             return None, {}
-        head, sources = _read_table(os.path.join(self.path, TASK_WEIGHTS_FILE), HEAD_TABLES[kind], HEAD_KEYS)
+        head, sources = _read_table(os.path.join(self.path, TASK_WEIGHTS_FILE), _HEAD_TABLES[kind], _HEAD_KEYS)
         self._tensors.update(head)
         self._sources.update(sources)
         return kind, task.get("config") or {}
@@ -292,7 +296,7 @@ class KerasHubCheckpoint:
                              "outputs; BertClassifier returns the logits before it")
             return {"num_classes": int(self.task_config["num_classes"]),
                     "dropout": float(self.task_config.get("dropout", 0.1))}
-        return dict(MASKED_LM_HEAD)
+        return dict(_MASKED_LM_HEAD)
 
     def _read_tokenizer(self):
         tokenizer_path = os.path.join(self.path, TOKENIZER_FILE)

@@ -27,6 +27,8 @@ from keras_bert_zoo.errors import CheckpointError, OutputError
 from keras_bert_zoo.files import write_json, write_text
 from keras_bert_zoo.models import loading
 
+__all__ = ["check_writable", "write_keras_hub_preset", "write_keras_hub_files"]
+
 def _group(parent, key, name, values=()):
     group = parent.create_group(key)
     vars_group = group.create_group("vars")

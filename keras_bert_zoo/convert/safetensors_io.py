@@ -17,6 +17,8 @@ import numpy as np
 from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.files import output_file
 
+__all__ = ["SafetensorsError", "read_safetensors", "write_safetensors"]
+
 _DTYPES = {
     "F64": np.float64,
     "F32": np.float32,
@@ -33,7 +35,7 @@ _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
 # A header is a few kB per hundred tensors; the safetensors package refuses more than 100 MB.
-MAX_HEADER_BYTES = 100 * 2**20
+_MAX_HEADER_BYTES = 100 * 2**20
 
 
 class SafetensorsError(CheckpointError):
@@ -60,7 +62,7 @@ def read_safetensors(path):
         raise SafetensorsError(f"{path} is not a safetensors file: it is {size} bytes long.")
     with open(path, "rb") as f:
         (header_len,) = struct.unpack("<Q", f.read(8))
-        if header_len > min(size - 8, MAX_HEADER_BYTES):
+        if header_len > min(size - 8, _MAX_HEADER_BYTES):
             raise SafetensorsError(
                 f"{path} is not a safetensors file, or is truncated: its header claims {header_len} bytes, "
                 f"the file has {size}. Download it again."

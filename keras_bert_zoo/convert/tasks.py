@@ -23,6 +23,8 @@ import dataclasses
 
 from keras_bert_zoo.tasks.registry import all_tasks
 
+__all__ = ["DetectedTask", "task_classes", "detect_task"]
+
 
 @dataclasses.dataclass
 class DetectedTask:
@@ -40,7 +42,7 @@ class DetectedTask:
 
 def task_classes():
     """`{class name: class}` of every registered task's model (`keras_bert_zoo.tasks`)."""
-    return {spec.model_class_name: spec.model_class() for spec in all_tasks()}
+    return {spec.model_class().__name__: spec.model_class() for spec in all_tasks()}
 
 
 def detect_task(checkpoint):
@@ -49,8 +51,10 @@ def detect_task(checkpoint):
     # order: the pretraining heads before a classifier's, a classifier before multiple choice
     # (whose tensors it shares).
     specs = sorted(all_tasks(), key=lambda spec: spec.head_priority)
-    classes = {spec.model_class_name: spec.model_class() for spec in specs}
-    heads = {spec.model_class_name: spec.checkpoint_heads for spec in specs}
+    classes, heads = {}, {}
+    for spec in specs:
+        name = spec.model_class().__name__
+        classes[name], heads[name] = spec.model_class(), spec.checkpoint_heads
     stored = set(checkpoint.tensor_names())
 
     def has_head(task):

@@ -17,9 +17,11 @@ import re
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing.corpus import split_sentences
 
+__all__ = ["LABELS", "TOPIC_LABEL", "labelled_paragraphs", "split", "write_pretraining_corpus", "write_task_file"]
+
 # Topic -> chapter (Python Language Reference chapters 2-8; "library" is the Library
 # Reference: built-in types, string formatting, pdb).
-CHAPTERS = {
+_CHAPTERS = {
     "lexical": "floating id-classes identifiers imaginary integers numbers strings",
     "data_model": "async attribute-access callable-types context-managers customization numeric-types "
                   "objects sequence-types specialnames types",
@@ -33,8 +35,8 @@ CHAPTERS = {
                "formatstrings specialattrs string-methods truth typesfunctions typesmapping typesmethods "
                "typesmodules typesseq typesseq-mutable",
 }
-LABELS = tuple(CHAPTERS)
-TOPIC_LABEL = {topic: label for label, topics in CHAPTERS.items() for topic in topics.split()}
+LABELS = tuple(_CHAPTERS)
+TOPIC_LABEL = {topic: label for label, topics in _CHAPTERS.items() for topic in topics.split()}
 
 
 def _is_prose(paragraph):

@@ -26,6 +26,9 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.demo import corpus
 
+__all__ = ["BUDGETS", "FINETUNE_STEP_COST", "FIXED_STEPS", "QUESTIONS", "time_pretraining_step", "estimate_seconds",
+           "run_demo"]
+
 # "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes on 2
 # cores of the slower machine kind, AVX2: the budget is set from the step time measured on an
 # AVX-512 machine about 4x faster, see docs/benchmarks.md "The demo's budget").
@@ -54,7 +57,7 @@ BUDGETS = {
 # so its fixed part counts twice as many.
 FINETUNE_STEP_COST = 0.8
 FIXED_STEPS = {"small": 800, "full": 260}
-TRAIN_PARAGRAPHS = 837  # the training split at seed 0 (corpus.split)
+_TRAIN_PARAGRAPHS = 837  # the training split at seed 0 (corpus.split)
 
 # New sentences written for the demo (not from the corpus), one per chapter.
 QUESTIONS = [
@@ -66,7 +69,7 @@ QUESTIONS = [
      "execution_model"),
     ("The operands of the + operator are converted to a common type before they are added.", "expressions"),
 ]
-FILL_MASK = ["the [MASK] statement leaves the innermost loop.", "a string literal is written between [MASK]."]
+_FILL_MASK = ["the [MASK] statement leaves the innermost loop.", "a string literal is written between [MASK]."]
 
 
 class _Steps:
@@ -127,7 +130,7 @@ def time_pretraining_step(cfg, repeats=3):
 def estimate_seconds(budget, step_seconds):
     """The demo's expected wall time for `budget` given one pretraining step's seconds here."""
     cfg = BUDGETS[budget]
-    finetune_steps = cfg["finetune_epochs"] * -(-TRAIN_PARAGRAPHS // cfg["batch_size"])
+    finetune_steps = cfg["finetune_epochs"] * -(-_TRAIN_PARAGRAPHS // cfg["batch_size"])
     return step_seconds * (cfg["pretrain_steps"] + FINETUNE_STEP_COST * finetune_steps + FIXED_STEPS[budget])
 
 
@@ -222,8 +225,8 @@ def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
         fill = export_saved_model(BertPretrainer.from_preset(pre_dir, preprocessor=BertPreprocessor.from_preset(pre_dir)),
                                   os.path.join(out, "saved_model_fill_mask"), top_k=3,
                                   overwrite=True)
-        got = tf.saved_model.load(fill).signatures["fill_mask"](text=tf.constant(FILL_MASK))
-        for text, tokens, scores in zip(FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
+        got = tf.saved_model.load(fill).signatures["fill_mask"](text=tf.constant(_FILL_MASK))
+        for text, tokens, scores in zip(_FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
             shown = ", ".join(f"{t.decode()} {s:.2f}" for t, s in zip(tokens[0], scores[0]))
             print(f"      fill-mask: {text}  ->  {shown}")
 

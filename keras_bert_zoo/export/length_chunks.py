@@ -8,6 +8,8 @@ positions and a batch of short texts costs what its texts do.
 
 import tensorflow as tf
 
+__all__ = ["trim_to_longest", "run_in_length_chunks"]
+
 
 def _row_lengths(padding_mask):
     """Real positions per row of `padding_mask` `[rows, ..., seq]` (the longest over inner axes)."""

@@ -45,8 +45,10 @@ from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_lo
 from keras_bert_zoo.files import check_output, output_dir
 from keras_bert_zoo.tasks.options import option_values
 
-VOCAB_ASSET = "vocab.txt"
-INFO_ASSET = "export_info.json"
+__all__ = ["export_saved_model"]
+
+_VOCAB_ASSET = "vocab.txt"
+_INFO_ASSET = "export_info.json"
 class _ServingModule(tf.Module):
     """Holds the model's variables, the preprocessor and the assets; defines the signatures."""
 
@@ -204,7 +206,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     try:
         staging = os.path.join(work, "assets_src")
         os.makedirs(staging)
-        vocab_path = os.path.join(staging, VOCAB_ASSET)
+        vocab_path = os.path.join(staging, _VOCAB_ASSET)
         with open(vocab_path, "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in preprocessor.tokenizer.get_vocabulary()))
         info = {
@@ -214,10 +216,10 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
             "signatures": None,
             **serving.info(),
         }
-        module = _ServingModule(serving, vocab_path, os.path.join(staging, INFO_ASSET))
+        module = _ServingModule(serving, vocab_path, os.path.join(staging, _INFO_ASSET))
         signatures = _signatures(module, serving)
         info["signatures"] = sorted(signatures)
-        with open(os.path.join(staging, INFO_ASSET), "w", encoding="utf-8") as f:
+        with open(os.path.join(staging, _INFO_ASSET), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
         with output_dir(path, overwrite, flag=None) as out:  # renamed into place once complete
             tf.saved_model.save(module, out, signatures=signatures)

@@ -8,6 +8,8 @@ modules can import it without importing the exporter (which imports the registry
 
 import tensorflow as tf
 
+__all__ = ["TaskServing"]
+
 
 class TaskServing:
     """How one task type turns model outputs into serving outputs.

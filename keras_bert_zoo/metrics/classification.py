@@ -8,6 +8,8 @@ import numpy as np
 
 from keras_bert_zoo.errors import InvalidInputError
 
+__all__ = ["accuracy", "f1_score", "matthews_corrcoef", "pearson", "spearman", "TASK_METRICS", "classification_metrics"]
+
 
 def _pair(y_true, y_pred):
     y_true = np.asarray(y_true).reshape(-1)

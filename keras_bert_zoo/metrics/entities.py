@@ -32,8 +32,11 @@ tag; ``B-X`` only separates two adjacent entities of type ``X``); use
 
 from keras_bert_zoo.errors import ArgumentTypeError, BertZooError, InvalidInputError, UsageError
 
+__all__ = ["SCHEMES", "CHUNK_STARTS", "CHUNK_ENDS", "PREFIX_CODES", "tag_parts", "entity_spans", "iob1_to_iob2",
+           "iob2_to_bioes", "bioes_to_iob2", "entity_scores"]
+
 SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES"}
-MODES = ("conlleval", "strict")
+_MODES = ("conlleval", "strict")
 _PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES"}
 
 # The conlleval rule, in one place for both decoders (this module's and the in-graph
@@ -53,8 +56,8 @@ def _scheme(scheme):
 
 
 def _mode(mode):
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; expected one of {MODES}.")
+    if mode not in _MODES:
+        raise UsageError(f"unknown mode {mode!r}; expected one of {_MODES}.")
     return mode
 
 

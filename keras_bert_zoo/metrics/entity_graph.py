@@ -23,6 +23,8 @@ import tensorflow as tf
 
 from keras_bert_zoo.metrics.entities import CHUNK_ENDS, CHUNK_STARTS, PREFIX_CODES, tag_parts
 
+__all__ = ["label_tables", "chunk_bounds", "entity_spans_tf"]
+
 
 def label_tables(label_names):
     """Per label id, as Python lists: `prefix_codes` (`PREFIX_CODES`, 0 for O and for

@@ -5,6 +5,8 @@ import numpy as np
 from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.metrics.classification import pearson, spearman
 
+__all__ = ["cosine_similarity", "similarity_correlations"]
+
 
 def cosine_similarity(a, b):
     """Row-wise cosine similarity of two `[n, d]` arrays (0 for a zero vector).

@@ -25,6 +25,8 @@ import collections
 import re
 import string
 
+__all__ = ["normalize_answer", "exact_match", "token_f1", "per_question_scores", "squad_scores", "find_best_threshold"]
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
 

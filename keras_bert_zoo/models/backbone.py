@@ -9,6 +9,8 @@ from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.presets import backbone_config
 
+__all__ = ["BertBackbone"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertBackbone(keras.Model):

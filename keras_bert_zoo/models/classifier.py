@@ -11,7 +11,9 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
 
-PROBLEM_TYPES = ("single_label", "multi_label", "regression")
+__all__ = ["BertClassifier"]
+
+_PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -79,8 +81,8 @@ class BertClassifier(Task):
             raise UsageError(f"num_classes must be >= 1, got {num_classes}.")
         if problem_type is None:
             problem_type = "regression" if num_classes == 1 else "single_label"
-        if problem_type not in PROBLEM_TYPES:
-            raise UsageError(f"problem_type={problem_type!r}; use one of {PROBLEM_TYPES}.")
+        if problem_type not in _PROBLEM_TYPES:
+            raise UsageError(f"problem_type={problem_type!r}; use one of {_PROBLEM_TYPES}.")
         if problem_type == "single_label" and num_classes < 2:
             raise UsageError(
                 "single_label classification needs num_classes >= 2; use num_classes=1 "

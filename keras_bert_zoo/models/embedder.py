@@ -12,7 +12,9 @@ from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
 from keras_bert_zoo.models.task import Task
 
-EMBEDDER_POOLINGS = POOLING_MODES + ("pooled",)
+__all__ = ["BertSentenceEmbedder", "sentence_transformers_settings"]
+
+_EMBEDDER_POOLINGS = POOLING_MODES + ("pooled",)
 # sentence-transformers' `1_Pooling/config.json` flags -> our pooling names.
 _ST_POOLING_FLAGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls",
                      "pooling_mode_max_tokens": "max"}
@@ -57,8 +59,8 @@ class BertSentenceEmbedder(Task):
     hf_architecture = "BertModel"
 
     def __init__(self, backbone, pooling="mean", normalize=False, preprocessor=None, **kwargs):
-        if pooling not in EMBEDDER_POOLINGS:
-            raise UsageError(f"pooling={pooling!r}; use one of {EMBEDDER_POOLINGS}.")
+        if pooling not in _EMBEDDER_POOLINGS:
+            raise UsageError(f"pooling={pooling!r}; use one of {_EMBEDDER_POOLINGS}.")
         # === Layers ===
         # Pooling and normalisation run in float32, also under mixed precision.
         pool = SentencePooling(pooling, dtype="float32", name="pooling") if pooling != "pooled" else None
@@ -206,7 +208,7 @@ def sentence_transformers_settings(path):
             if len(modes) == 1 and not other:
                 settings["pooling"] = modes[0]
             else:
-                print(f"{config_path}: pooling {modes + other} is not one of {EMBEDDER_POOLINGS}; "
+                print(f"{config_path}: pooling {modes + other} is not one of {_EMBEDDER_POOLINGS}; "
                       "using pooling='mean' unless you pass pooling=", file=sys.stderr)
     bert_config = os.path.join(path, "sentence_bert_config.json")
     if os.path.isfile(bert_config):

@@ -6,6 +6,8 @@ from keras import ops
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models import loading
 
+__all__ = ["COMBINATIONS", "BertFeatureExtractor"]
+
 # The BERT paper's feature-based combinations (Devlin et al. 2019, section 5.3, table 7).
 COMBINATIONS = ("last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all", "all")
 

@@ -30,8 +30,13 @@ from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
 
+__all__ = ["CONFIG_SECTION", "register_resolver", "register_keras_hub_writer", "register_checkpoint_reader",
+           "register_preset_writer", "registered_hooks", "resolve", "save_as", "open_checkpoint", "write_preset",
+           "note", "is_preset_name", "note_random_init", "report_unused", "assign_weights", "missing_tensors",
+           "load_backbone_weights", "read_config"]
+
 CONFIG_SECTION = "keras_bert_zoo"  # our section of config.json (task, labels, ...)
-POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
+_POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
 
 
 # --- the hooks keras_bert_zoo.convert fills ---------------------------------------------
@@ -62,6 +67,13 @@ def register_preset_writer(writer):
     include_pooler=True)`."""
     _HOOKS["writer"] = writer
     return writer
+
+
+def registered_hooks():
+    """`{kind: function}` of what is registered ("reader", "writer", "resolver",
+    "keras_hub_writer"; None: nothing yet), a copy: change them through the `register_*`
+    functions. `import keras_bert_zoo` (through `keras_bert_zoo.convert`) fills all four."""
+    return dict(_HOOKS)
 
 
 def _hook(kind):
@@ -188,8 +200,8 @@ def load_backbone_weights(backbone, checkpoint, pooler_needed=True):
     pooler (`pooler_needed`), one warning line says so and what to do about it.
     """
     specs = backbone_weight_specs(backbone)
-    assign_weights(checkpoint, [s for s in specs if s.name not in POOLER_TENSORS])
-    pooler = [s for s in specs if s.name in POOLER_TENSORS]
+    assign_weights(checkpoint, [s for s in specs if s.name not in _POOLER_TENSORS])
+    pooler = [s for s in specs if s.name in _POOLER_TENSORS]
     if not assign_weights(checkpoint, pooler, required=False) and pooler_needed:
         note(f"warning: {checkpoint.path} has no pooler weights (pooler.dense.*): the pooler is "
              "randomly initialised; pooled_output and BertClassifier heads will need fine-tuning; "

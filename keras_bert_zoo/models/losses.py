@@ -12,6 +12,8 @@ batch instead: one all-reduce of a scalar per step.
 import keras
 from keras import ops
 
+__all__ = ["distributed_replica_context", "global_sum", "replicas_in_sync", "token_cross_entropy"]
+
 
 def distributed_replica_context():
     """The `tf.distribute` replica context when this runs on one of several replicas

@@ -9,7 +9,9 @@ from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
 from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
 
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+__all__ = ["BertMultipleChoice"]
+
+_INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
 class _FlattenChoices(keras.layers.Layer):
@@ -85,8 +87,8 @@ class BertMultipleChoice(Task):
         unflatten = _ChoiceScores(name="choice_scores")
 
         # === Functional Model ===
-        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES}
-        pooled = backbone({name: flatten(inputs[name]) for name in INPUT_NAMES})["pooled_output"]
+        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in _INPUT_NAMES}
+        pooled = backbone({name: flatten(inputs[name]) for name in _INPUT_NAMES})["pooled_output"]
         scores = classifier(head_dropout(pooled))
         # Logits stay float32 under mixed precision: the softmax and the loss run in float32.
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(

@@ -9,6 +9,8 @@ initialised, with nothing fetched.
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
 
+__all__ = ["BACKBONE_PRESETS", "PRETRAINED_REPOS", "pretrained_repo", "backbone_config", "check_architecture"]
+
 _SIZES = {
     # name: (num_layers, hidden_dim, num_heads)
     "tiny": (2, 128, 2),
@@ -73,7 +75,7 @@ def pretrained_repo(name):
 
 
 # Keys of a preset entry that describe the tokenizer, not the backbone.
-TOKENIZER_KEYS = ("lowercase",)
+_TOKENIZER_KEYS = ("lowercase",)
 
 
 def backbone_config(name):
@@ -83,18 +85,18 @@ def backbone_config(name):
             f"Unknown preset {name!r}. Known presets: {', '.join(sorted(BACKBONE_PRESETS))}; "
             "or pass a local checkpoint directory."
         )
-    return {k: v for k, v in BACKBONE_PRESETS[name].items() if k not in TOKENIZER_KEYS}
+    return {k: v for k, v in BACKBONE_PRESETS[name].items() if k not in _TOKENIZER_KEYS}
 
 
 # Bounds that catch a corrupt config before it allocates: BERT-large is 24 x 1024 x 16.
-ARCHITECTURE_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
+_ARCHITECTURE_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
                        "intermediate_dim": 10**6, "max_sequence_length": 10**6, "num_segments": 10**4}
 
 
 def check_architecture(kwargs, source):
     """Raises a `CheckpointError` naming `source` when `BertBackbone` arguments read from a
     checkpoint's config are impossible (every reader checks before building a model)."""
-    for key, high in ARCHITECTURE_LIMITS.items():
+    for key, high in _ARCHITECTURE_LIMITS.items():
         value = kwargs[key]
         if not 1 <= value <= high:
             raise CheckpointError(f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "

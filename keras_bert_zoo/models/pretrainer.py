@@ -10,11 +10,13 @@ from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.models.weight_names import WeightSpec, head_dense_specs
 
+__all__ = ["masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "BertPretrainer"]
+
 # Names of the label dict `fit` / `evaluate` expect (same as the original TFRecord
 # features, so a record maps onto it without renaming).
-MASK_IDS = "mask_ids"
-MASK_WEIGHTS = "mask_weights"
-NSP_LABELS = "next_sentence_labels"
+_MASK_IDS = "mask_ids"
+_MASK_WEIGHTS = "mask_weights"
+_NSP_LABELS = "next_sentence_labels"
 
 
 def masked_lm_loss(mask_ids, mask_weights, mlm_logits, denominator=None):
@@ -147,7 +149,7 @@ class BertPretrainer(Task):
         super().compile(optimizer=optimizer, **kwargs)
 
     def _check_labels(self, y):
-        if not isinstance(y, dict) or MASK_IDS not in y or MASK_WEIGHTS not in y:
+        if not isinstance(y, dict) or _MASK_IDS not in y or _MASK_WEIGHTS not in y:
             raise InvalidInputError(
                 "BertPretrainer expects labels as a dict with 'mask_ids' and 'mask_weights' "
                 "(and optionally 'next_sentence_labels'), e.g. from "
@@ -166,7 +168,7 @@ class BertPretrainer(Task):
         two numbers), and regularisers by N, as Keras' own losses are scaled.
         """
         self._check_labels(y)
-        weights = ops.cast(y[MASK_WEIGHTS], "float32")
+        weights = ops.cast(y[_MASK_WEIGHTS], "float32")
         count = ops.sum(weights)
         batch = ops.cast(ops.shape(weights)[0], "float32")
         local_batch = batch
@@ -174,9 +176,9 @@ class BertPretrainer(Task):
         if replicas > 1:
             totals = global_sum(ops.stack([count, batch]))
             count, batch = totals[0], totals[1]
-        loss = masked_lm_loss(y[MASK_IDS], weights, y_pred["mlm_logits"], denominator=count)
-        if NSP_LABELS in y:
-            nsp_sum = next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]) * local_batch
+        loss = masked_lm_loss(y[_MASK_IDS], weights, y_pred["mlm_logits"], denominator=count)
+        if _NSP_LABELS in y:
+            nsp_sum = next_sentence_loss(y[_NSP_LABELS], y_pred["nsp_logits"]) * local_batch
             loss = loss + nsp_sum / batch
         losses = self.losses  # regularisers, if a user adds any
         if losses:
@@ -185,22 +187,22 @@ class BertPretrainer(Task):
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         self._check_labels(y)
-        weights = ops.cast(y[MASK_WEIGHTS], "float32")
+        weights = ops.cast(y[_MASK_WEIGHTS], "float32")
         count = ops.sum(weights)
         # Weighted by the number of real predictions, so the epoch value is the
         # per-token mean (as the original's tf.metrics.mean(weights=...)).
         self.mlm_loss_tracker.update_state(
-            masked_lm_loss(y[MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
+            masked_lm_loss(y[_MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
         )
         self.mlm_accuracy_tracker.update_state(
-            masked_lm_accuracy(y[MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
+            masked_lm_accuracy(y[_MASK_IDS], weights, y_pred["mlm_logits"]), sample_weight=count
         )
-        if NSP_LABELS in y:
+        if _NSP_LABELS in y:
             # Weighted by the batch size, as Keras' `loss`: replicas' shares pool exactly.
             self.nsp_loss_tracker.update_state(
-                next_sentence_loss(y[NSP_LABELS], y_pred["nsp_logits"]), sample_weight=ops.shape(weights)[0]
+                next_sentence_loss(y[_NSP_LABELS], y_pred["nsp_logits"]), sample_weight=ops.shape(weights)[0]
             )
-            self.nsp_accuracy_tracker.update_state(y[NSP_LABELS], y_pred["nsp_logits"])
+            self.nsp_accuracy_tracker.update_state(y[_NSP_LABELS], y_pred["nsp_logits"])
         return self.get_metrics_result()
 
     # --- checkpoints --------------------------------------------------------------------

@@ -10,6 +10,8 @@ from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
 from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
 
+__all__ = ["BertSpanQA", "packed_cross_entropy"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertSpanQA(Task):

@@ -13,6 +13,8 @@ from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.preprocessing.words import as_words, word_spans
 
+__all__ = ["BertTagger"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertTagger(Task):

@@ -26,6 +26,9 @@ from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
+__all__ = ["register_default_optimizer", "default_optimizer_factory", "default_optimizer", "label_table", "Task",
+           "RAW_INPUT_JIT_COMPILE"]
+
 
 # --- the optimizer `compile(optimizer="auto")` uses -------------------------------------
 # It is `training.BertAdamW`, and training/ sits above the models: it registers its
@@ -37,6 +40,12 @@ def register_default_optimizer(factory):
     """Sets `factory() -> optimizer`, what every task's `compile(optimizer="auto")` builds."""
     _DEFAULT_OPTIMIZER["factory"] = factory
     return factory
+
+
+def default_optimizer_factory():
+    """The registered `factory() -> optimizer` (None: none yet; `import keras_bert_zoo` registers
+    `training.default_optimizer`)."""
+    return _DEFAULT_OPTIMIZER["factory"]
 
 
 def default_optimizer():

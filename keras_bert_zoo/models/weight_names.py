@@ -17,6 +17,8 @@ Google loaders share this table and differ only in how they look a name up.
 import dataclasses
 import re
 
+__all__ = ["WeightSpec", "backbone_weight_specs", "head_dense_specs", "google_name"]
+
 
 @dataclasses.dataclass(frozen=True)
 class WeightSpec:

@@ -15,6 +15,8 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 
+__all__ = ["PreprocessingLayer", "to_string_tensor", "preset_settings"]
+
 
 class PreprocessingLayer(keras.layers.Layer):
     """Base class: no input conversion, no build, CPU placement."""

@@ -52,6 +52,9 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing import bucketing
 
+__all__ = ["BATCHINGS", "IGNORE_LABEL", "resolve_batching", "as_raw_columns", "preprocess_in_memory", "batch_raw",
+           "batch_raw_sorted", "unsort", "padding_ratio"]
+
 BATCHINGS = ("auto", "by_length", "bucketed", "fixed", "packed")
 IGNORE_LABEL = -100  # per-token labels are padded with it (the losses skip it)
 

@@ -19,6 +19,9 @@ TensorShape([2, 32])
 
 import tensorflow as tf
 
+__all__ = ["default_boundaries", "fine_boundaries", "trim_example", "bucket_width", "trim_batch", "bucket_by_length",
+           "with_known_cardinality"]
+
 
 def default_boundaries(sequence_length):
     """Bucket lengths up to `sequence_length`: 16, 32, 64, then steps of 32."""

@@ -8,6 +8,8 @@ from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageErr
 from keras_bert_zoo.preprocessing.base import to_string_tensor
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
+__all__ = ["MultipleChoicePreprocessor"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class MultipleChoicePreprocessor(BertPreprocessor):

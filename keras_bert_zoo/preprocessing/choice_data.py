@@ -28,7 +28,9 @@ import numpy as np
 from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.files import csv_rows, read_text_file
 
-SWAG_COLUMNS = ("sent1", "sent2")
+__all__ = ["ChoiceExamples", "read_choices", "make_choice_dataset"]
+
+_SWAG_COLUMNS = ("sent1", "sent2")
 
 
 @dataclasses.dataclass
@@ -79,7 +81,7 @@ def _read_swag(path, max_examples):
     rows = [(n, row) for n, row in csv_rows(path, "SWAG file") if row]
     header = [h.strip() for h in rows[0][1]] if rows else []
     endings = sorted((h for h in header if re.fullmatch(r"ending\d+", h)), key=lambda h: int(h[6:]))
-    missing = [c for c in SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
+    missing = [c for c in _SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
     if missing:
         raise InvalidInputError(f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., "
                                 f"label (the header has {header}).")

@@ -17,7 +17,9 @@ import re
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import check_text_file
 
-FORMATS = ("bert", "lines", "wikitext")
+__all__ = ["split_sentences", "read_documents"]
+
+_FORMATS = ("bert", "lines", "wikitext")
 
 # The rule: a sentence ends at `.`, `!` or `?` (optionally followed by closing quotes
 # or brackets) when whitespace and then an upper-case letter, a digit or an opening
@@ -79,8 +81,8 @@ def read_documents(paths, corpus_format="bert"):
     >>> list(read_documents(path))
     [['A one.', 'A two.'], ['B one.']]
     """
-    if corpus_format not in FORMATS:
-        raise UsageError(f"corpus_format must be one of {FORMATS}, got {corpus_format!r}.")
+    if corpus_format not in _FORMATS:
+        raise UsageError(f"corpus_format must be one of {_FORMATS}, got {corpus_format!r}.")
     for path in _check_paths(paths):
         with open(path, encoding="utf-8", errors="replace") as f:
             if corpus_format == "bert":

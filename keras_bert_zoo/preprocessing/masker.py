@@ -9,6 +9,8 @@ from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
 
+__all__ = ["MaskedLMMasker"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class MaskedLMMasker(PreprocessingLayer):
@@ -163,6 +165,33 @@ class MaskedLMMasker(PreprocessingLayer):
         word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
         return tf.where(candidate, word, -1)
 
+    def _candidates(self, ids, word_ids):
+        """True where a token may be chosen: not an unselectable id, and in a word (word id >= 0)."""
+        candidate = tf.ones_like(ids, tf.bool)
+        for special in self.unselectable_token_ids:
+            candidate = tf.logical_and(candidate, tf.not_equal(ids, special))
+        if word_ids is not None:
+            candidate = tf.logical_and(candidate, tf.convert_to_tensor(word_ids) >= 0)
+        return candidate
+
+    def masking_units(self, token_ids, word_ids=None, seed=None):
+        """Which tokens `call(token_ids, word_ids, seed)` chooses together, for inspecting a recipe.
+
+        Args:
+            token_ids: int `[batch, seq]`, packed and padded.
+            word_ids: optional int `[batch, seq]` (-1 outside words), as for `call`.
+            seed: as for `call`; the n-gram spans are drawn from it, so the same seed gives
+                the units that call chose from.
+
+        Returns:
+            int32 `[batch, seq]`: each selectable token's unit, numbered 0.. in order along
+            its row (a token; a whole word with `whole_word_masking`; a span of 1 to
+            `max_ngram` words or tokens with `max_ngram > 1`); -1 for tokens never chosen
+            (unselectable ids, word id -1). A unit is chosen whole or not at all.
+        """
+        ids = tf.cast(tf.convert_to_tensor(token_ids), tf.int32)
+        return self._units(ids, word_ids, self._candidates(ids, word_ids), seed)
+
     def _units(self, token_ids, word_ids, candidate, seed):
         """Unit index of each candidate token (-1 elsewhere); the tokens of a unit are chosen together.
 
@@ -245,11 +274,7 @@ class MaskedLMMasker(PreprocessingLayer):
         ids = tf.cast(token_ids, tf.int32)
         batch, seq = tf.shape(ids)[0], tf.shape(ids)[1]
 
-        candidate = tf.ones_like(ids, tf.bool)
-        for special in self.unselectable_token_ids:
-            candidate = tf.logical_and(candidate, tf.not_equal(ids, special))
-        if word_ids is not None:
-            candidate = tf.logical_and(candidate, tf.convert_to_tensor(word_ids) >= 0)
+        candidate = self._candidates(ids, word_ids)
         num_candidates = tf.reduce_sum(tf.cast(candidate, tf.int32), axis=1)
         # The original: min(max_predictions, max(1, int(round(len * rate)))).
         budget = tf.cast(tf.round(tf.cast(num_candidates, tf.float32) * self.selection_rate), tf.int32)

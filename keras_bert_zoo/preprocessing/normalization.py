@@ -26,27 +26,30 @@ import re
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+__all__ = ["MARKER_BASE", "CJK", "REMOVE", "SPECIAL_TOKEN_SEARCH", "to_valid_utf8", "mark_special_tokens", "normalize",
+           "split_words", "normalize_and_split"]
+
 MARKER_BASE = 0xFDD0
-FILLER = "\ufdef"
-MAX_SPECIAL_TOKENS = 16  # U+FDD0..U+FDDF are markers; U+FDE0..U+FDEF fillers
+_FILLER = "\ufdef"
+_MAX_SPECIAL_TOKENS = 16  # U+FDD0..U+FDDF are markers; U+FDE0..U+FDEF fillers
 
 # Rust `char::is_whitespace` (White_Space property) minus what `clean` already removed.
-WHITESPACE = r"\t\n\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+_WHITESPACE = r"\t\n\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
 # HF `is_bert_punc`: ASCII punctuation (which includes $+<=>^`|~) or Unicode P*.
-PUNCTUATION = r"!-/:-@\[-`{-~\p{P}"
+_PUNCTUATION = r"!-/:-@\[-`{-~\p{P}"
 # HF `is_chinese_char`: the CJK Unified Ideographs blocks, not Hiragana/Katakana/Hangul.
 CJK = (
     r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
     r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}"
 )
-MARKERS = r"\x{FDD0}-\x{FDDF}"
-FILLERS = r"\x{FDE0}-\x{FDEF}"
+_MARKERS = r"\x{FDD0}-\x{FDDF}"
+_FILLERS = r"\x{FDE0}-\x{FDEF}"
 # HF keeps unassigned (Cn) code points; our fillers go with the removed characters.
-REMOVE = rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\p{{Cf}}\p{{Co}}\p{{Cs}}\x{{FFFD}}{FILLERS}]"
+REMOVE = rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\p{{Cf}}\p{{Co}}\p{{Cs}}\x{{FFFD}}{_FILLERS}]"
 # Does a text hold one of the special tokens (any line, any position)?
 SPECIAL_TOKEN_SEARCH = r"(?s).*\[(?:PAD|UNK|CLS|SEP|MASK)\].*"
-SPLIT_DELIM = rf"[{WHITESPACE}]+|[{PUNCTUATION}{CJK}{MARKERS}]"
-SPLIT_KEEP = rf"[{PUNCTUATION}{CJK}{MARKERS}]"
+_SPLIT_DELIM = rf"[{_WHITESPACE}]+|[{_PUNCTUATION}{CJK}{_MARKERS}]"
+_SPLIT_KEEP = rf"[{_PUNCTUATION}{CJK}{_MARKERS}]"
 
 
 def to_valid_utf8(text):
@@ -63,7 +66,7 @@ def mark_special_tokens(text, special_tokens):
     # longer be confused with our markers.
     text = tf.strings.regex_replace(text, r"[\x{FDD0}-\x{FDEF}]", "\u0378")
     for k, token in enumerate(special_tokens):
-        marker = chr(MARKER_BASE + k) + FILLER * (len(token) - 1)
+        marker = chr(MARKER_BASE + k) + _FILLER * (len(token) - 1)
         text = tf.strings.regex_replace(text, re.escape(token), marker)
     return text
 
@@ -89,7 +92,7 @@ def split_words(text, tokenize_chinese_chars=True, with_offsets=False):
 
     With `with_offsets`, also returns the byte offsets of each word in `text`.
     """
-    delim, keep = SPLIT_DELIM, SPLIT_KEEP
+    delim, keep = _SPLIT_DELIM, _SPLIT_KEEP
     if not tokenize_chinese_chars:
         delim, keep = delim.replace(CJK, ""), keep.replace(CJK, "")
     if with_offsets:

@@ -6,7 +6,9 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
 
-TRUNCATE_STRATEGIES = ("longest_first", "round_robin", "waterfall")
+__all__ = ["truncation_lengths", "SegmentPacker"]
+
+_TRUNCATE_STRATEGIES = ("longest_first", "round_robin", "waterfall")
 
 
 def _as_ragged(x, name):
@@ -98,8 +100,8 @@ class SegmentPacker(PreprocessingLayer):
         super().__init__(**kwargs)
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise UsageError(f"`sequence_length` must be an int >= 3 (room for [CLS] A [SEP]), got {sequence_length!r}.")
-        if truncate not in TRUNCATE_STRATEGIES:
-            raise UsageError(f"`truncate` must be one of {', '.join(TRUNCATE_STRATEGIES)}, got {truncate!r}.")
+        if truncate not in _TRUNCATE_STRATEGIES:
+            raise UsageError(f"`truncate` must be one of {', '.join(_TRUNCATE_STRATEGIES)}, got {truncate!r}.")
         self.sequence_length = sequence_length
         self.start_value = int(start_value)
         self.end_value = int(end_value)

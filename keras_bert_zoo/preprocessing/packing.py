@@ -29,6 +29,8 @@ Examples:
 
 import tensorflow as tf
 
+__all__ = ["first_fit_decreasing", "pack_batch"]
+
 
 def first_fit_decreasing(lengths, width):
     """Rows for sequences of `lengths` in rows of `width` positions.

@@ -11,6 +11,8 @@ from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_setting
 from keras_bert_zoo.preprocessing.packer import SegmentPacker
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 
+__all__ = ["PREPROCESSOR_FILE", "BertPreprocessor"]
+
 PREPROCESSOR_FILE = "preprocessor.json"
 
 

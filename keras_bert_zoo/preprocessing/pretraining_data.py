@@ -19,6 +19,9 @@ from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, p
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
+__all__ = ["default_max_predictions", "load_vocabulary", "WordPieceIds", "tokenize_documents", "make_masker",
+           "packed_instances", "split_documents", "pretraining_dataset", "masked_lm_dataset"]
+
 
 def default_max_predictions(sequence_length):
     """ceil(0.15 * length): 20 at 128, the original `max_predictions_per_seq` (round gives 19)."""
@@ -111,7 +114,7 @@ def split_documents(index, holdout_every):
     return holdout_every > 0 and index % holdout_every == holdout_every - 1
 
 
-CHUNK_INSTANCES = 256
+_CHUNK_INSTANCES = 256
 
 
 def _stack(rows):
@@ -155,7 +158,7 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
     def generator(pass_index):
         if not tokenizers:
             tokenizers.append(WordPieceIds(vocabulary, lowercase=lowercase))
-        # Instances leave Python in blocks of CHUNK_INSTANCES arrays: one crossing into
+        # Instances leave Python in blocks of _CHUNK_INSTANCES arrays: one crossing into
         # TF per block instead of one per instance (on 2 cores the per-instance crossings
         # took as much CPU as a tenth of bert_tiny's training step; `unbatch` restores
         # the same stream of instances).
@@ -165,7 +168,7 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
             seed + int(pass_index), lowercase, document_filter, tokenize=tokenizers[0],
         ):
             block.append(row)
-            if len(block) == CHUNK_INSTANCES:
+            if len(block) == _CHUNK_INSTANCES:
                 yield _stack(block)
                 block = []
         if block:

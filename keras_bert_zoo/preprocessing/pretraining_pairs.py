@@ -35,7 +35,9 @@ import random
 
 from keras_bert_zoo.errors import UsageError
 
-NSP_MODES = ("nsp", "sop", "none")
+__all__ = ["Instance", "truncate_seq_pair", "instances_from_document", "generate_instances", "pack_instance"]
+
+_NSP_MODES = ("nsp", "sop", "none")
 
 
 @dataclasses.dataclass
@@ -160,8 +162,8 @@ def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=
     >>> all(i.label in (0, 1) for i in out), all(i.tokens_a and i.tokens_b for i in out)
     (True, True)
     """
-    if nsp not in NSP_MODES:
-        raise UsageError(f"nsp must be one of {NSP_MODES}, got {nsp!r}.")
+    if nsp not in _NSP_MODES:
+        raise UsageError(f"nsp must be one of {_NSP_MODES}, got {nsp!r}.")
     if buffer_size < 2:
         raise UsageError("buffer_size must be >= 2 so random-next segments can come from another document.")
     rng = random.Random(seed)

@@ -15,6 +15,9 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 
+__all__ = ["feature_spec", "example_from_arrays", "write_pretraining_records", "read_pretraining_records",
+           "worker_files", "restore_masked_ids"]
+
 
 def feature_spec(sequence_length, max_predictions):
     """The original `run_pretraining.py` `name_to_features`."""

@@ -28,7 +28,9 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import InvalidInputError
 
-NO_SPAN_DIFF = 1e4  # null_score_diff of a question without any valid span (always answered "")
+__all__ = ["SpanSearch", "predict_answers"]
+
+_NO_SPAN_DIFF = 1e4  # null_score_diff of a question without any valid span (always answered "")
 
 
 class SpanSearch:
@@ -121,7 +123,7 @@ class SpanSearch:
                "end": best("n_best_end", -1), "score": best("n_best_score", 0.0),
                "probability": best("n_best_probability", 0.0)}
         null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], examples, batch)
-        out["null_score_diff"] = tf.where(found, null - out["score"], NO_SPAN_DIFF)
+        out["null_score_diff"] = tf.where(found, null - out["score"], _NO_SPAN_DIFF)
         answer = out["span_answer"]
         if self.version_2_with_negative:
             is_null = out["null_score_diff"] > self.null_threshold

@@ -38,10 +38,12 @@ from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 
+__all__ = ["MODEL_INPUTS", "SpanQAPreprocessor", "QAWindows", "make_qa_windows", "make_qa_dataset", "window_logits"]
+
 MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
-WINDOW_INFO = ("char_start", "char_end", "max_context")
-QA_PREPROCESSOR_FILE = "qa_preprocessor.json"
-STRIDE_MODES = ("step", "overlap")
+_WINDOW_INFO = ("char_start", "char_end", "max_context")
+_QA_PREPROCESSOR_FILE = "qa_preprocessor.json"
+_STRIDE_MODES = ("step", "overlap")
 _COMPILED = weakref.WeakKeyDictionary()
 
 
@@ -85,7 +87,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer) or tokenizer.sequence_length is not None:
             raise ArgumentTypeError("`tokenizer` must be a BertTokenizer returning ragged ids (sequence_length=None).")
-        if stride_mode not in STRIDE_MODES:
+        if stride_mode not in _STRIDE_MODES:
             raise UsageError(f"--stride-mode {stride_mode!r}; use 'step' (google-research/bert: the step between "
                              "window starts, the default) or 'overlap' (HF: pieces shared by neighbours).")
         sequence_length, doc_stride, max_query_length = int(sequence_length), int(doc_stride), int(max_query_length)
@@ -231,14 +233,14 @@ class SpanQAPreprocessor(PreprocessingLayer):
     @classmethod
     def from_preset(cls, path, sequence_length=None, **kwargs):
         """Tokenizer from `vocab.txt`; settings from `qa_preprocessor.json` when present (else 384/128/step/64)."""
-        if sequence_length is None and not os.path.exists(os.path.join(os.fspath(path), QA_PREPROCESSOR_FILE)):
+        if sequence_length is None and not os.path.exists(os.path.join(os.fspath(path), _QA_PREPROCESSOR_FILE)):
             sequence_length = 384
-        settings = preset_settings(path, QA_PREPROCESSOR_FILE, sequence_length, **kwargs)
+        settings = preset_settings(path, _QA_PREPROCESSOR_FILE, sequence_length, **kwargs)
         return cls(tokenizer=BertTokenizer.from_preset(path), **settings)
 
     def save_to_preset(self, path):
         self.tokenizer.save_to_preset(path)
-        write_json(os.path.join(path, QA_PREPROCESSOR_FILE), self._settings())
+        write_json(os.path.join(path, _QA_PREPROCESSOR_FILE), self._settings())
 
     def _settings(self):
         return {"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
@@ -289,7 +291,7 @@ def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answe
         raise InvalidInputError("no questions to make windows of; give at least one question and its passage.")
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = {k: merged[k] for k in ("start_positions", "end_positions")} if with_labels else None
-    return QAWindows(features={k: merged[k] for k in MODEL_INPUTS}, info={k: merged[k] for k in WINDOW_INFO},
+    return QAWindows(features={k: merged[k] for k in MODEL_INPUTS}, info={k: merged[k] for k in _WINDOW_INFO},
                      example_ids=merged["example_ids"], labels=labels)
 
 

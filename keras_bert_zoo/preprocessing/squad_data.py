@@ -27,9 +27,11 @@ import dataclasses
 from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.files import read_json
 
+__all__ = ["SquadExamples", "read_squad"]
+
 # What a v1.1-only reader tells the user about a v2.0 file, per caller: `finetune qa` has the
 # flag, `evaluate` and `predict` read the layout saved with the model and do not.
-V2_FLAG_HINT = "pass --version-2-with-negative to train or score v2.0 files"
+_V2_FLAG_HINT = "pass --version-2-with-negative to train or score v2.0 files"
 
 
 @dataclasses.dataclass
@@ -92,7 +94,7 @@ def _answer_list(answers, path, here):
     return answers
 
 
-def read_squad(path, version_2_with_negative=False, max_examples=None, require_answers=True, v2_hint=V2_FLAG_HINT):
+def read_squad(path, version_2_with_negative=False, max_examples=None, require_answers=True, v2_hint=_V2_FLAG_HINT):
     """Reads and validates a SQuAD v1.1 or v2.0 file.
 
     Args:

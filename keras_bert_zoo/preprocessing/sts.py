@@ -25,8 +25,10 @@ import numpy as np
 
 from keras_bert_zoo.errors import InvalidInputError
 
-ORIGINAL_FIELDS = ("genre", "file", "year", "id", "score", "sentence1", "sentence2")
-SCORE, SENTENCE1, SENTENCE2 = 4, 5, 6  # the fields read in the original layout
+__all__ = ["SimilarityPairs", "read_sts"]
+
+_ORIGINAL_FIELDS = ("genre", "file", "year", "id", "score", "sentence1", "sentence2")
+_SCORE, _SENTENCE1, _SENTENCE2 = 4, 5, 6  # the fields read in the original layout
 
 
 @dataclasses.dataclass
@@ -56,7 +58,7 @@ def read_sts(path, max_examples=None):
     text = read_text_file(path, "STS file")
     text = text[1:] if text.startswith("\ufeff") else text
     s1, s2, scores = [], [], []
-    columns = (SCORE, SENTENCE1, SENTENCE2)
+    columns = (_SCORE, _SENTENCE1, _SENTENCE2)
     # Split on "\n" only: a stray \r or control character is text.
     for number, line in enumerate(text.split("\n"), 1):
         fields = line.rstrip("\r\n").split("\t")
@@ -68,7 +70,7 @@ def read_sts(path, max_examples=None):
             continue
         if len(fields) <= max(columns):
             raise InvalidInputError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
-                             f"{len(ORIGINAL_FIELDS)} ({' '.join(ORIGINAL_FIELDS)}) or a GLUE header.")
+                             f"{len(_ORIGINAL_FIELDS)} ({' '.join(_ORIGINAL_FIELDS)}) or a GLUE header.")
         score, a, b = (fields[i] for i in columns)
         try:
             scores.append(float(score))

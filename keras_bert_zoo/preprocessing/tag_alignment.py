@@ -24,6 +24,9 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 
+__all__ = ["IGNORE_LABEL", "MODEL_INPUTS", "inside_label_map", "model_inputs", "to_ragged", "word_pieces",
+           "pack_pieces"]
+
 IGNORE_LABEL = -100
 MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 

@@ -46,6 +46,8 @@ from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS
 from keras_bert_zoo.preprocessing.tag_windows import make_windows
 
+__all__ = ["make_tagging_dataset"]
+
 
 def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, seed=0, with_labels=None,
                          drop_remainder=False, bucket=False, boundaries=None, windows=None, group_by_length=False,

@@ -25,6 +25,8 @@ from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 
+__all__ = ["predict_words", "window_logits"]
+
 
 def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=None, batch_size=64,
                   return_logits=False):

@@ -28,6 +28,8 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.tag_alignment import MODEL_INPUTS
 
+__all__ = ["window_bounds", "TaggingWindows", "example_sentences", "make_windows", "merge_windows", "merge_windows_tf"]
+
 _BIG = 2**40  # past the end of any sentence: "no word start here"
 
 

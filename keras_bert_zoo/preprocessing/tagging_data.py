@@ -43,11 +43,13 @@ from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import read_text_file
 from keras_bert_zoo.metrics.entities import iob1_to_iob2
 
+__all__ = ["SCHEMES", "DOCSTART", "TaggedExamples", "normalize_scheme", "read_tagged", "write_tagged"]
+
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 _ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}
 _PREFIXES = {"IOB1": ("B", "I"), "IOB2": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
 DOCSTART = "-DOCSTART-"
-JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
+_JSONL_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 
 
 @dataclasses.dataclass
@@ -163,7 +165,7 @@ def _check_transitions(path, lines, tags, scheme):
 
 
 def _file_kind(path):
-    if os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS:
+    if os.path.splitext(path)[1].lower() in _JSONL_EXTENSIONS:
         return "jsonl"
     with open(path, encoding="utf-8-sig") as f:
         for line in f:
@@ -311,10 +313,10 @@ def write_tagged(path, words, tags):
         if len(w) != len(t):
             raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags; give one tag per word.")
         bad = next((x for x in w if not x or any(c.isspace() for c in x)), None)
-        if bad is not None and os.path.splitext(path)[1].lower() not in JSONL_EXTENSIONS:
+        if bad is not None and os.path.splitext(path)[1].lower() not in _JSONL_EXTENSIONS:
             raise InvalidInputError(f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "
                              "store it (write .jsonl instead).")
-    if os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS:
+    if os.path.splitext(path)[1].lower() in _JSONL_EXTENSIONS:
         text = "".join(json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n"
                        for w, t in zip(words, tags))
     else:

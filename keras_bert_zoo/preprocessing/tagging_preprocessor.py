@@ -45,7 +45,9 @@ from keras_bert_zoo.preprocessing.tag_windows import make_windows, window_bounds
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.words import as_words
 
-TAGGING_PREPROCESSOR_FILE = "tagging_preprocessor.json"
+__all__ = ["TaggingPreprocessor"]
+
+_TAGGING_PREPROCESSOR_FILE = "tagging_preprocessor.json"
 _COMPILED = weakref.WeakKeyDictionary()  # layer -> {with_labels: tf.function of `windows`}
 
 
@@ -243,12 +245,12 @@ class TaggingPreprocessor(PreprocessingLayer):
         """Tokenizer from `vocab.txt` (+ `tokenizer_config.json`); settings from
         `tagging_preprocessor.json` when present (else sequence_length 128)."""
         return cls(tokenizer=BertTokenizer.from_preset(path),
-                   **preset_settings(path, TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs))
+                   **preset_settings(path, _TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `tagging_preprocessor.json`."""
         self.tokenizer.save_to_preset(path)
-        write_json(os.path.join(path, TAGGING_PREPROCESSOR_FILE), {
+        write_json(os.path.join(path, _TAGGING_PREPROCESSOR_FILE), {
             "sequence_length": self.sequence_length, "label_all_tokens": self.label_all_tokens,
             "label_names": self.label_names, "stride": self.stride})
 

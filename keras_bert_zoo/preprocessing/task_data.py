@@ -29,9 +29,11 @@ import numpy as np
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import read_text_file
 
+__all__ = ["DataLayout", "Examples", "read_examples", "make_dataset"]
+
 # GLUE layouts: text columns, label column, label names (None = regression), header.
 # Column names are the files' own headers; CoLA has no header, so it uses indices.
-GLUE_TASKS = {
+_GLUE_TASKS = {
     "cola": dict(text_columns=(3,), label_column=1, label_names=("0", "1"), header=False,
                  display_names=("unacceptable", "acceptable")),
     "sst2": dict(text_columns=("sentence",), label_column="label", label_names=("0", "1"),
@@ -56,8 +58,8 @@ GLUE_TASKS = {
     "wnli": dict(text_columns=("sentence1", "sentence2"), label_column="label", label_names=("0", "1"),
                  display_names=("not_entailment", "entailment")),
 }
-GLUE_TASKS["sst-2"] = GLUE_TASKS["sst2"]
-GLUE_TASKS["sts-b"] = GLUE_TASKS["stsb"]
+_GLUE_TASKS["sst-2"] = _GLUE_TASKS["sst2"]
+_GLUE_TASKS["sts-b"] = _GLUE_TASKS["stsb"]
 
 
 @dataclasses.dataclass
@@ -104,12 +106,12 @@ class DataLayout:
 
         `stsb` reads the original STS Benchmark files (`sts-*.csv`), `stsb_glue` GLUE's STS-B TSV."""
         key = name.lower()
-        if key not in GLUE_TASKS:
+        if key not in _GLUE_TASKS:
             raise UsageError(
-                f"unknown task {name!r}; known GLUE tasks: {', '.join(sorted(GLUE_TASKS))}. "
+                f"unknown task {name!r}; known GLUE tasks: {', '.join(sorted(_GLUE_TASKS))}. "
                 "For other files give --text-column and --label-column."
             )
-        return cls(task=key.replace("-", ""), **GLUE_TASKS[key])
+        return cls(task=key.replace("-", ""), **_GLUE_TASKS[key])
 
     def to_dict(self):
         return dataclasses.asdict(self) | {"text_columns": list(self.text_columns),
@@ -184,7 +186,7 @@ def _read_rows(path, layout):
 
 # Read by `finetune` (whose flags choose the columns) and by `evaluate`/`predict` (which read
 # the columns saved with the model and have no such flags): the fix names the verb with its flags.
-COLUMN_FIX = ("Give a file with the model's columns, or choose them when fine-tuning (`bert-zoo finetune classify "
+_COLUMN_FIX = ("Give a file with the model's columns, or choose them when fine-tuning (`bert-zoo finetune classify "
               "--text-column/--label-column` or --task).")
 
 
@@ -194,7 +196,7 @@ def _column_index(column, header, path):
     if header is None:
         raise InvalidInputError(f"{path}: column {column!r} is a name but the file has no header; give a 0-based index.")
     if column not in header:
-        raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. {COLUMN_FIX}")
+        raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. {_COLUMN_FIX}")
     return header.index(column)
 
 
@@ -281,7 +283,7 @@ def read_examples(path, layout, label_names=None, max_examples=None):
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
             raise InvalidInputError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "
-                                    f"{COLUMN_FIX}")
+                                    f"{_COLUMN_FIX}")
         values = []
         for n, obj in rows:
             try:

@@ -14,8 +14,10 @@ from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tens
 from keras_bert_zoo.preprocessing.tokenizer_options import hf_tokenizer_config, preset_options
 from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, read_vocabulary
 
+__all__ = ["BertTokenizer"]
+
 # HF WordPiece `max_input_chars_per_word`: longer words become a single [UNK].
-MAX_CHARS_PER_WORD = 100
+_MAX_CHARS_PER_WORD = 100
 
 
 def _fast_wordpiece(vocabulary, max_bytes_per_word, no_pretokenization):
@@ -117,8 +119,8 @@ class BertTokenizer(PreprocessingLayer):
         self._set_special_ids(ids)
         # HF limits words to 100 *characters* (checked by us): tf-text sees any word that fits
         # (4 bytes a character); the end-to-end tokenizer only sees ASCII, bytes = characters.
-        self._wordpiece = _fast_wordpiece(tokens, 4 * MAX_CHARS_PER_WORD, no_pretokenization=True)
-        self._wordpiece_end_to_end = _fast_wordpiece(tokens, MAX_CHARS_PER_WORD, no_pretokenization=False)
+        self._wordpiece = _fast_wordpiece(tokens, 4 * _MAX_CHARS_PER_WORD, no_pretokenization=True)
+        self._wordpiece_end_to_end = _fast_wordpiece(tokens, _MAX_CHARS_PER_WORD, no_pretokenization=False)
         self._vocab_tensor = None
 
     def _set_special_ids(self, ids):
@@ -176,7 +178,7 @@ class BertTokenizer(PreprocessingLayer):
 
     def _replace_words(self, words):
         """Markers -> their special token; over-long words -> [UNK]. Returns (words, replaced, extra_chars)."""
-        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        too_long = tf.strings.length(words, unit="UTF8_CHAR") > _MAX_CHARS_PER_WORD
         replaced = too_long
         words = tf.where(too_long, "[UNK]", words)
         # A marker stands for a special token of len(token) characters in the raw text.
@@ -308,11 +310,8 @@ class BertTokenizer(PreprocessingLayer):
         ids_a, starts_a, ends_a = self._wordpiece_end_to_end.tokenize_with_offsets(simple_text)
         ids_b, starts_b, ends_b, _ = self._tokenize_with_alignment(tf.gather(text, other_index))
         order = tf.math.invert_permutation(tf.concat([simple_index, other_index], 0))
-
-        def merge(a, b):
-            return tf.gather(tf.concat([a, b], 0), order)
-
-        return merge(ids_a, ids_b), merge(starts_a, starts_b), merge(ends_a, ends_b)
+        pairs = ((ids_a, ids_b), (starts_a, starts_b), (ends_a, ends_b))
+        return tuple(tf.gather(tf.concat([a, b], 0), order) for a, b in pairs)
 
     def _tokenize_with_alignment(self, text):
         """Per-character normalisation so that normalised bytes map back to characters."""

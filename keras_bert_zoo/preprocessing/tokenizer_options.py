@@ -19,9 +19,11 @@ import warnings
 from keras_bert_zoo.files import read_json
 from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
+__all__ = ["vocabulary_casing", "name_casing", "infer_lowercase", "preset_options", "hf_tokenizer_config"]
+
 # Google's run_*.py (`validate_case_matches_checkpoint`): released models whose names
 # do not say "cased"/"uncased" but are lowercased.
-GOOGLE_LOWERCASE_MODELS = ("multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+_GOOGLE_LOWERCASE_MODELS = ("multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
 _CASE_IN_NAME = re.compile(r"(?:^|[^a-z])(un)?cased(?:[^a-z]|$)")
 
 
@@ -53,7 +55,7 @@ def name_casing(path):
     in it: lowercase; "cased": keep case; their lowercased multilingual and chinese
     models), else None."""
     name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-    if name in GOOGLE_LOWERCASE_MODELS:
+    if name in _GOOGLE_LOWERCASE_MODELS:
         return True
     match = _CASE_IN_NAME.search(name.lower())
     return None if match is None else bool(match.group(1))

@@ -11,6 +11,8 @@ import os
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, MissingPathError
 from keras_bert_zoo.files import read_text_file
 
+__all__ = ["SPECIAL_TOKENS", "read_vocabulary"]
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 

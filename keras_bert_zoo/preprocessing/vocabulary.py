@@ -18,6 +18,8 @@ from keras_bert_zoo.files import check_text_file, write_text
 from keras_bert_zoo.preprocessing import normalization
 from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS
 
+__all__ = ["count_words", "learn_vocabulary", "save_vocabulary"]
+
 
 def _text_dataset(dataset_or_files, batch_size):
     if isinstance(dataset_or_files, tf.data.Dataset):
@@ -46,7 +48,7 @@ def count_words(dataset_or_files, lowercase=True, strip_accents=None, tokenize_c
     return counts
 
 
-LEARNERS = ("auto", "tokenizers", "tensorflow_text")
+_LEARNERS = ("auto", "tokenizers", "tensorflow_text")
 
 
 def _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size):
@@ -131,8 +133,8 @@ def learn_vocabulary(
         raise UsageError(
             f"`vocabulary_size` must be an int larger than the {len(reserved)} reserved tokens, got {vocabulary_size!r}."
         )
-    if learner not in LEARNERS:
-        raise UsageError(f"learner={learner!r}; use one of {LEARNERS}.")
+    if learner not in _LEARNERS:
+        raise UsageError(f"learner={learner!r}; use one of {_LEARNERS}.")
     if learner == "auto":
         try:
             import tokenizers  # noqa: F401

@@ -17,6 +17,8 @@ Examples:
 
 import re
 
+__all__ = ["word_spans", "as_words", "python_whitespace", "split_words_tf"]
+
 _WORD = re.compile(r"\S+")
 
 

@@ -9,10 +9,12 @@ plain Python functions in their own modules, `finetuning.finetune` and
 
 Examples:
 >>> from keras_bert_zoo.tasks import get_task, task_names
->>> get_task("classify").model_class_name
+>>> get_task("classify").model_class().__name__
 'BertClassifier'
 >>> "classify" in task_names(finetunable=True)
 True
 """
 
 from keras_bert_zoo.tasks.registry import get_task, task_names, task_of_model_dir  # noqa: F401
+
+__all__ = ["get_task", "task_names", "task_of_model_dir"]

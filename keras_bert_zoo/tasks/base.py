@@ -16,6 +16,8 @@ import dataclasses
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.tasks.options import add_option_flags, option_values, values_from_args
 
+__all__ = ["check_vocabulary_fits", "TaskSpec"]
+
 
 def check_vocabulary_fits(model, model_dir):
     """Raises `CheckpointError` when the attached tokenizer's `vocab.txt` has more entries than
@@ -38,8 +40,6 @@ class TaskSpec:
 
     Class attributes:
         name: the CLI name (`bert-zoo finetune NAME`), e.g. `"classify"`.
-        model_class_name: the task model's class name, as saved in a preset's
-            `config.json` (`"BertClassifier"`).
         description: one line for `--help`.
         finetunable: False for tasks `bert-zoo finetune` does not offer (pretraining).
         default_learning_rate / default_sequence_length / default_epochs: the recipe's defaults.
@@ -56,7 +56,6 @@ class TaskSpec:
     """
 
     name = None
-    model_class_name = None
     description = ""
     finetunable = True
     default_learning_rate = 5e-5
@@ -69,7 +68,12 @@ class TaskSpec:
 
     # --- the model ------------------------------------------------------------------
     def model_class(self):
-        """The task model class (imported when first needed)."""
+        """The task model class (`BertClassifier`), imported when first needed.
+
+        The class itself, never its name: the registry also finds a task by the class's
+        `__name__` (what a preset's `config.json` records), and `task_of_model` matches a
+        model to its task by class, so a user's subclass keeps its task.
+        """
         raise NotImplementedError
 
     def load_model(self, model_dir):
@@ -166,7 +170,7 @@ class TaskSpec:
     def predict_inputs(self, args, model):
         """The inputs `predict` gets from `bert-zoo predict`'s arguments (default: the `TEXT`s)."""
         if getattr(args, "data", None):
-            raise UsageError(f"`bert-zoo predict --data` does not apply to {self.model_class_name} models; "
+            raise UsageError(f"`bert-zoo predict --data` does not apply to {self.model_class().__name__} models; "
                              "give the texts as arguments.")
         if not args.texts:
             raise UsageError("give at least one TEXT to predict on.")
@@ -174,7 +178,7 @@ class TaskSpec:
 
     def predict(self, model, texts):
         """One JSON-able dict per raw input (`bert-zoo predict`)."""
-        raise NotImplementedError(f"`bert-zoo predict` does not handle {self.model_class_name} models yet.")
+        raise NotImplementedError(f"`bert-zoo predict` does not handle {self.model_class().__name__} models yet.")
 
     def format_prediction(self, row):
         """One line of `bert-zoo predict`'s plain-text output."""

@@ -13,12 +13,13 @@ from keras_bert_zoo.errors import InvalidInputError
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
-CHOICE_SEPARATORS = (" ||| ", "\t")
+__all__ = ["ChoiceTask", "parse_question", "ChoiceServing", "TASK"]
+
+_CHOICE_SEPARATORS = (" ||| ", "\t")
 
 
 class ChoiceTask(TaskSpec):
     name = "choice"
-    model_class_name = "BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     batchings = ("auto", "by_length", "bucketed", "fixed")  # "auto": training batches grouped by length
     # HF only (google-research/bert has no multiple-choice script); an HF config names the class.
@@ -116,7 +117,7 @@ def parse_question(text):
             raise InvalidInputError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
         context, choices = str(obj["context"]), [str(c) for c in obj["choices"]]
     else:
-        for sep in CHOICE_SEPARATORS:
+        for sep in _CHOICE_SEPARATORS:
             if sep in text:
                 context, *choices = [part.strip() for part in text.split(sep)]
                 break

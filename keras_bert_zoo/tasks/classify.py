@@ -10,12 +10,13 @@ from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
-PAIR_SEPARATORS = ("\t", " ||| ")
+__all__ = ["ClassifyTask", "ClassifierServing", "TASK"]
+
+_PAIR_SEPARATORS = ("\t", " ||| ")
 
 
 class ClassifyTask(TaskSpec):
     name = "classify"
-    model_class_name = "BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
@@ -148,7 +149,7 @@ class ClassifyTask(TaskSpec):
 
 
 def _split_pair(text):
-    for sep in PAIR_SEPARATORS:
+    for sep in _PAIR_SEPARATORS:
         if sep in text:
             a, b = text.split(sep, 1)
             return a.strip(), b.strip()

@@ -9,10 +9,11 @@ sentences' embeddings against the gold score, Spearman and Pearson); serving
 from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 
+__all__ = ["EmbedTask", "similarity_scores", "EmbedderServing", "TASK"]
+
 
 class EmbedTask(TaskSpec):
     name = "embed"
-    model_class_name = "BertSentenceEmbedder"
     description = "sentence embeddings (mean / cls / pooled / max pooling)"
     finetunable = False
 

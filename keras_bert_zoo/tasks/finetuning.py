@@ -21,7 +21,9 @@ from keras_bert_zoo.tasks.registry import get_task
 from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
 
-SELECTIONS = ("final", "best")
+__all__ = ["vocab_dir_for", "check_vocabulary", "finetune"]
+
+_SELECTIONS = ("final", "best")
 
 
 def vocab_dir_for(model, vocab=None):
@@ -231,8 +233,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 def _recipe_of(spec, *, select, batching, epochs, batch_size, learning_rate, warmup_ratio, sequence_length,
                layout, task_options):
     """The run's recipe with the task's defaults filled in, every value checked: `(epochs, lr, layout, length)`."""
-    if select not in SELECTIONS:
-        raise UsageError(f"select={select!r}; use one of {SELECTIONS}.")
+    if select not in _SELECTIONS:
+        raise UsageError(f"select={select!r}; use one of {_SELECTIONS}.")
     learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
     epochs = spec.default_epochs if epochs is None else epochs
     layout = spec.layout_from_options(layout, **task_options)

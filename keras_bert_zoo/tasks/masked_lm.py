@@ -13,6 +13,8 @@ from keras_bert_zoo.files import check_input_file
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
+__all__ = ["evaluate_pretrainer", "PretrainTask", "PretrainerServing", "TASK"]
+
 
 def _is_records(paths):
     return all(str(p).endswith((".tfrecord", ".tfrecords")) or "tfrecord" in os.path.basename(str(p)) for p in paths)
@@ -68,7 +70,6 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
 
 class PretrainTask(TaskSpec):
     name = "pretrain"
-    model_class_name = "BertPretrainer"
     description = "masked-LM + next-sentence pretraining"
     finetunable = False
     checkpoint_heads = {

@@ -28,6 +28,8 @@ import math
 
 from keras_bert_zoo.errors import UsageError
 
+__all__ = ["BATCHINGS", "TaskOption", "option_values", "add_option_flags", "values_from_args"]
+
 BATCHINGS = {
     "auto": "the task's default (its fastest at equal accuracy; see each task's --help)",
     "packed": "training batches drawn at random and packed into full rows, each example attending only to "

@@ -24,6 +24,8 @@ from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, 
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
 from keras_bert_zoo.training.loop import evaluate as evaluate_model
 
+__all__ = ["check_corpus", "learn_vocabulary_file", "pretrain"]
+
 
 def _is_records(paths):
     return all(str(p).endswith((".tfrecord", ".tfrecords")) or "tfrecord" in os.path.basename(str(p)) for p in paths)

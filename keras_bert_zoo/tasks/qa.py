@@ -15,6 +15,8 @@ from keras_bert_zoo.flags import MAX_LENGTH
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
+__all__ = ["QALayout", "QATask", "QAServing", "TASK"]
+
 
 @dataclasses.dataclass
 class QALayout:
@@ -32,7 +34,6 @@ class QALayout:
 
 class QATask(TaskSpec):
     name = "qa"
-    model_class_name = "BertSpanQA"
     # "auto" packs the training batches; "bucketed" pads each to its bucket with the softmax over
     # the padded row, as the original; evaluation batches are bucketed under both.
     batchings = ("auto", "packed", "bucketed", "fixed")

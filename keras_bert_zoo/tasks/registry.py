@@ -15,6 +15,8 @@ import pkgutil
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
 
+__all__ = ["all_tasks", "task_names", "get_task", "task_of_model", "task_of_model_dir"]
+
 # Modules of the package that hold machinery, not a task.
 _NOT_TASKS = {"base", "options", "registry", "finetuning", "pretraining"}  # the jobs
 _TASKS = None
@@ -32,7 +34,7 @@ def _discover():
             spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
             if spec is None:
                 continue
-            for key in (spec.name, spec.model_class_name):
+            for key in (spec.name, spec.model_class().__name__):
                 if key in tasks:
                     raise RuntimeError(f"two task modules declare {key!r}.")
                 tasks[key] = spec
@@ -70,7 +72,7 @@ def task_of_model(model):
         for spec in specs:
             if spec.model_class() is klass:
                 return spec
-    known = sorted(s.model_class_name for s in specs)
+    known = sorted(s.model_class().__name__ for s in specs)
     raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
                      f"{', '.join(known)} (a new task is a module in keras_bert_zoo/tasks/ with its TaskSpec).")
 
@@ -93,7 +95,7 @@ def task_of_model_dir(model_dir, verb="this command"):
     task = saved.get("task")
     tasks = _discover()
     if task not in tasks:
-        known = sorted({s.model_class_name for s in tasks.values()})
+        known = sorted({s.model_class().__name__ for s in tasks.values()})
         raise CheckpointError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
                          "(fine-tune or pretrain one first).")
     return tasks[task]

@@ -15,6 +15,8 @@ from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocesso
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
+__all__ = ["TaggingLayout", "TagTask", "TaggerServing", "TASK"]
+
 
 @dataclasses.dataclass
 class TaggingLayout:
@@ -29,7 +31,6 @@ class TaggingLayout:
 
 class TagTask(TaskSpec):
     name = "tag"
-    model_class_name = "BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
     # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.

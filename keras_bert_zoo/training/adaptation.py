@@ -25,6 +25,8 @@ from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
 from keras_bert_zoo.training.optimizer import create_optimizer
 
+__all__ = ["continue_pretraining"]
+
 
 def continue_pretraining(pretrainer, texts, steps=400, head_steps=None, learning_rate=5e-5,
                          head_learning_rate=1e-3, batch_size=32, seed=0, verbose="auto"):

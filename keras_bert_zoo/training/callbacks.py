@@ -17,7 +17,9 @@ import time
 
 import keras
 
-MAX_SAVED_ROWS = 2000  # step rows a checkpoint keeps for the curves (thinned evenly beyond that)
+__all__ = ["StepLog", "PeriodicEvaluation", "ScalarLogger"]
+
+_MAX_SAVED_ROWS = 2000  # step rows a checkpoint keeps for the curves (thinned evenly beyond that)
 
 
 class StepLog(keras.callbacks.Callback):
@@ -59,8 +61,8 @@ class StepLog(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def resume_state(self):
-        """Counters and the step rows (thinned to at most `MAX_SAVED_ROWS`) for a checkpoint."""
-        keep = max(1, -(-len(self.rows) // MAX_SAVED_ROWS))
+        """Counters and the step rows (thinned to at most `_MAX_SAVED_ROWS`) for a checkpoint."""
+        keep = max(1, -(-len(self.rows) // _MAX_SAVED_ROWS))
         return {"steps": self.steps, "train_seconds": self.train_seconds, "steady_seconds": self.steady_seconds,
                 "steady_steps": self.steady_steps, "rows": self.rows[::keep]}
 

@@ -43,8 +43,11 @@ import sys
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, OutputError
 
-LATEST = "latest"
-META = "meta.json"
+__all__ = ["CheckpointMismatchError", "DamagedCheckpointError", "resume_point", "set_resume_point", "RunCheckpoints",
+           "run_directory", "is_run_directory", "reruns_without_overwrite", "prepare_run_directory", "keep_run_files"]
+
+_LATEST = "latest"
+_META = "meta.json"
 _META_KEYS = {"step": int, "state": dict, "signature": dict, "model": list, "optimizer": list, "iterator": bool}
 
 
@@ -68,14 +71,23 @@ def resume_point():
     return _resume_point["path"]
 
 
+def set_resume_point(path):
+    """Records `path` (a checkpoint directory, or None: nothing to resume from) as what
+    `resume_point` names. `RunCheckpoints` calls it when a run starts, saves and resumes; a
+    training loop of one's own that writes its checkpoints can call it too, so an interrupted
+    `bert-zoo` command names the checkpoint a rerun resumes from."""
+    _resume_point["path"] = None if path is None else str(path)
+
+
 def _read_meta(path):
     """`path/meta.json` as a dict with the keys `save` writes, or `InvalidInputError` saying what is wrong."""
     from keras_bert_zoo.files import read_json
 
-    meta = read_json(os.path.join(path, META), META, "the checkpoint is damaged", expect=dict)
+    meta = read_json(os.path.join(path, _META), _META, "the checkpoint is damaged", expect=dict)
     wrong = [k for k, kind in _META_KEYS.items() if not isinstance(meta.get(k), kind)]
     if wrong:
-        raise InvalidInputError(f"{os.path.join(path, META)}: {wrong[0]!r} is missing or not a {_META_KEYS[wrong[0]].__name__}")
+        raise InvalidInputError(f"{os.path.join(path, _META)}: {wrong[0]!r} is missing or not a "
+                                f"{_META_KEYS[wrong[0]].__name__}")
     return meta
 
 
@@ -113,7 +125,7 @@ class RunCheckpoints:
         self.signature = json.loads(json.dumps(signature or {}))
         self._scratch = None
         if writer:
-            _resume_point["path"] = None  # a new run: nothing to resume from until it saves or resumes
+            set_resume_point(None)  # a new run: nothing to resume from until it saves or resumes
 
     # --- what is saved ----------------------------------------------------------------
     def _variables(self):
@@ -158,7 +170,7 @@ class RunCheckpoints:
             meta = {"step": int(step), "state": state or {}, "signature": self.signature,
                     "model": _manifest(model_vars), "optimizer": _manifest(opt_vars),
                     "iterator": self.iterator is not None}
-            with open(os.path.join(tmp, META), "w", encoding="utf-8") as f:
+            with open(os.path.join(tmp, _META), "w", encoding="utf-8") as f:
                 json.dump(meta, f)
                 f.flush()
                 os.fsync(f.fileno())
@@ -176,14 +188,14 @@ class RunCheckpoints:
         os.replace(tmp, final)
         from keras_bert_zoo.files import write_text
 
-        write_text(os.path.join(self.directory, LATEST), name + "\n")
+        write_text(os.path.join(self.directory, _LATEST), name + "\n")
         self._prune(keep_name=name)
-        _resume_point["path"] = final
+        set_resume_point(final)
         return final
 
     def _remove_partial(self):
         for entry in os.listdir(self.directory):
-            incomplete = entry.startswith("ckpt-") and not os.path.isfile(os.path.join(self.directory, entry, META))
+            incomplete = entry.startswith("ckpt-") and not os.path.isfile(os.path.join(self.directory, entry, _META))
             if entry.startswith("tmp-") or incomplete:
                 shutil.rmtree(os.path.join(self.directory, entry), ignore_errors=True)
 
@@ -191,7 +203,7 @@ class RunCheckpoints:
         if not os.path.isdir(self.directory):
             return []
         names = [e for e in os.listdir(self.directory)
-                 if e.startswith("ckpt-") and os.path.isfile(os.path.join(self.directory, e, META))]
+                 if e.startswith("ckpt-") and os.path.isfile(os.path.join(self.directory, e, _META))]
         return sorted(names, key=lambda e: int(e.split("-")[1]))
 
     def _prune(self, keep_name):
@@ -202,11 +214,11 @@ class RunCheckpoints:
     # --- read --------------------------------------------------------------------------
     def latest(self):
         """The newest complete checkpoint directory, or None."""
-        pointer = os.path.join(self.directory, LATEST)
+        pointer = os.path.join(self.directory, _LATEST)
         if os.path.isfile(pointer):
             with open(pointer, encoding="utf-8") as f:
                 name = f.read().strip()
-            if os.path.isfile(os.path.join(self.directory, name, META)):
+            if os.path.isfile(os.path.join(self.directory, name, _META)):
                 return os.path.join(self.directory, name)
         complete = self._complete()  # `latest` lost or stale: fall back to the newest complete one
         return os.path.join(self.directory, complete[-1]) if complete else None
@@ -250,7 +262,7 @@ class RunCheckpoints:
             except (InvalidInputError, *_read_errors()) as e:
                 damaged.append((path, " ".join(str(e).split()) or type(e).__name__))
                 continue
-            _resume_point["path"] = path
+            set_resume_point(path)
             if damaged:
                 print(f"warning: checkpoint {damaged[0][0]} is damaged ({_short(damaged[0][1])}); resumed from the "
                       f"older intact checkpoint {path} instead.", file=sys.stderr, flush=True)

@@ -2,6 +2,8 @@
 
 import os
 
+__all__ = ["plot_finetuning", "plot_pretraining"]
+
 
 def _pyplot():
     try:

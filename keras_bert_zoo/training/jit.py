@@ -42,11 +42,14 @@ import time
 
 from keras_bert_zoo.errors import UsageError
 
+__all__ = ["MIN_STEPS", "MARGIN", "JitChoice", "static_rule", "resolve_jit_compile", "time_train_steps", "path_key",
+           "choose_jit_compile"]
+
 # Below this, "auto" does not time: compiling bert_tiny's pretraining step with XLA took 20-40 s
 # on a 2-core CPU, and timing compiles both kinds; at the 30% gain XLA gave bert_tiny on an AVX2
 # machine (226 vs 335 ms/step) that pays back after some 400-600 steps.
 MIN_STEPS = 1000
-TIMED_STEPS = 3  # interleaved timed steps of each kind, after one compiling step each
+_TIMED_STEPS = 3  # interleaved timed steps of each kind, after one compiling step each
 MARGIN = 0.95  # XLA is kept only when at least 5% faster: a resumed run compiles it again
 
 
@@ -143,7 +146,7 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default",
     return "auto" if choice is None else choice.enabled
 
 
-def time_train_steps(model, batch, timed_steps=TIMED_STEPS):
+def time_train_steps(model, batch, timed_steps=_TIMED_STEPS):
     """Seconds per `train_step` with and without XLA on `batch`: `{"xla", "plain", "compile_xla", "compile_plain"}`.
 
     The model (compiled, optimizer included) is stepped for real and then restored:

@@ -47,6 +47,8 @@ from keras_bert_zoo.files import check_output, output_dir, scratch_dir
 from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
                                                    run_directory)
 
+__all__ = ["TrainingJob"]
+
 
 class TrainingJob:
     """One training run's frame: output checks, strategy, compile, the resumable loop, the staged write.

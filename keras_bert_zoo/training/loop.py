@@ -44,7 +44,9 @@ import math
 
 from keras_bert_zoo.errors import UsageError
 
-POSITIONS = ("iterator", "replay")
+__all__ = ["NonFiniteLossError", "nonfinite_message", "worker_rows", "train_function", "evaluate", "train"]
+
+_POSITIONS = ("iterator", "replay")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -223,8 +225,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     """
     import keras
 
-    if position not in POSITIONS:
-        raise UsageError(f"position={position!r}; use one of {POSITIONS}.")
+    if position not in _POSITIONS:
+        raise UsageError(f"position={position!r}; use one of {_POSITIONS}.")
     from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy

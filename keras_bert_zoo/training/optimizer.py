@@ -7,6 +7,8 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.task import register_default_optimizer
 from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
 
+__all__ = ["NO_DECAY_NAMES", "RECIPES", "BertAdamW", "merge_repeated_rows", "default_optimizer", "create_optimizer"]
+
 # Weight decay regularises weight matrices only: the original code excludes LayerNorm
 # scales/offsets and every bias (optimization.py, `exclude_from_weight_decay`).
 NO_DECAY_NAMES = ["LayerNorm", "layer_norm", "bias", "gamma", "beta"]

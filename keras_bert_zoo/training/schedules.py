@@ -21,6 +21,8 @@ from keras import ops
 
 from keras_bert_zoo.errors import UsageError
 
+__all__ = ["LinearWarmupLinearDecay", "BertOriginalWarmupDecay", "SCHEDULES", "make_schedule"]
+
 
 class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak, total_steps, warmup_steps=0):

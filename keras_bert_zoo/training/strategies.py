@@ -17,6 +17,9 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
 
+__all__ = ["STRATEGIES", "PRECISIONS", "configure_replicas", "check_strategy", "make_strategy", "is_chief",
+           "worker_info", "global_batch_size", "set_precision", "distribute_batch", "set_determinism"]
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 

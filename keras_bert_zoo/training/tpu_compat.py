@@ -24,6 +24,8 @@ Examples:
 ['predict', 'test', 'train']
 """
 
+__all__ = ["STEPS", "TPUCompatError", "static_batches", "check_input_spec", "check_tpu_compat", "describe"]
+
 STEPS = ("train", "test", "predict")
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.convert.checkpoint import CheckpointError
+from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
 
 torch = pytest.importorskip("torch")

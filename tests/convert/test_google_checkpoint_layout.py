@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertPretrainer
-from keras_bert_zoo.convert.checkpoint import CheckpointError
+from keras_bert_zoo.errors import CheckpointError
 
 # (name, shape, the same tensor's name in HF `BertForPreTraining`), as published. HF stores
 # every `.../kernel` transposed (torch Linear weights are [out, in]); the rest identically.

@@ -106,24 +106,29 @@ def test_convert_registers_its_formats_with_the_models():
     from keras_bert_zoo.convert.checkpoint import open_checkpoint, save_preset
     from keras_bert_zoo.models import loading
 
-    assert loading._HOOKS == {"reader": open_checkpoint, "writer": save_preset, "resolver": hub.resolve,
+    assert loading.registered_hooks() == {"reader": open_checkpoint, "writer": save_preset, "resolver": hub.resolve,
                               "keras_hub_writer": keras_hub_writer.write_keras_hub_preset}
 
 
-def test_without_a_registered_reader_the_error_says_what_to_import(monkeypatch, tmp_path):
+def test_without_a_registered_reader_the_error_says_what_to_import(tmp_path):
     from keras_bert_zoo import BertBackbone
     from keras_bert_zoo.models import loading
 
-    monkeypatch.setitem(loading._HOOKS, "reader", None)
-    with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
-        BertBackbone.from_preset(str(tmp_path))
+    reader = loading.registered_hooks()["reader"]
+    loading.register_checkpoint_reader(None)
+    try:
+        with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
+            BertBackbone.from_preset(str(tmp_path))
+    finally:
+        loading.register_checkpoint_reader(reader)
+    assert loading.registered_hooks()["reader"] is reader
 
 
 def test_training_registers_the_default_optimizer_with_the_models():
     from keras_bert_zoo.models import task
     from keras_bert_zoo.training.optimizer import BertAdamW, default_optimizer
 
-    assert task._DEFAULT_OPTIMIZER["factory"] is default_optimizer
+    assert task.default_optimizer_factory() is default_optimizer
     first, second = task.default_optimizer(), task.default_optimizer()
     assert isinstance(first, BertAdamW) and first is not second  # a new one for every compile
 
@@ -136,16 +141,21 @@ def test_importing_the_package_alone_registers_the_default_optimizer():
     import sys
 
     code = ("import keras_bert_zoo, sys; from keras_bert_zoo.models import task; "
-            "sys.exit(task._DEFAULT_OPTIMIZER['factory'] is None)")
+            "sys.exit(task.default_optimizer_factory() is None)")
     assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
 
 
-def test_without_a_registered_optimizer_compile_auto_says_what_to_import(monkeypatch):
+def test_without_a_registered_optimizer_compile_auto_says_what_to_import():
     from keras_bert_zoo import BertBackbone, BertClassifier
     from keras_bert_zoo.models import task
 
-    monkeypatch.setitem(task._DEFAULT_OPTIMIZER, "factory", None)
     backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8,
                             max_sequence_length=8)
-    with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
-        BertClassifier(backbone=backbone, num_classes=2).compile()
+    factory = task.default_optimizer_factory()
+    task.register_default_optimizer(None)
+    try:
+        with pytest.raises(RuntimeError, match="import keras_bert_zoo"):
+            BertClassifier(backbone=backbone, num_classes=2).compile()
+    finally:
+        task.register_default_optimizer(factory)
+    assert task.default_optimizer_factory() is factory

@@ -25,7 +25,7 @@ class FakeCheckpoint:
 
 
 def test_task_models_are_the_registered_tasks_models():
-    assert task_classes() == {spec.model_class_name: spec.model_class() for spec in all_tasks()}
+    assert task_classes() == {spec.model_class().__name__: spec.model_class() for spec in all_tasks()}
 
 
 @pytest.mark.parametrize("format, tensors, expected", [

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import pytest
 
@@ -79,6 +80,17 @@ def test_failure_mid_write_keeps_the_old_output(tmp_path, error):
     _no_leftovers(tmp_path)
 
 
+def _libc(monkeypatch, files, **functions):
+    """The C library `files` loads for `renameat2(RENAME_EXCHANGE)`, replaced by one holding only
+    `functions`: none is a system without renameat2 (macOS, older C libraries), where the
+    old output is moved aside instead."""
+    monkeypatch.setattr(files.ctypes, "CDLL", lambda *args, **kwargs: types.SimpleNamespace(**functions))
+
+
+def _no_space(*args):
+    raise OSError(28, "No space left on device")
+
+
 @pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "rename-aside"])
 def test_failed_final_rename_restores_the_old_output(tmp_path, monkeypatch, exchange):
     """The swap itself fails (both strategies): the old output is back, complete."""
@@ -88,7 +100,7 @@ def test_failed_final_rename_restores_the_old_output(tmp_path, monkeypatch, exch
     os.makedirs(out)
     _fill(out, "old")
     if not exchange:
-        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+        _libc(monkeypatch, files)  # no renameat2: the rename-aside path
     real_rename = os.rename
     calls = []
 
@@ -100,7 +112,7 @@ def test_failed_final_rename_restores_the_old_output(tmp_path, monkeypatch, exch
 
     monkeypatch.setattr(files.os, "rename", failing_rename)
     if exchange:
-        monkeypatch.setattr(files, "_exchange", lambda a, b: (_ for _ in ()).throw(OSError(28, "No space")))
+        _libc(monkeypatch, files, renameat2=_no_space)
     with pytest.raises(OSError):
         with output_dir(out, overwrite=True) as tmp:
             _fill(tmp, "new")
@@ -111,7 +123,7 @@ def test_failed_final_rename_restores_the_old_output(tmp_path, monkeypatch, exch
 def test_rename_aside_path_also_works(tmp_path, monkeypatch):
     import keras_bert_zoo.files as files
 
-    monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    _libc(monkeypatch, files)
     out = str(tmp_path / "model")
     os.makedirs(out)
     _fill(out, "old")

@@ -290,7 +290,7 @@ def test_sigterm_and_ctrl_c_end_with_one_line_naming_the_resume_point(tmp_path, 
     point.mkdir(parents=True)
 
     def terminated(args):
-        checkpointing._resume_point["path"] = str(point)
+        checkpointing.set_resume_point(point)
         os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` would, mid-run
         raise AssertionError("SIGTERM did not stop the run")
 
@@ -302,7 +302,7 @@ def test_sigterm_and_ctrl_c_end_with_one_line_naming_the_resume_point(tmp_path, 
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler does not outlive the command
 
     def interrupted(args):
-        checkpointing._resume_point["path"] = None
+        checkpointing.set_resume_point(None)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(vocab_command, "run", interrupted)

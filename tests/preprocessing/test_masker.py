@@ -179,7 +179,8 @@ def test_whole_word_skips_a_word_that_overflows():
 def span_lengths(masker, token_ids, special, seed):
     """Candidate tokens per span, per row (the last span of a row, cut short, left out)."""
     candidate = np.isin(token_ids, special, invert=True)
-    units = masker._units(tf.constant(token_ids), None, tf.constant(candidate), tf.constant(seed, tf.int64)).numpy()
+    units = masker.masking_units(token_ids, seed=seed).numpy()
+    assert ((units >= 0) == candidate).all()  # `special` are the masker's unselectable ids
     spans = []
     for u, c in zip(units, candidate):
         values, counts = np.unique(u[c], return_counts=True)

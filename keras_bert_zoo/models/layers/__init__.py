@@ -1,0 +1,3 @@
+"""The backbone's layers, named like the checkpoint weights they hold."""
+
+__all__ = []  # nothing re-exported: import from the modules

@@ -2,6 +2,8 @@
 
 import keras
 
+__all__ = ["get_activation"]
+
 
 def get_activation(name):
     """Returns the activation callable for a config name.

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
+__all__ = ["BertEmbeddings"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertEmbeddings(keras.layers.Layer):

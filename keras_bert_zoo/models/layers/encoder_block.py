@@ -9,6 +9,8 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
+__all__ = ["BertEncoderBlock", "AttentionLayout", "attention_layout"]
+
 # The original BERT code adds -10000.0 to the attention scores of padding keys: after
 # the softmax their weight is exp(-10000) == 0 in float32, without the overflow risk
 # of -inf when a whole row is padding.

@@ -12,6 +12,8 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
+__all__ = ["MaskedLMHead", "NextSentenceHead"]
+
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class MaskedLMHead(keras.layers.Layer):

@@ -2,6 +2,8 @@
 
 import keras
 
+__all__ = ["bert_initializer"]
+
 
 def bert_initializer(stddev=0.02):
     """TruncatedNormal(0.02), the original BERT initialiser for every weight matrix."""

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_bert_zoo.errors import UsageError
 
+__all__ = ["POOLING_MODES", "SentencePooling"]
+
 POOLING_MODES = ("mean", "cls", "max")
 
 
