@@ -24,7 +24,7 @@ def serving_options():
     return [(spec.name, option) for spec in all_tasks() if spec.serving() is not None
             for option in spec.serving().options]
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "serving_options"]
 
 
 def add_arguments(parser):

@@ -105,7 +105,7 @@ class BertMultipleChoice(Task):
         # The graph above, with the backbone's pooled path: each pair's [CLS] alone of the
         # last layer (same scores, less work: `BertBackbone.pooled_output`).
         pooled = self.backbone.pooled_output({name: ops.reshape(inputs[name], (-1, ops.shape(inputs[name])[-1]))
-                                              for name in INPUT_NAMES}, training=training)
+                                              for name in _INPUT_NAMES}, training=training)
         scores = self.classifier(self.head_dropout(pooled, training=training))
         return ops.cast(ops.reshape(scores, (-1, ops.shape(inputs["token_ids"])[1])), "float32")
 

@@ -29,7 +29,7 @@ Examples:
 
 import tensorflow as tf
 
-__all__ = ["first_fit_decreasing", "pack_batch"]
+__all__ = ["first_fit_decreasing", "pack_batch", "pack_for_pooling"]
 
 
 def first_fit_decreasing(lengths, width):
