@@ -37,6 +37,7 @@ from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageErr
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.preprocessing.max_context import max_context_score
 
 __all__ = ["MODEL_INPUTS", "SpanQAPreprocessor", "QAWindows", "make_qa_windows", "make_qa_dataset", "window_logits"]
 
@@ -170,10 +171,10 @@ class SpanQAPreprocessor(PreprocessingLayer):
         safe = tf.maximum(global_piece, 0)
         char_start = tf.where(in_passage, tf.gather(c_start.flat_values, safe), -1)
         char_end = tf.where(in_passage, tf.gather(c_end.flat_values, safe), -1)
-        # Max context (run_squad.py `_check_is_max_context`), in integers: 100 * min(left, right) + length.
+        # Max context (run_squad.py `_check_is_max_context`, `max_context_score`).
         left = local - w_start[:, None]
         right = (w_start + w_len)[:, None] - 1 - local
-        score = tf.where(in_passage, 100 * tf.minimum(left, right) + w_len[:, None], -1)
+        score = tf.where(in_passage, max_context_score(left, right, w_len[:, None]), -1)
         segments = tf.maximum(tf.size(c_ids.flat_values, out_type=tf.int64), 1)
         flat_score, flat_piece_all = tf.reshape(score, [-1]), tf.reshape(safe, [-1])
         best = tf.math.unsorted_segment_max(flat_score, flat_piece_all, segments)

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.tag_alignment import MODEL_INPUTS
+from keras_bert_zoo.preprocessing.max_context import max_context_score
 
 __all__ = ["window_bounds", "TaggingWindows", "example_sentences", "make_windows", "merge_windows", "merge_windows_tf"]
 
@@ -230,7 +231,7 @@ def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, nu
     rows, cols = np.nonzero(first)
     left = cols - 1
     right = pieces[rows] - 1 - left
-    score = np.minimum(left, right) + 0.01 * pieces[rows]
+    score = max_context_score(left, right, pieces[rows])
     sentence, word = sentence_ids[rows], word_ids[rows, cols]
     order = np.lexsort((rows, -score, word, sentence))  # best window first in each (sentence, word)
     sentence, word, rows, cols = sentence[order], word[order], rows[order], cols[order]
@@ -280,7 +281,7 @@ def merge_windows_tf(predictions, word_ids, sentence_ids, num_words, first_piece
     rows, cols = where[:, 0], where[:, 1]
     n = tf.gather(pieces, rows)
     left = cols - 1
-    score = tf.cast(tf.minimum(left, n - 1 - left), tf.float64) + 0.01 * tf.cast(n, tf.float64)
+    score = max_context_score(left, n - 1 - left, n)
     offsets = tf.cumsum(num_words, exclusive=True)
     segment = tf.gather(offsets, tf.gather(sentence_ids, rows)) + tf.gather_nd(word_ids, where)
     total = tf.reduce_sum(num_words)
