@@ -104,7 +104,8 @@ def main(argv=None):
         print(f"  {'*' if k == labels[0] else ' '} {option[:100]}")
 
     # ## The model
-    # The preprocessor packs every choice with the context: `[batch, 4, length]` ids.
+    # The preprocessor packs every choice with the context: `[batch, 4, length]` ids, which
+    # `fit` and `predict` cut to the bucket width of each batch's longest pair (a multiple of 8).
     preprocessor = MultipleChoicePreprocessor.from_preset(model_dir, sequence_length=length)
     model = BertMultipleChoice.from_preset(model_dir, preprocessor=preprocessor)
     model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(labels) // batch)))  # loss, accuracy: built in

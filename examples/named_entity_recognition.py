@@ -20,9 +20,9 @@ Smaller budget (`--train-sentences 2000`, otherwise the same), measured:
     not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
     (the shared 2-core machine ran at load 10-20; runs went one at a time)
 `benchmarks/conll.py --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md: entity
-F1 0.822-0.840 over six seeds, mean 0.832; HF transformers: mean 0.833). This file pads every batch to 128
-pieces, so it trains several times slower than `finetune()`, which packs each random batch's sentences
-end to end into rows of 64 pieces (84 sentences/s on one core, `preprocessing/packing.py`).
+F1 0.822-0.840 over six seeds, mean 0.832; HF transformers: mean 0.833). `fit` on raw words packs
+each random batch's windows end to end into rows of 64 pieces, as `finetune()` does (the same windows
+and loss as padded batches, `preprocessing/packing.py`); `predict_tags` runs the windows bucketed by length.
 
     python examples/named_entity_recognition.py
     python examples/named_entity_recognition.py --train-sentences 2000   # a smaller budget
@@ -90,6 +90,8 @@ def main(argv=None):
     print([(pieces[i], train.label_names[label] if label >= 0 else int(label)) for i, label in zip(ids, labels) if i != 0])
 
     # ## The model: a Dense layer over every piece's vector
+    # `fit` on raw words (batching="auto") packs each shuffled batch of 32 windows end to
+    # end into rows of 64 pieces (the loss is still per word), rather than padding 32 rows to 128.
     model = BertTagger.from_preset(model_dir, label_names=train.label_names, preprocessor=preprocessor)
     steps = -(-len(train) // batch)
     model.compile(optimizer=create_optimizer(5e-5, total_steps=steps))   # the token loss is built in

@@ -90,8 +90,11 @@ def main(argv=None):
 
     # ## The model
     # The preprocessor is the checkpoint's own WordPiece vocabulary plus the packing
-    # `[CLS] sentence [SEP]`, padded to a fixed length. Attached to the model, it runs
-    # inside the `tf.data` pipeline `fit` builds, so the model takes raw strings.
+    # `[CLS] sentence [SEP]`, at most `length` pieces. Attached to the model, it makes the
+    # model take raw strings: `fit` tokenizes them once, groups sentences of similar length
+    # into batches (drawn in random order) and cuts each batch to its bucket width (a multiple
+    # of 8), so a batch of short sentences is not padded to 128; `evaluate` and `predict`
+    # run the sentences sorted by length (`keras_bert_zoo.batch_raw`).
     # The checkpoint has no classification head: a fresh Dense(2) on the pooled output starts.
     preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
     model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["negative", "positive"],
