@@ -9,8 +9,8 @@ What you will learn:
   start <= end within 30 pieces, mapped back to characters of the passage);
 - SQuAD's exact match and F1 (answers normalized: lower case, no punctuation or articles).
 
-Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe 15 minutes on one quiet
-core, about 34 minutes on a machine shared with other jobs (load 3-6).
+Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe 15 minutes on one core
+(the other busy), about 34 minutes on a machine shared with other jobs (load 3-6).
 
 Full recipe (a short one for 2 cores: the first 3,000 questions of the shared SQuAD v1.1 train
 split, length 256, 128 pieces shared by neighbouring windows (HF's stride), batch 16, 2 epochs,
@@ -19,8 +19,8 @@ lr 1e-4 with BERT's warm-up and decay; scored on all 1,423 dev questions, end of
     first epoch, 1.95 over the second, against 5.55 for a uniform guess over 256 positions); both Eiffel
     Tower answers below come out right ('1889', '330 metres'); 1,916 s of training
     command: `python examples/question_answering.py` (nice 5), 2026-12-03 17:28-18:02 UTC, commit
-    74819f8, AVX-512, 2 cores, load 5.1 -> 3.4 (4-6 during training: other sessions' test runs
-    took a core and more), log /tmp/ex_qa.log
+    6ee9875, AVX-512, 2 cores, TF matmul 86 GFLOP/s (numpy 33), load 6.0 -> 3.4 (4-6 during
+    training: other sessions' test runs), log /tmp/ex_qa.log
     before the fast path: the same EM 0.3668 / F1 0.5170 and losses, 892 s of training
     (`taskset -c 1`, one core beside a benchmark pinned to the other), 2026-11-30 22:54-23:11 UTC,
     commit d390a27, log /tmp/ex_qa2.log. This file trains on `make_qa_dataset`'s window batches
