@@ -32,7 +32,7 @@ WikiText-2 article held out), measured:
     commit ef6998b. Not the same task: the 8,000-piece vocabulary splits words differently and
     widens the MLM softmax, so accuracies and losses do not compare one to one (this file trains on
     `pretraining_dataset` batches, not raw inputs). The slower training (564 s vs 310 s, similar
-    load) is not explained here: another session's jobs shared the machine both times.
+    load) is not explained here: the machine was shared (load about 3) both times.
 (`benchmarks/pretrain_wikitext.py` trains the same model on a wall-clock budget instead; its figures
 are a different recipe.)
 
