@@ -24,8 +24,11 @@ order), measured:
     HF transformers on the same checkpoint and recipe (random batches): 0.872 (REFERENCE_RESULTS.md,
     another session); `benchmarks/glue.py sst2` (the same recipe through `finetune()`): 0.868. One
     seed each: 1.3 points below the run before the fast path and 1 below HF's; this recipe's seed
-    spread is not measured, and whether batches grouped by length (HF's are random) cost part of
-    it is not measured apart either.
+    spread is not measured. The same run with random batches (`fit(..., batching="bucketed")`, each
+    cut to its bucket width; /tmp/h3runs/tc_random_batches.py, 2026-12-03 18:15-18:27 UTC, commit
+    e8e069e, load 1.5 -> 3.5, log /tmp/ex_tc_random_batches.log): 0.8681 in 699 s (28.6
+    sentences/s), so most of the speed-up is the grouping by length, and one batch order vs another
+    moves this figure by about half a point to a point here.
 Smaller budget (`--train-sentences 2000 --sequence-length 64`, otherwise the same), measured before
 the fast path (not re-run; `serving.py` trains this recipe and seed, see its header):
     dev accuracy 0.7580 (all 872 dev sentences), trained in 239 s (8.4 sentences/s at load ~14)
