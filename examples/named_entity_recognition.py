@@ -9,20 +9,30 @@ What you will learn:
 - entity-level F1 (the CoNLL `conlleval` rules: an entity counts only if its type and both
   boundaries are right), and `predict_entities` on new text, with character offsets.
 
-Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 8-15 minutes.
+Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 6 minutes (5.5 of
+training).
 
 Full recipe (all 14,041 training sentences, 1 epoch, batch 32, length 128, lr 5e-5 with BERT's
 warm-up and decay; dev = eng.testa, 3,250 sentences, end of training), measured:
-    entity F1 0.8265 (precision 0.8092, recall 0.8445; LOC 0.887, MISC 0.683, ORG 0.701, PER 0.928)
-    command: `python examples/named_entity_recognition.py` (nice 5, pinned to one core beside a CI
-    run), 2026-11-30 20:00-20:21 UTC, commit 54137b2, 1,117 s of training; log /tmp/ex_ner_full.log
-Smaller budget (`--train-sentences 2000`, otherwise the same), measured:
-    not yet measured: the full run could not be scheduled before the 2026-11-30 16:00 UTC deadline
-    (the shared 2-core machine ran at load 10-20; runs went one at a time)
+    entity F1 0.8274 (precision 0.8087, recall 0.8469; LOC 0.885, MISC 0.689, ORG 0.701, PER 0.928),
+    329 s of training (42.7 sentences/s)
+    command: `python examples/named_entity_recognition.py` (nice 5), 2026-12-03 17:02-17:08 UTC,
+    commit 3d5137f, AVX-512, 2 cores, TF matmul 119 GFLOP/s (numpy 211), load 2.0 -> 2.8 (another
+    session's job on the other core), log /tmp/ex_ner.log
+    before the fast path: F1 0.8265 (LOC 0.887, MISC 0.683, ORG 0.701, PER 0.928), 1,117 s of
+    training (every batch padded to 128; pinned to one core beside a CI run), 2026-11-30, commit
+    54137b2, log /tmp/ex_ner_full.log
+Smaller budget (`--train-sentences 2000`, otherwise the same: 63 steps), measured:
+    entity F1 0.2217 (precision 0.4532, recall 0.1468; LOC 0.478, MISC 0.000, ORG 0.000, PER 0.068),
+    49 s of training; 63 steps at 5e-5, a tenth of them warm-up, leave the fresh head far from
+    trained (training loss 0.94 against 0.35 for the full recipe): a budget to see the code run
+    command: `python examples/named_entity_recognition.py --train-sentences 2000` (nice 5),
+    2026-12-03 17:08-17:10 UTC, commit 7e288fb, AVX-512, 2 cores, TF matmul 62 GFLOP/s (numpy 60),
+    load 3.0 -> 3.4, log /tmp/ex_ner_2000.log
 `benchmarks/conll.py --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md: entity
-F1 0.822-0.840 over six seeds, mean 0.832; HF transformers: mean 0.833). This file pads every batch to 128
-pieces, so it trains several times slower than `finetune()`, which packs each random batch's sentences
-end to end into rows of 64 pieces (84 sentences/s on one core, `preprocessing/packing.py`).
+F1 0.822-0.840 over six seeds, mean 0.832; HF transformers: mean 0.833). `fit` on raw words packs
+each random batch's windows end to end into rows of 64 pieces, as `finetune()` does (the same windows
+and loss as padded batches, `preprocessing/packing.py`); `predict_tags` runs the windows bucketed by length.
 
     python examples/named_entity_recognition.py
     python examples/named_entity_recognition.py --train-sentences 2000   # a smaller budget
@@ -90,6 +100,8 @@ def main(argv=None):
     print([(pieces[i], train.label_names[label] if label >= 0 else int(label)) for i, label in zip(ids, labels) if i != 0])
 
     # ## The model: a Dense layer over every piece's vector
+    # `fit` on raw words (batching="auto") packs each shuffled batch of 32 windows end to
+    # end into rows of 64 pieces (the loss is still per word), rather than padding 32 rows to 128.
     model = BertTagger.from_preset(model_dir, label_names=train.label_names, preprocessor=preprocessor)
     steps = -(-len(train) // batch)
     model.compile(optimizer=create_optimizer(5e-5, total_steps=steps))   # the token loss is built in

@@ -9,17 +9,23 @@ What you will learn:
   start <= end within 30 pieces, mapped back to characters of the passage);
 - SQuAD's exact match and F1 (answers normalized: lower case, no punctuation or articles).
 
-Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe about 17 minutes on one core.
+Time on 2 CPU cores: `--smoke` about 25 s after imports; the full recipe 15 minutes on one core
+(the other busy), about 34 minutes on a machine shared with other jobs (load 3-6).
 
 Full recipe (a short one for 2 cores: the first 3,000 questions of the shared SQuAD v1.1 train
 split, length 256, 128 pieces shared by neighbouring windows (HF's stride), batch 16, 2 epochs,
 lr 1e-4 with BERT's warm-up and decay; scored on all 1,423 dev questions, end of training), measured:
     dev exact match 0.3668, F1 0.5170 (3,349 windows, 420 steps; mean training loss 3.57 over the
     first epoch, 1.95 over the second, against 5.55 for a uniform guess over 256 positions); both Eiffel
-    Tower answers below come out right ('1889', '330 metres').
-    command: `taskset -c 1 python examples/question_answering.py` (one core, beside a benchmark run
-    pinned to the other), 2026-11-30 22:54-23:11 UTC, commit d390a27, 892 s of training; log
-    /tmp/ex_qa2.log
+    Tower answers below come out right ('1889', '330 metres'); 1,916 s of training
+    command: `python examples/question_answering.py` (nice 5), 2026-12-03 17:28-18:02 UTC, commit
+    6ee9875, AVX-512, 2 cores, TF matmul 86 GFLOP/s (numpy 33), load 6.0 -> 3.4 (4-6 during
+    training: other sessions' test runs), log /tmp/ex_qa.log
+    before the fast path: the same EM 0.3668 / F1 0.5170 and losses, 892 s of training
+    (`taskset -c 1`, one core beside a benchmark pinned to the other), 2026-11-30 22:54-23:11 UTC,
+    commit d390a27, log /tmp/ex_qa2.log. This file trains on `make_qa_dataset`'s window batches
+    (cut to their bucket width), not on raw inputs, so the same figures to the digit; the two times
+    were taken under different loads and say nothing about the code's speed.
 (The previous recipe, 1,500 questions for 1 epoch at 5e-5 = 107 steps, reached only EM 0.032 / F1
 0.097: too few steps for the fresh head and a checkpoint trained for sentence similarity. For a
 comparison with HF on the whole split, see `benchmarks/squad.py`.)
