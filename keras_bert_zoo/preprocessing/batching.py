@@ -222,7 +222,10 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     if batching == "packed":  # for a model that pools each packed sequence (`reads_packed_rows`)
         from keras_bert_zoo.preprocessing.packing import pack_for_pooling
 
-        width = int(pack_width or sequence_length)
+        width = sequence_length if pack_width is None else pack_width
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise UsageError(f"pack_width={pack_width!r}; give a positive int (positions per packed row, at most "
+                             "the model's max_sequence_length), or None for the preprocessor's sequence_length.")
         ds = ds.map(lambda *row: (pack_for_pooling(row[0], width),) + row[1:], num_parallel_calls=tf.data.AUTOTUNE)
     else:
         ds = ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)

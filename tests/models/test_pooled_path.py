@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertTagger, batch_raw
+from keras_bert_zoo import BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, batch_raw
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.packing import pack_for_pooling
 from tests.helpers import minilm_path
@@ -119,6 +119,12 @@ def test_packed_batches_and_their_evaluation(pre):
     np.testing.assert_allclose(packed["loss"], sorted_["loss"], rtol=1e-5)
 
 
+@pytest.mark.parametrize("width", [0, -8, 2.5, "64", True])
+def test_a_bad_pack_width_is_one_clear_error(pre, width):
+    with pytest.raises(UsageError, match="pack_width=.*positive int"):
+        batch_raw(pre, TEXTS, LABELS, batching="packed", pack_width=width)
+
+
 def test_packed_batching_refused_by_a_model_that_pools_row_zero(pre):
     from keras_bert_zoo import MultipleChoicePreprocessor
 
@@ -144,10 +150,3 @@ def test_evaluate_traces_once_over_batches_cut_to_their_longest(pre):
     ints = {k: v.numpy() for k, v in pre(tf.constant(texts)).items()}
     padded = model.evaluate(ints, labels, batch_size=4, verbose=0, return_dict=True)
     np.testing.assert_allclose(ours["loss"], padded["loss"], rtol=1e-5)
-
-
-def test_a_tagger_still_reads_every_token(pre):
-    """Token heads keep the whole last layer (no pooled path)."""
-    model = BertTagger(backbone(), num_labels=3, dropout=0.0)
-    features = pre(tf.constant(TEXTS[:2]))
-    assert model(features).shape == (2, LENGTH, 3)
