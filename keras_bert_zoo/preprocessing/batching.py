@@ -214,7 +214,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         # Each bucket holds the same examples every epoch: the count is fixed; counting it
         # once gives Keras its progress bar and the schedules their total.
         ds = bucketing.with_known_cardinality(_unwrap(ds))[0]
-        return ds.prefetch(tf.data.AUTOTUNE)
+        return bucketing.finish_in_memory(ds)
     ds = ds.cache()
     if training:
         ds = ds.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
@@ -230,7 +230,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     else:
         ds = ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)
     count = n // batch_size if drop_remainder else -(-n // batch_size)
-    return _unwrap(ds).apply(tf.data.experimental.assert_cardinality(count)).prefetch(tf.data.AUTOTUNE)
+    return bucketing.finish_in_memory(_unwrap(ds).apply(tf.data.experimental.assert_cardinality(count)))
 
 
 def _unwrap(ds):
@@ -270,7 +270,7 @@ def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32,
         return ({k: v[..., :width] for k, v in row[0].items()},) + _cut(row[1:], row[0], width)
 
     ds = _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE))
-    return ds.prefetch(tf.data.AUTOTUNE), order
+    return bucketing.finish_in_memory(ds), order
 
 
 def unsort(outputs, order):

@@ -337,7 +337,7 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
             ds = ds.map(lambda x: bucketing.trim_batch(x, bounds))
     count = len(windows) // batch_size if drop_remainder else -(-len(windows) // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return bucketing.finish_in_memory(ds)
 
 
 def window_logits(model, windows, batch_size=64):

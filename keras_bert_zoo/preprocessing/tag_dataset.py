@@ -107,7 +107,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
         ds = _trimmed(ds, boundaries or fine(preprocessor.sequence_length), with_info=isinstance(second, dict))
     count = len(windows) // batch_size if drop_remainder else -(-len(windows) // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return bucketing.finish_in_memory(ds)
 
 
 def _training_only(option, training_with_labels, drop_remainder):
@@ -153,4 +153,4 @@ def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries, tokens_per
         labelled = tf.reduce_sum(tf.cast(tf.not_equal(labels, IGNORE_LABEL), tf.float32))
         return features, labels, tf.fill([tf.shape(labels)[0]], labelled / tokens_per_batch)
 
-    return ds.map(token_weights).prefetch(tf.data.AUTOTUNE)
+    return bucketing.finish_in_memory(ds.map(token_weights))

@@ -220,3 +220,23 @@ def test_raw_input_errors_are_one_clear_line(pre):
     bare = BertClassifier(backbone(), num_classes=2)
     with pytest.raises(ValueError, match="has no preprocessor"):
         bare.raw_dataset(TEXTS)
+
+
+def test_raw_datasets_run_without_autotuning(pre):
+    """Autotuning's thread could hold an iterator's teardown for seconds after the last
+    batch (`bucketing.finish_in_memory`); every in-memory pipeline the raw path hands
+    Keras turns it off, and keeps a prefetch."""
+    def autotuned(ds):
+        return ds.options().autotune.enabled is not False
+
+    model = BertClassifier(backbone(), num_classes=2, preprocessor=pre)
+    datasets = {batching: model.raw_dataset(TEXTS, LABELS, batch_size=4, training=True, batching=batching)
+                for batching in ("by_length", "bucketed", "fixed", "packed")}
+    datasets["sorted"] = batch_raw_sorted(pre, TEXTS, batch_size=4)[0]
+    words, tags, names = tagger_data()
+    tp = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
+    tagger = BertTagger(backbone(), num_labels=3, label_names=names, preprocessor=tp)
+    datasets["tagger_train"] = tagger.raw_dataset(words, tags, batch_size=4, training=True)
+    datasets["tagger_evaluate"] = tagger.raw_dataset(words, tags, batch_size=4)
+    assert not [name for name, ds in datasets.items() if autotuned(ds)]
+    assert all(len(list(ds)) > 0 for ds in datasets.values())
