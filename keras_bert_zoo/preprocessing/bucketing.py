@@ -117,7 +117,7 @@ def with_known_cardinality(ds):
     return ds.apply(tf.data.experimental.assert_cardinality(n)), n
 
 
-PREFETCH_BATCHES = 2  # a batch in flight while the step runs; the pipelines only slice arrays
+_PREFETCH_BATCHES = 2  # a batch in flight while the step runs; the pipelines only slice arrays
 
 
 def finish_in_memory(ds):
@@ -134,4 +134,4 @@ def finish_in_memory(ds):
     """
     options = tf.data.Options()
     options.autotune.enabled = False
-    return ds.prefetch(PREFETCH_BATCHES).with_options(options)
+    return ds.prefetch(_PREFETCH_BATCHES).with_options(options)
