@@ -125,19 +125,11 @@ class BertSentenceEmbedder(Task):
 
     def _predict_in_buckets(self, features, batch_size):
         """`predict` with rows grouped by length, each group cut to its bucket's width."""
-        import tensorflow as tf
-
         from keras_bert_zoo.preprocessing import bucketing
 
-        width = features["padding_mask"].shape[1]
-        bounds = np.asarray(bucketing.default_boundaries(width))
-        bucket = np.minimum(np.searchsorted(bounds, features["padding_mask"].sum(axis=1)), len(bounds) - 1)
-        out = np.zeros((len(bucket), self.output_shape[-1]), "float32")
-        for b in np.unique(bucket):
-            rows = np.flatnonzero(bucket == b)
-            cut = int(bounds[b])
-            ds = tf.data.Dataset.from_tensor_slices({k: v[rows, :cut] for k, v in features.items()})
-            out[rows] = self.predict(ds.batch(batch_size), verbose=0)
+        out = np.zeros((features["padding_mask"].shape[0], self.output_shape[-1]), "float32")
+        for rows, _, ds in bucketing.in_memory_buckets(features, batch_size):
+            out[rows] = self.predict(ds, verbose=0)
         return out
 
     # --- presets --------------------------------------------------------------------------

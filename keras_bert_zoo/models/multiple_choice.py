@@ -39,7 +39,10 @@ class _ChoiceScores(keras.layers.Layer):
 class BertMultipleChoice(Task):
     """BERT for multiple choice: each `(context, choice)` pair is scored on its own,
     pooled output -> dropout -> Dense(1), and the scores of one question are the
-    logits of a softmax over its choices.
+    logits of a softmax over its choices. With `batching="packed"` (`fit`, `evaluate`,
+    `predict` on raw inputs), the pairs of a batch lie end to end in shared rows and the
+    model pools each pair's `[CLS]` where `cls_index` says (`packing.pack_for_pooling`):
+    the same scores as the padded batch, with less padding computed.
 
     The head is HF's `BertForMultipleChoice` (`classifier.weight` `[1, hidden]`,
     `classifier.bias`), so `from_preset` loads a fine-tuned HF model and
@@ -75,6 +78,7 @@ class BertMultipleChoice(Task):
 
     hf_architecture = "BertForMultipleChoice"
     preprocessor_cls = MultipleChoicePreprocessor
+    reads_packed_rows = True  # `call` pools each packed pair's [CLS] (`cls_index`)
 
     def __init__(self, backbone, preprocessor=None, dropout=0.1, data_layout=None, **kwargs):
         # === Layers ===
@@ -104,10 +108,19 @@ class BertMultipleChoice(Task):
     def call(self, inputs, training=None, mask=None):
         # The graph above, with the backbone's pooled path: each pair's [CLS] alone of the
         # last layer (same scores, less work: `BertBackbone.pooled_output`).
-        pooled = self.backbone.pooled_output({name: ops.reshape(inputs[name], (-1, ops.shape(inputs[name])[-1]))
-                                              for name in _INPUT_NAMES}, training=training)
+        cls_index = inputs.get("cls_index")
+        if cls_index is None:
+            pairs = {name: ops.reshape(inputs[name], (-1, ops.shape(inputs[name])[-1])) for name in _INPUT_NAMES}
+            num_choices = ops.shape(inputs["token_ids"])[1]
+        else:
+            # A packed batch (`batching="packed"`): the pairs lie end to end in rows, and
+            # `cls_index` `[batch, num_choices, 2]` says where each pair's [CLS] is.
+            pairs = {name: inputs[name] for name in _INPUT_NAMES}
+            num_choices = ops.shape(cls_index)[1]
+            cls_index = ops.reshape(cls_index, (-1, 2))
+        pooled = self.backbone.pooled_output(pairs, query_index=cls_index, training=training)
         scores = self.classifier(self.head_dropout(pooled, training=training))
-        return ops.cast(ops.reshape(scores, (-1, ops.shape(inputs["token_ids"])[1])), "float32")
+        return ops.cast(ops.reshape(scores, (-1, num_choices)), "float32")
 
     def get_config(self):
         config = super().get_config()

@@ -71,7 +71,7 @@ class Task(keras.Model):
     uses_pooler = True  # False: the pooler is neither needed when loading nor written when saving
 
     # Whether `call` pools each sequence of a packed row itself (`batching="packed"`
-    # through `batch_raw`; `BertClassifier`). Preprocessors with their own `raw_dataset`
+    # through `batch_raw`; `BertClassifier`, `BertMultipleChoice`). Preprocessors with their own `raw_dataset`
     # (tagging, QA) pack for token-level heads, which need nothing of the model.
     reads_packed_rows = False
 
@@ -265,7 +265,8 @@ class Task(keras.Model):
             batching: `"auto"` (grouped by length for training, batches cut to a
                 bucket width otherwise), `"by_length"`, `"bucketed"`, `"fixed"` (full
                 `sequence_length`), and `"packed"` (several examples per row) for
-                `BertClassifier` and the preprocessors that pack rows (tagging, QA);
+                `BertClassifier`, `BertMultipleChoice` and the preprocessors that pack
+                rows (tagging, QA);
                 see `keras_bert_zoo.batch_raw`.
         """
         if self.preprocessor is None:
@@ -273,7 +274,8 @@ class Task(keras.Model):
                              "padding_mask dicts; attach one (preprocessor=...) to feed raw text.")
         if batching == "packed" and not self.reads_packed_rows and \
                 getattr(self.preprocessor, "raw_dataset", None) is None:
-            raise UsageError(f'batching="packed" needs a model that reads packed rows (BertClassifier, and the '
+            raise UsageError(f'batching="packed" needs a model that reads packed rows (BertClassifier, '
+                             f'BertMultipleChoice, and the '
                              f'tagger and QA models through their preprocessors); {type(self).__name__} does not: '
                              'use "by_length" or "bucketed".')
         own = getattr(self.preprocessor, "raw_dataset", None)

@@ -19,7 +19,8 @@ trace), the int features are kept, and batches are then padded only as far as th
   `drop_remainder=True` for a static batch size too).
 - `"packed"`: each random batch's examples laid end to end in rows of `pack_width`
   (`packing.pack_for_pooling`: nearly no padding), for a model that reads packed rows
-  (`BertClassifier`; the tagger and QA preprocessors pack in their own `raw_dataset`).
+  (`BertClassifier`; `BertMultipleChoice`, each `(context, choice)` pair a sequence of
+  its own; the tagger and QA preprocessors pack in their own `raw_dataset`).
 
 `evaluate` and `predict` sort the examples by length first (`batch_raw_sorted`, which
 also returns the order, so `predict` hands its outputs back in the input order): with

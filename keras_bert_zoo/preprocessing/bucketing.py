@@ -17,10 +17,11 @@ Examples:
 TensorShape([2, 32])
 """
 
+import numpy as np
 import tensorflow as tf
 
-__all__ = ["finish_in_memory", "default_boundaries", "fine_boundaries", "trim_example", "bucket_width", "trim_batch", "bucket_by_length",
-           "with_known_cardinality"]
+__all__ = ["finish_in_memory", "in_memory_buckets", "default_boundaries", "fine_boundaries", "trim_example",
+           "bucket_width", "trim_batch", "bucket_by_length", "with_known_cardinality"]
 
 
 def default_boundaries(sequence_length):
@@ -135,3 +136,33 @@ def finish_in_memory(ds):
     options = tf.data.Options()
     options.autotune.enabled = False
     return ds.prefetch(_PREFETCH_BATCHES).with_options(options)
+
+
+def in_memory_buckets(features, batch_size, boundaries=None):
+    """In-memory features grouped by the bucket width that holds each row, for `predict`.
+
+    Yields `(rows, width, dataset)` per bucket in use: the row indices, the bucket width,
+    and those rows cut to it and batched (`finish_in_memory`), so a model runs a few
+    shapes with little padding and the caller scatters its outputs back to `rows`.
+
+    Args:
+        features: dict of numpy `[n, seq]` arrays with a `padding_mask`.
+        batch_size: rows per batch.
+        boundaries: bucket widths; default `default_boundaries(seq)` (few widths, as
+            XLA and a distribution strategy want).
+
+    >>> import numpy as np
+    >>> from keras_bert_zoo.preprocessing.bucketing import in_memory_buckets
+    >>> mask = np.array([[1] * 5 + [0] * 59, [1] * 40 + [0] * 24, [1] * 3 + [0] * 61])
+    >>> [(rows.tolist(), width) for rows, width, _ in in_memory_buckets({"padding_mask": mask}, batch_size=8)]
+    [([0, 2], 16), ([1], 64)]
+    """
+    width = features["padding_mask"].shape[1]
+    bounds = np.asarray(boundaries or default_boundaries(width))
+    lengths = (np.asarray(features["padding_mask"]) > 0).sum(axis=1)
+    bucket = np.minimum(np.searchsorted(bounds, lengths), len(bounds) - 1)
+    for b in np.unique(bucket):
+        rows = np.flatnonzero(bucket == b)
+        cut = int(bounds[b])
+        ds = tf.data.Dataset.from_tensor_slices({k: np.asarray(v)[rows, :cut] for k, v in features.items()})
+        yield rows, cut, finish_in_memory(ds.batch(batch_size))

@@ -180,7 +180,8 @@ def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, se
     Tokenization runs once (TF ops, big batches) and the int features are cached.
     With `batching="auto"`, training batches group questions of similar length (the
     longest choice of each) and every batch is cut to the shortest bucket width that
-    holds it; `"bucketed"` and `"fixed"` as `preprocessing.batching.batch_raw`.
+    holds it; `"bucketed"`, `"fixed"` and `"packed"` (each `(context, choice)` pair
+    a sequence of its own in shared rows) as `preprocessing.batching.batch_raw`.
 
     Args:
         examples: `ChoiceExamples`.

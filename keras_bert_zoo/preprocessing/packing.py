@@ -92,9 +92,18 @@ def pack_for_pooling(features, width=128):
     ...                            "padding_mask": tf.constant([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])}, width=6)
     >>> packed["cls_index"].numpy().tolist()
     [[1, 0], [0, 0], [0, 4]]
+
+    Features of questions with choices, `[n, num_choices, seq]` (`MultipleChoicePreprocessor`),
+    pack every `(context, choice)` pair as a sequence of its own, and `cls_index` is
+    `[n, num_choices, 2]`, so `BertMultipleChoice` reads the choice count off it.
     """
+    shape = tf.shape(features["padding_mask"])
+    per_choice = features["padding_mask"].shape.rank == 3
+    if per_choice:  # one sequence per (context, choice) pair
+        features = {k: tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0)) for k, v in features.items()}
     packed, _, (rows, offsets) = _pack(features, None, width, 0)
-    packed["cls_index"] = tf.stack([rows, offsets], axis=1)
+    cls_index = tf.stack([rows, offsets], axis=1)
+    packed["cls_index"] = tf.reshape(cls_index, [shape[0], shape[1], 2]) if per_choice else cls_index
     return packed
 
 

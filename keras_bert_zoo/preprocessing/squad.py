@@ -348,15 +348,10 @@ def window_logits(model, windows, batch_size=64):
     from keras_bert_zoo.preprocessing import bucketing
 
     features = windows.features
-    width = features["padding_mask"].shape[1]
-    bounds = np.asarray(bucketing.default_boundaries(width))
-    bucket = np.minimum(np.searchsorted(bounds, features["padding_mask"].sum(axis=1)), len(bounds) - 1)
-    start = np.full((len(bucket), width), -1e4, np.float32)
-    end = np.full((len(bucket), width), -1e4, np.float32)
-    for b in np.unique(bucket):
-        rows = np.flatnonzero(bucket == b)
-        cut = int(bounds[b])
-        ds = tf.data.Dataset.from_tensor_slices({k: v[rows, :cut] for k, v in features.items()}).batch(batch_size)
+    n, width = features["padding_mask"].shape
+    start = np.full((n, width), -1e4, np.float32)
+    end = np.full((n, width), -1e4, np.float32)
+    for rows, cut, ds in bucketing.in_memory_buckets(features, batch_size):
         out = model.predict(ds, verbose=0)
         start[rows, :cut] = out["start_logits"]
         end[rows, :cut] = out["end_logits"]

@@ -132,16 +132,11 @@ def _logits_of(part):
 def _bucketed_predict_under_strategy(model, windows, batch_size):
     """`model.predict` per bucket of coarse widths (a strategy distributes Keras' own batches)."""
     features = dict(windows.features)
-    width = features["padding_mask"].shape[1]
-    bounds = np.asarray(bucketing.default_boundaries(width))
-    bucket = np.minimum(np.searchsorted(bounds, features["padding_mask"].sum(axis=1)), len(bounds) - 1)
+    n, width = features["padding_mask"].shape
     out = None
-    for b in np.unique(bucket):
-        rows = np.flatnonzero(bucket == b)
-        cut = int(bounds[b])
-        ds = tf.data.Dataset.from_tensor_slices({k: v[rows, :cut] for k, v in features.items()}).batch(batch_size)
+    for rows, cut, ds in bucketing.in_memory_buckets(features, batch_size):
         part = _logits_of(model.predict(ds, verbose=0))
         if out is None:
-            out = np.zeros((len(bucket), width) + part.shape[2:], part.dtype)
+            out = np.zeros((n, width) + part.shape[2:], part.dtype)
         out[rows, :cut] = part
     return out

@@ -21,7 +21,9 @@ _CHOICE_SEPARATORS = (" ||| ", "\t")
 class ChoiceTask(TaskSpec):
     name = "choice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
-    batchings = ("auto", "by_length", "bucketed", "fixed")  # "auto": training batches grouped by length
+    # "auto": training batches grouped by length; "packed": the (context, choice) pairs of a
+    # batch end to end in shared rows (`BertMultipleChoice` reads `cls_index`).
+    batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
     # HF only (google-research/bert has no multiple-choice script); an HF config names the class.
     checkpoint_heads = {"hf": ("classifier.weight", "classifier.bias")}
     head_priority = 2

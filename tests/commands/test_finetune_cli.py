@@ -206,9 +206,10 @@ def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
 
 
 def test_a_task_offers_only_its_own_batchings(tmp_path, capsys):
-    """`--batching packed` is a choice of `finetune classify`, `tag` and `qa`, not of choice (argparse: exit 2)."""
+    """`--batching by_length` is a choice of `finetune classify`, `tag` and `choice`, not of qa, whose
+    windows pack instead (argparse: exit 2)."""
     with pytest.raises(SystemExit) as exit_info:
-        main(["finetune", "choice", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
-              "--batching", "packed"])
+        main(["finetune", "qa", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
+              "--batching", "by_length"])
     assert exit_info.value.code == 2
-    assert "--batching: invalid choice: 'packed'" in capsys.readouterr().err
+    assert "--batching: invalid choice: 'by_length'" in capsys.readouterr().err

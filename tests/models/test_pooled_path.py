@@ -4,8 +4,9 @@
 `BertBackbone.pooled_output`, which runs the last encoder layer only at the tokens the
 pooler reads. These tests hold it to the Functional graph the models are built from
 (the whole last layer, then `pooled_output` of row position 0): equal logits, equal
-gradients. Packed rows (`batching="packed"`, `pack_for_pooling`) give each example the
-logits it has alone, and the loss and gradients of its padded batch; evaluation cuts
+gradients. Packed rows (`batching="packed"`, `pack_for_pooling`) give each example (and
+each question's choices) the logits it has alone, and the loss and gradients of its
+padded batch; evaluation cuts
 sorted batches to their own longest and still traces its step once.
 """
 
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, batch_raw
+from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertSentenceEmbedder,
+                            MultipleChoicePreprocessor, batch_raw)
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.packing import pack_for_pooling
 from tests.helpers import minilm_path
@@ -126,12 +128,53 @@ def test_a_bad_pack_width_is_one_clear_error(pre, width):
 
 
 def test_packed_batching_refused_by_a_model_that_pools_row_zero(pre):
-    from keras_bert_zoo import MultipleChoicePreprocessor
-
-    choice = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
-    model = BertMultipleChoice(backbone(), preprocessor=choice)
+    model = BertSentenceEmbedder(backbone(), pooling="cls", preprocessor=pre)
     with pytest.raises(UsageError, match="packed"):
-        model.raw_dataset((["a question"], [["yes", "no"]]), [0], batching="packed")
+        model.raw_dataset(TEXTS, batching="packed")
+
+
+@pytest.fixture(scope="module")
+def choice_pre():
+    return MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
+
+
+# Five questions of three choices each, of mixed lengths (the shortest pair 5 pieces, the longest 25).
+CONTEXTS = TEXTS[:5]
+CHOICES = [[TEXTS[(i + 1) % 10], TEXTS[(i + 4) % 10], TEXTS[(i + 8) % 10]] for i in range(5)]
+CHOICE_LABELS = np.array([0, 2, 1, 1, 0])
+
+
+def test_packed_choice_rows_give_each_question_its_own_scores(choice_pre):
+    model = BertMultipleChoice(backbone(), dropout=0.0)
+    padded = choice_pre((tf.constant(CONTEXTS), tf.constant(CHOICES)))
+    packed = pack_for_pooling(padded, width=LENGTH)
+    assert packed["cls_index"].shape == (5, 3, 2)
+    assert packed["token_ids"].shape[0] < 15  # several pairs share a row
+    alone = np.concatenate([model({k: v[i:i + 1] for k, v in padded.items()}).numpy() for i in range(5)])
+    np.testing.assert_allclose(model(packed).numpy(), alone, rtol=1e-5, atol=1e-6)
+    assert np.abs(alone).max() > 1e-3
+
+
+def test_packed_choice_fit_evaluate_predict_match_the_padded_batches(choice_pre):
+    """Packed batches of questions: the scores, the loss and one SGD step of their padded batches."""
+    def make():
+        model = BertMultipleChoice(backbone(), preprocessor=choice_pre, dropout=0.0)
+        model.compile(optimizer=keras.optimizers.SGD(0.5))
+        return model
+
+    packed_model, padded_model = make(), make()
+    x = (CONTEXTS, CHOICES)
+    np.testing.assert_allclose(packed_model.predict(x, batch_size=2, batching="packed", verbose=0),
+                               padded_model.predict(x, batch_size=2, verbose=0), rtol=1e-5, atol=1e-6)
+    packed = packed_model.evaluate(x, CHOICE_LABELS, batch_size=2, batching="packed", verbose=0, return_dict=True)
+    padded = padded_model.evaluate(x, CHOICE_LABELS, batch_size=2, verbose=0, return_dict=True)
+    np.testing.assert_allclose(packed["loss"], padded["loss"], rtol=1e-5)
+    packed_model.fit(x, CHOICE_LABELS, batch_size=5, epochs=1, batching="packed", shuffle=False, verbose=0)
+    padded_model.fit(x, CHOICE_LABELS, batch_size=5, epochs=1, batching="bucketed", shuffle=False, verbose=0)
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights()))
+    assert moved > 1e-3
+    for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_evaluate_traces_once_over_batches_cut_to_their_longest(pre):

@@ -240,3 +240,34 @@ def test_raw_datasets_run_without_autotuning(pre):
     datasets["tagger_evaluate"] = tagger.raw_dataset(words, tags, batch_size=4)
     assert not [name for name, ds in datasets.items() if autotuned(ds)]
     assert all(len(list(ds)) > 0 for ds in datasets.values())
+
+
+def test_bucketed_predict_loops_run_without_autotuning(pre, monkeypatch):
+    """The loops that call `predict` once per bucket (sentence embeddings, QA windows, the
+    tagger under a strategy) go through `bucketing.in_memory_buckets`: each dataset
+    they hand Keras has autotuning off, and the outputs land on the right rows."""
+    from keras_bert_zoo import BertSpanQA
+    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows, window_logits
+
+    seen = []
+    predict = keras.Model.predict
+
+    def spy(model, x, *args, **kwargs):
+        seen.append(x)
+        return predict(model, x, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "predict", spy)
+    embedder = BertSentenceEmbedder(backbone(), preprocessor=pre)
+    vectors = embedder.encode(TEXTS + ["a long one: " + " ".join(TEXTS[2:4])])
+    one_by_one = np.concatenate([embedder.encode([t]) for t in TEXTS[:3]])
+    np.testing.assert_allclose(vectors[:3], one_by_one, rtol=1e-5, atol=1e-6)
+    qa_pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=64, doc_stride=16, max_query_length=8)
+    windows = make_qa_windows(qa_pre, ["who acts ?"] * 3, [TEXTS[2], TEXTS[7], " ".join(TEXTS)], [4, 0, 0], [6, 1, 1])
+    start, _ = window_logits(BertSpanQA(backbone()), windows)
+    assert start.shape == windows.features["token_ids"].shape
+    datasets = [x for x in seen if isinstance(x, tf.data.Dataset)]
+    assert len(datasets) >= 4  # two widths of sentences, the one-by-one calls, the QA windows' buckets
+    assert not [ds for ds in datasets if ds.options().autotune.enabled is not False]
+    for ds in (make_qa_dataset(windows, batch_size=2), make_qa_dataset(windows, batch_size=2, training=True),
+               make_qa_dataset(windows, batch_size=2, training=True, pack=True)):
+        assert ds.options().autotune.enabled is False
