@@ -13,6 +13,10 @@ What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, th
   random batch laid end to end in rows of 128; `"by_length"`: grouped by length), to
   choose the default by measurement;
   `ours_xla` is `compile(jit_compile=True)` (the XLA decision, measured);
+  `ours_packed_everywhere` packs `evaluate` and `predict` too (`batching="packed"`);
+  choice: `BertMultipleChoice` + `MultipleChoicePreprocessor`, `fit((contexts, choices),
+  labels)` on "which sentence comes next?" questions from WikiText-2 (`next_sentence_choice.py`,
+  easy variant), batch 32 questions (128 pairs);
 - `keras_hub`: `keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=
   BertTextClassifierPreprocessor(BertTokenizer(vocab.txt), sequence_length=128))`, its
   `compile()` defaults, `fit(texts, labels, batch_size=32)`; the backbone has MiniLM's shape
@@ -22,7 +26,9 @@ What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, th
   `DataLoader(shuffle=True)` + torch `AdamW` with linear warm-up/decay and clipping at 1.0
   (what `Trainer` does), at 2 threads (`hf`) and 1 thread (`hf1`, often faster on this shared
   2-core machine); then the dev set through the tokenizer + model under `torch.no_grad`
-  (batch 64, dynamic padding), its time the reference for `predict` and `evaluate`.
+  (batch 64, dynamic padding), its time the reference for `predict` and `evaluate`;
+  choice: `BertForMultipleChoice` with `run_swag.py`'s pairs, each batch padded to its
+  longest pair (`DataCollatorForMultipleChoice`);
 
 Each system runs in its own process (nothing else of the benchmark loaded), rounds
 interleaved (ours, keras_hub, hf, hf1, ours, ...) so machine load hits all alike; ratios are
@@ -31,6 +37,7 @@ medians of per-round ratios. Sentences/s count examples, never padded tokens.
     python benchmarks/fit_speed.py --task classify --rounds 2
     python benchmarks/fit_speed.py --task tag --rounds 2 --examples 800
     python benchmarks/fit_speed.py --task classify --systems ours,ours_bucketed --seeds 0,1,2   # accuracy
+    python benchmarks/fit_speed.py --task choice --systems ours,ours_packed_everywhere,hf --examples 400
 
 Writes `benchmarks/results/fit_speed_TASK.json` and prints a markdown table.
 """
@@ -50,13 +57,29 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
 
 DATA = os.path.join(os.path.dirname(common.REPO), "shared", "data")
+# The choice questions ("which sentence comes next?", WikiText-2 articles, `next_sentence_choice.py`'s
+# easy variant, seed 0) are written here on first use: 2,000 training and 600 dev questions.
+CHOICE_DIR = os.path.join("/tmp", "bert_zoo_fit_speed_choice")
 FILES = {"classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
-         "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa"))}
+         "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa")),
+         "choice": (os.path.join(CHOICE_DIR, "train.jsonl"), os.path.join(CHOICE_DIR, "dev.jsonl"))}
 BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
 
 
+def write_choice_questions():
+    import next_sentence_choice
+
+    if not all(os.path.exists(p) for p in FILES["choice"]):
+        next_sentence_choice.write_questions(CHOICE_DIR, "easy", train_questions=2000, dev_questions=600, seed=0)
+
+
 def read(task, path, n=None):
-    """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag."""
+    """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag,
+    ((contexts, choices), labels, None) for choice."""
+    if task == "choice":
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()][:n]
+        return ([r["context"] for r in rows], [r["choices"] for r in rows]), [r["label"] for r in rows], None
     if task == "classify":
         from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples
 
@@ -69,7 +92,7 @@ def read(task, path, n=None):
 
 
 def accuracy(task, true, pred):
-    if task == "classify":
+    if task in ("classify", "choice"):
         return sum(int(a == b) for a, b in zip(true, pred)) / len(true)
     from seqeval.metrics import f1_score
 
@@ -77,11 +100,12 @@ def accuracy(task, true, pred):
 
 
 # --- workers: one system, one process -----------------------------------------------------------------
-def run_ours(task, n, seed, batching="auto", jit_compile=None):
+def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto"):
     import keras
     import numpy as np
 
-    from keras_bert_zoo import BertClassifier, BertPreprocessor, BertTagger, TaggingPreprocessor
+    from keras_bert_zoo import (BertClassifier, BertMultipleChoice, BertPreprocessor, BertTagger,
+                                MultipleChoicePreprocessor, TaggingPreprocessor)
 
     minilm = common.minilm_path()
     x, y, names = read(task, FILES[task][0], n)
@@ -90,6 +114,9 @@ def run_ours(task, n, seed, batching="auto", jit_compile=None):
     if task == "classify":
         model = BertClassifier.from_preset(minilm, num_classes=2,
                                            preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+    elif task == "choice":
+        model = BertMultipleChoice.from_preset(
+            minilm, preprocessor=MultipleChoicePreprocessor.from_preset(minilm, sequence_length=LENGTH))
     else:
         model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
                                        preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
@@ -98,16 +125,16 @@ def run_ours(task, n, seed, batching="auto", jit_compile=None):
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
     fit_s = time.perf_counter() - t
     t = time.perf_counter()
-    model.evaluate(dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0)
+    model.evaluate(dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching)
     evaluate_s = time.perf_counter() - t
     t = time.perf_counter()
-    if task == "classify":
-        pred = np.argmax(model.predict(dev_x, batch_size=EVAL_BATCH, verbose=0), -1).tolist()
+    if task in ("classify", "choice"):
+        pred = np.argmax(model.predict(dev_x, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching), -1).tolist()
     else:
         pred = model.predict_tags(dev_x, batch_size=EVAL_BATCH)
     predict_s = time.perf_counter() - t
-    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, train_examples=len(x),
-                dev_examples=len(dev_x), dev_score=accuracy(task, dev_y, pred))
+    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, train_examples=len(y),
+                dev_examples=len(dev_y), dev_score=accuracy(task, dev_y, pred))
 
 
 def run_keras_hub(task, n, seed):
@@ -125,7 +152,7 @@ def run_keras_hub(task, n, seed):
     model.compile()
     t = time.perf_counter()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
-    return dict(fit_s=time.perf_counter() - t, train_examples=len(x))
+    return dict(fit_s=time.perf_counter() - t, train_examples=len(y))
 
 
 def run_hf(task, n, seed, threads):
@@ -143,6 +170,11 @@ def run_hf(task, n, seed, threads):
     if task == "classify":
         model = transformers.BertForSequenceClassification.from_pretrained(minilm, num_labels=2)
         collate = transformers.DataCollatorWithPadding(tokenizer)
+    elif task == "choice":  # run_swag.py: DataCollatorForMultipleChoice pads to the batch's longest pair
+        import next_sentence_choice
+
+        model = transformers.BertForMultipleChoice.from_pretrained(minilm)
+        collate = next_sentence_choice._collate(tokenizer.pad_token_id)
     else:
         model = transformers.BertForTokenClassification.from_pretrained(minilm, num_labels=len(names))
         collate = transformers.DataCollatorForTokenClassification(tokenizer)
@@ -151,6 +183,9 @@ def run_hf(task, n, seed, threads):
     def features(texts, labels):
         import conll
 
+        if task == "choice":
+            return next_sentence_choice._encode(tokenizer, [dict(context=c, choices=k, label=y_) for c, k, y_
+                                                            in zip(texts[0], texts[1], labels)], LENGTH)
         if task == "classify":
             enc = tokenizer(texts, truncation=True, max_length=LENGTH)
             return [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
@@ -190,7 +225,7 @@ def run_hf(task, n, seed, threads):
                     out[w] = names[row[pos]]
             tags.append(out)
         pred = tags
-    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, train_examples=len(x), dev_examples=len(dev_x),
+    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, train_examples=len(y), dev_examples=len(dev_y),
                 dev_score=accuracy(task, dev_y, pred), threads=threads)
 
 
@@ -200,6 +235,7 @@ SYSTEMS = {
     "ours_packed": lambda task, n, seed: run_ours(task, n, seed, batching="packed"),
     "ours_by_length": lambda task, n, seed: run_ours(task, n, seed, batching="by_length"),
     "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
+    "ours_packed_everywhere": lambda task, n, seed: run_ours(task, n, seed, batching="packed", eval_batching="packed"),
     "keras_hub": run_keras_hub,
     "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
     "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
@@ -234,6 +270,8 @@ def main(argv=None):
     parser.add_argument("--worker", default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.task == "choice":
+        write_choice_questions()
     if args.worker:
         return worker(args)
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.files import write_json
-from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
+from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings, windows_runner
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.max_context import max_context_score
 
@@ -213,13 +213,18 @@ class SpanQAPreprocessor(PreprocessingLayer):
         end = tf.where(inside, offset + ends_before, 0)
         return {"start_positions": tf.cast(start, tf.int32), "end_positions": tf.cast(end, tf.int32)}
 
-    def compiled_windows(self, with_labels):
+    def compiled_windows(self, with_labels, trace=True):
         """`windows` as a `tf.function` traced once (kept off the layer, so exports skip it).
 
         Without autograph: `windows` is TF ops with Python `if`s on settings only, and
-        converting its code cost more than tracing it (as for tagging's windows)."""
+        converting its code cost more than tracing it (as for tagging's windows).
+
+        `trace=False` returns None while it is not traced (`base.windows_runner` then runs
+        `windows` eagerly)."""
         compiled = _COMPILED.setdefault(self, {})
         if with_labels not in compiled:
+            if not trace:  # not traced yet, and not wanted (`base.windows_runner`)
+                return None
             text = tf.TensorSpec([None], tf.string)
             span = tf.TensorSpec([None], tf.int64)
             if with_labels:
@@ -277,7 +282,7 @@ class QAWindows:
 def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answer_ends=None, chunk_size=512):
     """Windows of every (question, passage) pair (TF ops in chunks), kept as numpy arrays."""
     with_labels = answer_starts is not None
-    fn = preprocessor.compiled_windows(with_labels)
+    fn = windows_runner(preprocessor, with_labels, num_chunks=-(-len(questions) // chunk_size))
     parts = []
     for start in range(0, len(questions), chunk_size):
         stop = start + chunk_size

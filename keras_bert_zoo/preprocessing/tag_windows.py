@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
+from keras_bert_zoo.preprocessing.base import windows_runner
 from keras_bert_zoo.preprocessing.tag_alignment import MODEL_INPUTS
 from keras_bert_zoo.preprocessing.max_context import max_context_score
 
@@ -157,7 +158,7 @@ def make_windows(examples, preprocessor, label_names=None, with_labels=None, chu
             if missing:
                 raise InvalidInputError(f"sentence {k}: tag {missing[0]!r} is not among the model's labels {names}.")
             ids.append([index[t] for t in sentence])
-    fn = preprocessor.compiled_windows(with_labels)
+    fn = windows_runner(preprocessor, with_labels, num_chunks=-(-len(words) // chunk_size))
     outputs, sentence_ids = [], []
     for start in range(0, max(len(words), 1), chunk_size):
         chunk = words[start:start + chunk_size]

@@ -162,15 +162,20 @@ class TaggingPreprocessor(PreprocessingLayer):
             out["sentence_ids"] = tf.cast(sentence, tf.int32)
             return out
 
-    def compiled_windows(self, with_labels):
+    def compiled_windows(self, with_labels, trace=True):
         """`windows` as a `tf.function` with a fixed signature (traced once), for host loops.
 
         Kept outside the layer's attributes, so that exporting a model holding the
         layer does not also export these functions. Without autograph: `windows` is TF
         ops, an explicit `tf.while_loop` and Python `if`s on settings only; converting
-        its code took 1.2 s of a tagger's start-up (same windows on all of eng.testa)."""
+        its code took 1.2 s of a tagger's start-up (same windows on all of eng.testa).
+
+        `trace=False` returns None while it is not traced (`base.windows_runner` then runs
+        `windows` eagerly)."""
         compiled = _COMPILED.setdefault(self, {})
         if with_labels not in compiled:
+            if not trace:  # not traced yet, and not wanted (`base.windows_runner`)
+                return None
             words_spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
             if with_labels:
                 label_spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)
