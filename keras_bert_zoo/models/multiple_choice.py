@@ -39,10 +39,11 @@ class _ChoiceScores(keras.layers.Layer):
 class BertMultipleChoice(Task):
     """BERT for multiple choice: each `(context, choice)` pair is scored on its own,
     pooled output -> dropout -> Dense(1), and the scores of one question are the
-    logits of a softmax over its choices. With `batching="packed"` (`fit`, `evaluate`,
-    `predict` on raw inputs), the pairs of a batch lie end to end in shared rows and the
-    model pools each pair's `[CLS]` where `cls_index` says (`packing.pack_for_pooling`):
-    the same scores as the padded batch, with less padding computed.
+    logits of a softmax over its choices. On raw inputs, `fit`, `evaluate` and `predict`
+    pack by default (`batching="auto"` on one replica; `"packed"`): the pairs of a batch
+    lie end to end in shared rows and the model pools each pair's `[CLS]` where
+    `cls_index` says (`packing.pack_for_pooling`), the same scores as the padded batch
+    with less padding computed; `batching="by_length"` groups questions by length instead.
 
     The head is HF's `BertForMultipleChoice` (`classifier.weight` `[1, hidden]`,
     `classifier.bias`), so `from_preset` loads a fine-tuned HF model and
@@ -79,6 +80,10 @@ class BertMultipleChoice(Task):
     hf_architecture = "BertForMultipleChoice"
     preprocessor_cls = MultipleChoicePreprocessor
     reads_packed_rows = True  # `call` pools each packed pair's [CLS] (`cls_index`)
+    # A question's choices differ in length, so even sorted batches carry padding: packed
+    # fit / evaluate / predict ran 1.22x / 1.23x / 1.25x faster on WikiText-2 questions
+    # (`benchmarks/fit_speed.py --task choice`, docs/benchmarks.md, 2026-12-04).
+    packs_by_default = True
 
     def __init__(self, backbone, preprocessor=None, dropout=0.1, data_layout=None, **kwargs):
         # === Layers ===

@@ -193,3 +193,39 @@ def test_evaluate_traces_once_over_batches_cut_to_their_longest(pre):
     ints = {k: v.numpy() for k, v in pre(tf.constant(texts)).items()}
     padded = model.evaluate(ints, labels, batch_size=4, verbose=0, return_dict=True)
     np.testing.assert_allclose(ours["loss"], padded["loss"], rtol=1e-5)
+
+
+def test_choice_packs_by_default_on_one_replica(choice_pre):
+    """`batching="auto"` packs a question's pairs (`packs_by_default`), with the scores of the
+    padded batches; the classifier keeps its length-grouped default."""
+    model = BertMultipleChoice(backbone(), preprocessor=choice_pre, dropout=0.0)
+    x = (CONTEXTS, CHOICES)
+    features, _ = next(iter(model.raw_dataset(x, CHOICE_LABELS, batch_size=5, training=True)))
+    assert features["cls_index"].shape == (5, 3, 2)
+    np.testing.assert_allclose(model.predict(x, batch_size=2, verbose=0),
+                               model.predict(x, batch_size=2, batching="bucketed", verbose=0), rtol=1e-5, atol=1e-6)
+    classifier = BertClassifier(backbone(), num_classes=2, preprocessor=BertPreprocessor.from_preset(
+        minilm_path(), sequence_length=LENGTH))
+    assert "cls_index" not in next(iter(classifier.raw_dataset(TEXTS, LABELS, training=True)))[0]
+
+
+def test_packed_rows_of_a_pooled_head_are_refused_across_replicas(choice_pre, monkeypatch):
+    """A strategy splits a batch's rows and its `cls_index` apart: packing a pooled head on
+    several replicas is one clear error, and "auto" does not pack there (Keras path and job)."""
+    from keras_bert_zoo.tasks.finetuning import _batching_for_replicas
+    from keras_bert_zoo.tasks.registry import get_task
+
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    monkeypatch.setattr(BertMultipleChoice, "distribute_strategy", property(lambda self: TwoReplicas()))
+    model = BertMultipleChoice(backbone(), preprocessor=choice_pre)
+    x = (CONTEXTS, CHOICES)
+    with pytest.raises(UsageError, match='batching="packed" is for one replica'):
+        model.raw_dataset(x, CHOICE_LABELS, batching="packed")
+    assert "cls_index" not in next(iter(model.raw_dataset(x, CHOICE_LABELS, training=True)))[0]
+    with pytest.raises(UsageError, match="--batching packed is for one replica"):
+        _batching_for_replicas(get_task("classify"), "packed", replicas=2)
+    assert _batching_for_replicas(get_task("choice"), "auto", replicas=2) == "auto"
+    assert _batching_for_replicas(get_task("choice"), "auto", replicas=1) == "packed"
+    assert _batching_for_replicas(get_task("tag"), "packed", replicas=2) == "packed"  # token-level rows split fine
