@@ -80,9 +80,10 @@ class BertMultipleChoice(Task):
     hf_architecture = "BertForMultipleChoice"
     preprocessor_cls = MultipleChoicePreprocessor
     reads_packed_rows = True  # `call` pools each packed pair's [CLS] (`cls_index`)
-    # A question's choices differ in length, so even sorted batches carry padding: packed
-    # fit / evaluate / predict ran 1.22x / 1.23x / 1.25x faster on WikiText-2 questions
-    # (`benchmarks/fit_speed.py --task choice`, docs/benchmarks.md, 2026-12-04).
+    # A question's choices differ in length, so even sorted batches carry padding (1.30x
+    # their real tokens on WikiText-2 questions; packed 1.045x): packed fit / evaluate /
+    # predict ran 1.21x / 1.12x / 1.21x faster (`benchmarks/fit_speed.py --task choice`,
+    # docs/benchmarks.md, 2026-12-04).
     packs_by_default = True
 
     def __init__(self, backbone, preprocessor=None, dropout=0.1, data_layout=None, **kwargs):
