@@ -11,16 +11,19 @@ What you will learn:
   sentences of *other* articles are the distractors (the same idea as BERT's NSP);
 - `fit` / `predict_choices` on `(contexts, choices)` lists of raw strings, and SWAG's CSV format.
 
-Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 3 minutes (2.5 of
-training).
+Time on 2 CPU cores: `--smoke` about 20 s after imports; the full recipe about 1.6 minutes (1.3 of
+training) on a quiet machine.
 
 Full recipe (480 training questions from articles 1-4 of every 5, 160 dev questions from the other
 articles, 4 choices, length 96, batch 8 questions (32 pairs), 1 epoch, lr 5e-5 with BERT's warm-up
 and decay, end of training; chance is 0.25), measured:
-    dev accuracy 0.7312 on the 160 dev questions (chance 0.25), 148 s of training
-    command: `python examples/multiple_choice.py` (nice 5), 2026-12-03 16:59-17:02 UTC, commit
-    3d5137f, AVX-512, 2 cores, TF matmul 150 GFLOP/s (numpy 88), load 3.1 -> 2.1 (another session's
-    job on the other core), log /tmp/ex_multiple_choice.log
+    dev accuracy 0.7500 on the 160 dev questions (chance 0.25), 79 s of training (each batch's
+    (context, choice) pairs packed into shared rows, the model's default since 640eddb)
+    command: `python examples/multiple_choice.py`, 2026-12-04 03:45-03:47 UTC, commit 1bacb56,
+    AMD EPYC AVX-512, 2 cores, TF matmul 148-172 GFLOP/s (numpy 155-175), load 0.0 -> 1.7 (nothing
+    else running), 97 s wall, log /tmp/ex_mc.log
+    batches grouped by length (before 640eddb): 0.7312, 148 s of training, 2026-12-03, commit
+    3d5137f, AVX-512, load 3.1 -> 2.1 (another session's job on the other core): a slower, loaded run
     before the fast path: 0.7250, 159 s of training (pinned to one core beside a CI run),
     2026-11-30, commit 54137b2, log /tmp/ex_mc_full.log
 (`benchmarks/next_sentence_choice.py` builds its questions differently: not the same recipe.)
