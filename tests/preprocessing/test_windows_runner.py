@@ -3,7 +3,6 @@ traced function, without paying its trace; large inputs, and any input once it i
 
 import numpy as np
 
-from keras_bert_zoo.preprocessing import base
 from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_windows
 from keras_bert_zoo.preprocessing.squad_data import read_squad
 from keras_bert_zoo.preprocessing.tag_windows import make_windows
@@ -24,7 +23,7 @@ def test_tagging_windows_eager_equal_traced():
     eager = make_windows(examples, pre, chunk_size=128)  # 3 chunks: eager
     assert pre.compiled_windows(True, trace=False) is None  # nothing was traced
     assert len(eager.features["token_ids"]) > 300  # some sentences need several windows at 32
-    traced = make_windows(examples, pre, chunk_size=300 // (base._EAGER_CHUNKS + 1))  # more chunks: traced
+    traced = make_windows(examples, pre, chunk_size=30)  # 10 chunks: above the eager limit (8), traced
     assert pre.compiled_windows(True, trace=False) is not None
     assert_same_arrays(eager.features, traced.features)
     np.testing.assert_array_equal(eager.labels, traced.labels)
@@ -38,7 +37,7 @@ def test_qa_windows_eager_equal_traced():
     args = (examples.questions, examples.contexts, examples.answer_starts, examples.answer_ends)
     eager = make_qa_windows(pre, *args, chunk_size=16)
     assert pre.compiled_windows(True, trace=False) is None
-    traced = make_qa_windows(pre, *args, chunk_size=4)  # 10 chunks: traced
+    traced = make_qa_windows(pre, *args, chunk_size=4)  # 10 chunks: above the eager limit (8), traced
     assert pre.compiled_windows(True, trace=False) is not None
     assert_same_arrays(eager.features, traced.features)
     assert_same_arrays(eager.labels, traced.labels)

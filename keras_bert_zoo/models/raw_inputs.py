@@ -1,0 +1,193 @@
+"""`RawInputs`: how a task model takes raw inputs in `fit`, `evaluate` and `predict`.
+
+`Task` inherits it. Every task's raw inputs go the same way: `batch_raw` (or, for a
+preprocessor that cuts examples into windows, its own `raw_dataset`) runs the
+preprocessor in tf.data and pads each batch only to the bucket width it needs;
+`evaluate` and `predict` sort the examples by length first, or pack them for a model
+that `packs_by_default`.
+"""
+
+import tensorflow as tf
+
+from keras_bert_zoo.errors import UsageError
+
+__all__ = ["RawInputs", "RAW_INPUT_JIT_COMPILE"]
+
+
+class RawInputs:
+    """The raw-input half of `Task` (a mixin before `keras.Model`): `raw_dataset`, and
+    `fit` / `evaluate` / `predict` that take raw inputs through it."""
+
+    # Whether `call` pools each sequence of a packed row itself (`batching="packed"` through
+    # `batch_raw`; `BertClassifier`, `BertMultipleChoice`). Preprocessors with their own
+    # `raw_dataset` (tagging, QA) pack for token-level heads, which need nothing of the model.
+    reads_packed_rows = False
+    # Whether `batching="auto"` packs (fit, evaluate and predict) rather than grouping by
+    # length / sorting: for a task whose examples are padded even when sorted (a
+    # question's choices differ in length), measured faster (`BertMultipleChoice`).
+    packs_by_default = False
+
+    def raw_dataset(self, x, y=None, sample_weight=None, batch_size=None, training=False, batching="auto", seed=None):
+        """Raw inputs -> the batched `tf.data.Dataset` that `fit/evaluate/predict` use.
+
+        Args:
+            x: raw inputs as the preprocessor takes them (strings, pairs, word lists,
+                `(contexts, choices)`), or a `tf.data.Dataset` of raw batches.
+            y, sample_weight: optional labels and weights, one per example.
+            batch_size: default 32.
+            training: shuffle every epoch, seeded by `seed` (None: by the global seed,
+                `keras.utils.set_random_seed`).
+            batching: `"auto"` (grouped by length for training, batches cut to a
+                bucket width otherwise; packed for a model that `packs_by_default`, on
+                one replica), `"by_length"`, `"bucketed"`, `"fixed"` (full
+                `sequence_length`), and `"packed"` (several examples per row) for
+                `BertClassifier`, `BertMultipleChoice` and the preprocessors that pack
+                rows (tagging, QA);
+                see `keras_bert_zoo.batch_raw`.
+        """
+        if self.preprocessor is None:
+            raise UsageError(f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
+                             "padding_mask dicts; attach one (preprocessor=...) to feed raw text.")
+        if batching == "packed" and not self.reads_packed_rows and \
+                getattr(self.preprocessor, "raw_dataset", None) is None:
+            raise UsageError(f'batching="packed" needs a model that reads packed rows (BertClassifier, '
+                             f'BertMultipleChoice, and the '
+                             f'tagger and QA models through their preprocessors); {type(self).__name__} does not: '
+                             'use "by_length" or "bucketed".')
+        batching = self.batching_on_replicas(batching, self._replicas())
+        own = getattr(self.preprocessor, "raw_dataset", None)
+        if own is not None:
+            return own(self, x, y, sample_weight, batch_size=batch_size or 32, training=training, batching=batching,
+                       seed=seed)
+        from keras_bert_zoo.preprocessing.batching import batch_raw
+
+        return batch_raw(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32, training=training,
+                         batching=batching, seed=seed)
+
+    @classmethod
+    def batching_on_replicas(cls, batching, replicas):
+        """The batching this model's raw inputs take on `replicas` (`raw_dataset` and
+        `finetune` both ask): `"auto"` packs for a model that `packs_by_default` on one
+        replica; packed rows of a pooled head are refused on several, since a strategy
+        splits a batch's rows and its `cls_index` apart."""
+        if not (cls.reads_packed_rows and replicas > 1):
+            return "packed" if batching == "auto" and cls.packs_by_default else batching
+        if batching == "packed":
+            raise UsageError(f'batching "packed" is for one replica: {cls.__name__} pools each packed sequence '
+                             f"by its row, and {replicas} replicas would get a batch's rows and examples split "
+                             'apart; use batching "by_length" (or "auto").')
+        return batching
+
+    def _replicas(self):
+        """Replicas of the model's distribution strategy (1 without one, and on JAX)."""
+        strategy = getattr(self, "distribute_strategy", None)  # TensorFlow's trainer only
+        return 1 if strategy is None else strategy.num_replicas_in_sync
+
+    def _is_raw(self, x):
+        if self.preprocessor is None or isinstance(x, dict):
+            return False
+        if isinstance(x, tf.data.Dataset):
+            return tf.nest.flatten(x.element_spec)[0].dtype == tf.string
+        return True
+
+    def compile(self, *args, jit_compile=None, **kwargs):
+        """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` (see there)."""
+        super().compile(*args, jit_compile=RAW_INPUT_JIT_COMPILE if jit_compile is None else jit_compile, **kwargs)
+
+    def build_optimizer(self):
+        """Creates the optimizer's slot variables now, outside any traced step.
+
+        Keras (without a distribution strategy) leaves them to the first traced train
+        step, and a `tf.function` that creates variables is traced twice: for MiniLM that
+        second trace was half of a 1,600-sentence `fit` (first step 21 s -> 10 s,
+        `benchmarks/fit_speed.py`). `fit` calls it; the jobs' loop does the same. (The
+        metrics' state, also created in the first trace, did not cost a second one.)
+        """
+        optimizer = getattr(self, "optimizer", None)
+        if getattr(self, "_distribute_strategy", None) is None and optimizer is not None and not optimizer.built \
+                and self.built:
+            optimizer.build(self.trainable_variables)  # under a strategy Keras' fit builds it in scope
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
+        """Keras' `fit`; raw inputs go through the preprocessor (`raw_dataset`, which
+        shuffles itself, seeded; Keras' own `shuffle` flag then does not apply)."""
+        if self._is_raw(x):
+            shuffle = kwargs.pop("shuffle", True)
+            ds = self.raw_dataset(x, y, sample_weight, batch_size, training=shuffle, batching=batching)
+            self.build_optimizer()
+            return super().fit(ds, shuffle=False, **kwargs)
+        self.build_optimizer()
+        return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
+        """Keras' `evaluate`; raw inputs are sorted by length and batched (`"auto"`), so
+        each batch is cut to within a bucket step of its longest."""
+        if self._is_raw(x):
+            sorted_ = self._sorted_batches(x, y, sample_weight, batch_size, batching)
+            ds = sorted_[0] if sorted_ else self.raw_dataset(x, y, sample_weight, batch_size, batching=batching)
+            return super().evaluate(ds, **kwargs)
+        return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def predict(self, x, batch_size=None, batching="auto", **kwargs):
+        """Keras' `predict`; raw inputs run sorted by length (`"auto"`) and the outputs
+        come back in the input order."""
+        if self._is_raw(x):
+            sorted_ = self._sorted_batches(x, None, None, batch_size, batching)
+            if sorted_:
+                from keras_bert_zoo.preprocessing.batching import unsort
+
+                self.trace_predict(sorted_[0].element_spec)
+                return unsort(super().predict(sorted_[0], **kwargs), sorted_[1])
+            ds = self.raw_dataset(x, batch_size=batch_size, batching=batching)
+            self.trace_predict(ds.element_spec)
+            return super().predict(ds, **kwargs)
+        return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def trace_predict(self, element_spec):
+        """Traces Keras' predict step once for batches of `element_spec` (a dict of
+        `tf.TensorSpec`, widths `None`), so batches of every width run the same trace.
+
+        Keras calls its predict function on each batch's tensors, so batches of new
+        widths retrace it (`reduce_retracing` generalises only from the second shape on:
+        three traces for SST-2 dev, ~1.5 s). `predict` on raw inputs calls this itself;
+        loops that call `predict_function` on batches of varying width
+        (`preprocessing.tag_predict`) call it first. A no-op when run eagerly or under a
+        distribution strategy (its batches are distributed values).
+        """
+        if self.run_eagerly or tf.distribute.has_strategy() or getattr(self, "_distribute_strategy", None) is not None:
+            return
+        self.make_predict_function()
+        function = self.predict_function
+        if hasattr(function, "get_concrete_function"):
+            function.get_concrete_function([element_spec])
+
+    def _sorted_batches(self, x, y, sample_weight, batch_size, batching):
+        """`batch_raw_sorted` for in-memory raw inputs with `batching="auto"` (None otherwise,
+        and for preprocessors with their own `raw_dataset`)."""
+        if (batching != "auto" or isinstance(x, tf.data.Dataset)
+                or getattr(self.preprocessor, "raw_dataset", None) is not None
+                or self.batching_on_replicas(batching, self._replicas()) != "auto"):
+            return None
+        from keras_bert_zoo.preprocessing.batching import batch_raw_sorted
+        from keras_bert_zoo.preprocessing.bucketing import fine_boundaries
+
+        # Sorted batches differ in width by a position or two. Without XLA one
+        # shape-generic step serves every width, so each batch is cut to its own longest
+        # (SST-2 dev: 1.20x -> 1.07x its real tokens); XLA compiles a program per width,
+        # so under it batches keep the 8-wide buckets.
+        step = 8 if self.jit_compile else 1
+        bounds = fine_boundaries(int(getattr(self.preprocessor, "sequence_length", 512)), step)
+        return batch_raw_sorted(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32, boundaries=bounds)
+
+
+# XLA for the steps of `compile()`'s default (Keras' own "auto" is XLA on TensorFlow).
+# Raw-input batches come in many widths (every 8 positions), and XLA compiles one
+# program per width, while `tf.function` retraces shape-generic after a few
+# (`reduce_retracing`; tests/models/test_raw_inputs.py counts the traces). Even at one
+# fixed shape the bert_mini train step was faster without XLA on this machine kind
+# (1,506 vs 1,812 ms, issue 24). `benchmarks/fit_speed.py --systems ours,ours_xla`
+# measures this path: a 1,600-sentence SST-2 `fit` of MiniLM took 26.4 s without XLA
+# and 171.9 s with it (AVX-512, 2026-12-02), the compiles of each new width dominating.
+# Issue 28's start-up timing (`training.jit.choose_jit_compile`) times one fixed shape,
+# which this path does not have, so it is not used here.
+RAW_INPUT_JIT_COMPILE = False
