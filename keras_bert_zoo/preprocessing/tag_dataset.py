@@ -22,8 +22,9 @@ known up front (learning-rate schedules, progress bars and `drop_remainder` need
   short sentences has few, so each row carries `tokens in its batch / mean tokens per
   batch`, which makes every labelled token weigh the same, as in random batches
   (`BertTagger`'s loss).
-- `pack_width=W` (training only) packs each batch's windows into rows of `W` pieces
-  (`preprocessing.packing`): the same windows and loss as padding them.
+- `pack_width=W` (labelled batches: training or evaluation) packs each batch's windows
+  into rows of `W` pieces (`preprocessing.packing`): the same windows and loss as
+  padding them.
 
 Examples:
 ```python
@@ -72,7 +73,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
         windows: precomputed `TaggingWindows` of `examples` (skips tokenizing again).
         group_by_length: training only: batch windows of similar length together, as
             `(features, labels, sample_weight)` (see the module docstring).
-        pack_width: training only: pack each batch into rows of this many pieces.
+        pack_width: labelled batches only: pack each batch into rows of this many pieces.
 
     Returns:
         `tf.data.Dataset`; `features` is a dict of int32 `token_ids`, `segment_ids`,
@@ -87,7 +88,8 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     second = windows.labels if with_labels else windows.info()
     ds = tf.data.Dataset.from_tensor_slices((dict(windows.features), second))
     if group_by_length:
-        _training_only("group_by_length", training and with_labels, drop_remainder)
+        _only_for("group_by_length", training and with_labels, drop_remainder, "training batches (training=True, "
+                  "with labels")
         labelled = int(np.sum(np.asarray(windows.labels) != IGNORE_LABEL))
         return _grouped_by_length(ds, len(windows), batch_size, seed,
                                   boundaries or bucketing.fine_boundaries(preprocessor.sequence_length),
@@ -95,8 +97,8 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     if training:
         ds = ds.shuffle(max(len(windows), 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if pack_width:
-        _training_only("pack_width", training and with_labels, drop_remainder)
+    if pack_width:  # labels move with their tokens, so evaluation batches pack too
+        _only_for("pack_width", with_labels, drop_remainder, "labelled batches (training or evaluation: with_labels")
         from keras_bert_zoo.preprocessing.packing import pack_batch
 
         ds = ds.map(lambda x, y: pack_batch(x, y, width=pack_width, label_padding=IGNORE_LABEL))
@@ -110,11 +112,10 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     return bucketing.finish_in_memory(ds)
 
 
-def _training_only(option, training_with_labels, drop_remainder):
-    """Raises unless the batches are training ones (shuffled, labelled, partial batch kept)."""
-    if not training_with_labels or drop_remainder:
-        raise UsageError(f"{option} is for training batches (training=True, with labels, "
-                         "drop_remainder=False).")
+def _only_for(option, allowed, drop_remainder, batches):
+    """Raises unless `allowed` and the last partial batch is kept; `batches` names what `option` is for."""
+    if not allowed or drop_remainder:
+        raise UsageError(f"{option} is for {batches}, drop_remainder=False).")
 
 
 def _trimmed(ds, bounds, with_info):

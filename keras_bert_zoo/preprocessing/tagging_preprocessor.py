@@ -198,7 +198,8 @@ class TaggingPreprocessor(PreprocessingLayer):
         `batch_raw`. `batching`: `"auto"` packs training batches into rows of
         `PACK_WIDTH` (same windows and loss as padding them; `preprocessing.packing`)
         and sorts evaluation windows by length (each batch cut to its longest; the
-        token accuracy is order-free, the loss is averaged per batch); `"packed"`, `"by_length"`,
+        token accuracy is order-free, the loss is averaged per batch); `"packed"` (training
+        and evaluation: the same labelled tokens per batch), `"by_length"`,
         `"bucketed"` (random batches cut to within 8 of their longest) or `"fixed"`
         (full `sequence_length`). `predict` always gets full-width windows, which
         Keras can concatenate (`predict_tags` reads them word by word).
@@ -234,8 +235,6 @@ class TaggingPreprocessor(PreprocessingLayer):
                                                         self.sequence_length, 8 if model.jit_compile else 1))
         if batching == "auto":
             batching = "packed" if training else "bucketed"
-        if batching == "packed" and not training:
-            batching = "bucketed"  # packing is for training batches (shuffled, with labels)
         ds = tag_dataset.make_tagging_dataset(
             examples, self, batch_size, training=training, seed=seed, with_labels=True,
             bucket=batching == "bucketed", group_by_length=batching == "by_length",

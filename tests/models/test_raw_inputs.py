@@ -161,6 +161,22 @@ def test_tagger_packed_fit_trains_like_padded():
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+def test_tagger_packed_evaluation_equals_the_sorted_one():
+    """`evaluate(batching="packed")` packs the labelled windows (it used to fall back to padded
+    batches without a word): one batch of the same windows gives the same loss and accuracy."""
+    words, tags, names = tagger_data()
+    tp = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
+    model = BertTagger(backbone(), num_labels=3, label_names=names, preprocessor=tp)
+    model.compile()
+    features, _ = next(iter(model.raw_dataset(words, tags, batch_size=len(words), batching="packed")))
+    assert features["padding_mask"].numpy().max() > 1  # windows share rows
+    packed = model.evaluate(words, tags, batch_size=len(words), batching="packed", return_dict=True, verbose=0)
+    sorted_ = model.evaluate(words, tags, batch_size=len(words), return_dict=True, verbose=0)
+    assert packed.keys() == sorted_.keys()
+    for key in packed:
+        np.testing.assert_allclose(packed[key], sorted_[key], rtol=1e-5, err_msg=key)
+
+
 def test_bounded_number_of_traced_train_steps(pre):
     """An epoch of 24 batches in many widths traces the train step a few times, not once per width."""
     rng = np.random.default_rng(0)
