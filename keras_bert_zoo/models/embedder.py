@@ -10,6 +10,7 @@ from keras import ops
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
+from keras_bert_zoo.models.layers.unpacking import packed_lengths, unpack_sequences
 from keras_bert_zoo.models.task import Task
 
 __all__ = ["BertSentenceEmbedder", "sentence_transformers_settings"]
@@ -57,6 +58,7 @@ class BertSentenceEmbedder(Task):
     """
 
     hf_architecture = "BertModel"
+    reads_packed_rows = True  # `call` pools each packed sentence by itself (`cls_index`)
 
     def __init__(self, backbone, pooling="mean", normalize=False, preprocessor=None, **kwargs):
         if pooling not in _EMBEDDER_POOLINGS:
@@ -76,21 +78,41 @@ class BertSentenceEmbedder(Task):
             embeddings = embeddings / ops.maximum(ops.norm(embeddings, axis=-1, keepdims=True), 1e-12)
         embeddings = keras.layers.Activation("linear", dtype="float32", name="embeddings")(embeddings)
         super().__init__(inputs=inputs, outputs=embeddings, backbone=backbone, preprocessor=preprocessor, **kwargs)
+        self.pool = pool
 
         # === Config ===
         self.pooling = pooling
         self.normalize = bool(normalize)
 
+    def call(self, inputs, training=None, mask=None):
+        cls_index = inputs.get("cls_index")
+        if cls_index is None:  # one sentence per row: the graph above
+            return super().call(inputs, training=training, mask=mask)
+        # A packed batch (`batching="packed"`): sentences end to end in rows, `cls_index`
+        # where each starts; each is pooled over its own tokens only.
+        if self.pool is None:
+            embeddings = self.backbone.pooled_output(inputs, query_index=cls_index, training=training)
+        else:
+            rows = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+            sequence = self.backbone(rows, training=training)["sequence_output"]
+            lengths = packed_lengths(inputs["padding_mask"], ops.shape(cls_index)[0])
+            tokens, own = unpack_sequences(sequence, cls_index, lengths)
+            embeddings = self.pool(tokens, own)
+        embeddings = ops.cast(embeddings, "float32")
+        if self.normalize:
+            embeddings = embeddings / ops.maximum(ops.norm(embeddings, axis=-1, keepdims=True), 1e-12)
+        return embeddings
+
     def get_config(self):
         return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}
 
     # --- raw text -------------------------------------------------------------------------
-    def encode(self, texts, batch_size=32, normalize=None, progress=None):
+    def encode(self, texts, batch_size=32, normalize=None, progress=None, batching="auto"):
         """Embeddings of raw texts, in input order, as numpy `float32 [n, hidden]`.
 
-        Texts are tokenized in the preprocessor's TF ops, sorted into length buckets
-        and run at the smallest bucket width that holds them (padding changes no
-        output: every pooling ignores padded positions).
+        Texts are tokenized in the preprocessor's TF ops and run as `predict` runs raw
+        text: sorted by length, each batch cut to its longest (padding changes no output:
+        every pooling ignores padded positions), or packed.
 
         Args:
             texts: a list of str (or one str).
@@ -98,38 +120,29 @@ class BertSentenceEmbedder(Task):
             normalize: L2-normalize the rows; None uses the model's `normalize`.
             progress: optional callable `progress(done, total)`, called after each
                 chunk of texts (the CLI prints progress with it).
+            batching: `"auto"` (sorted by length; the faster on STS-B) or `"packed"`
+                (several sentences per row, each pooled over its own tokens; one replica).
         """
-        import tensorflow as tf
-
         if self.preprocessor is None:
             raise UsageError("encode needs a preprocessor: load the embedder with from_preset on a directory "
                              "with vocab.txt, or pass preprocessor=BertPreprocessor.from_preset(DIR).")
+        if batching not in ("auto", "packed"):
+            raise UsageError(f"batching={batching!r}; encode takes 'auto' (sorted by length) or 'packed'.")
         if isinstance(texts, (str, bytes)):
             texts = [texts]
         texts = list(texts)
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, (str, bytes))), None)
         if bad is not None:
             raise ArgumentTypeError(f"encode takes strings; text {bad} is a {type(texts[bad]).__name__}.")
-        hidden = self.output_shape[-1]
-        out = np.zeros((len(texts), hidden), "float32")
+        out = np.zeros((len(texts), self.output_shape[-1]), "float32")
         chunk = max(int(batch_size), 1) * 64
         for start in range(0, len(texts), chunk):
             part = texts[start:start + chunk]
-            features = {k: np.asarray(v) for k, v in self.preprocessor(tf.constant(part, tf.string)).items()}
-            out[start:start + len(part)] = self._predict_in_buckets(features, batch_size)
+            out[start:start + len(part)] = self.predict(part, batch_size=batch_size, batching=batching, verbose=0)
             if progress is not None:
                 progress(start + len(part), len(texts))
         if normalize or (normalize is None and self.normalize):
             out /= np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
-        return out
-
-    def _predict_in_buckets(self, features, batch_size):
-        """`predict` with rows grouped by length, each group cut to its bucket's width."""
-        from keras_bert_zoo.preprocessing import bucketing
-
-        out = np.zeros((features["padding_mask"].shape[0], self.output_shape[-1]), "float32")
-        for rows, _, ds in bucketing.in_memory_buckets(features, batch_size):
-            out[rows] = self.predict(ds, verbose=0)
         return out
 
     # --- presets --------------------------------------------------------------------------

@@ -148,12 +148,13 @@ class BertSpanQA(Task):
         return self.get_metrics_result()
 
     def predict_answers(self, questions, contexts, batch_size=64, n_best=20, max_answer_length=30,
-                        null_threshold=None):
+                        null_threshold=None, batching="auto"):
         """The best answer span of each (question, passage) pair, and its n-best list.
 
         Long passages are read in windows; spans are searched as google-research/bert's
         `run_squad.py` does (`keras_bert_zoo.preprocessing.squad.SpanSearch`, the same
-        graph the SavedModel serves).
+        graph the SavedModel serves). `batching`: `"auto"` (windows bucketed by length;
+        the faster on SQuAD) or `"packed"` (several windows per row; the same answers).
 
         Returns:
             a list of dicts: `answer` (text cut from the passage), `start`, `end`
@@ -169,7 +170,8 @@ class BertSpanQA(Task):
         threshold = self.null_threshold if null_threshold is None else null_threshold
         return predict_answers(self, questions, contexts, batch_size=batch_size, n_best=n_best,
                                max_answer_length=max_answer_length,
-                               version_2_with_negative=self.version_2_with_negative, null_threshold=threshold)
+                               version_2_with_negative=self.version_2_with_negative, null_threshold=threshold,
+                               batching=batching)
 
     # --- checkpoints ------------------------------------------------------------------
     def head_weight_specs(self):

@@ -138,11 +138,13 @@ class BertTagger(Task):
     def _names(self):
         return self.label_names or [str(i) for i in range(self.num_labels)]
 
-    def predict_tags(self, sentences, batch_size=64):
+    def predict_tags(self, sentences, batch_size=64, batching="auto"):
         """One tag per word for each sentence (word lists, or strings split on whitespace).
 
         Sentences longer than the preprocessor's `sequence_length` are read in
-        overlapping windows; every word gets exactly one tag.
+        overlapping windows; every word gets exactly one tag. `batching`: `"auto"`
+        (windows sorted by length, each batch cut to its longest; the faster on
+        CoNLL-2003) or `"packed"` (several windows per row; the same tags).
         """
         from keras_bert_zoo.preprocessing.tag_predict import predict_words
 
@@ -150,12 +152,13 @@ class BertTagger(Task):
             raise UsageError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
                              "vocab.txt, or pass preprocessor=TaggingPreprocessor.from_preset(DIR).")
         return predict_words(self, [as_words(s) for s in sentences], self.preprocessor,
-                             label_names=self._names(), batch_size=batch_size)
+                             label_names=self._names(), batch_size=batch_size, batching=batching)
 
-    def predict_entities(self, texts, batch_size=64):
+    def predict_entities(self, texts, batch_size=64, batching="auto"):
         """Entity spans of raw texts: per text a list of dicts `text`, `type`, `start`, `end`
         (character offsets into the text, end exclusive) and `score` (the mean probability of the
-        entity's word tags). Words are the text's whitespace-separated tokens."""
+        entity's word tags). Words are the text's whitespace-separated tokens; `batching` as
+        for `predict_tags`."""
         import numpy as np
 
         from keras_bert_zoo.metrics.entities import entity_spans
@@ -166,7 +169,7 @@ class BertTagger(Task):
         spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(self, [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
                                      self.preprocessor, label_names=self._names(), batch_size=batch_size,
-                                     return_logits=True)
+                                     return_logits=True, batching=batching)
         results = []
         for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits):
             probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))

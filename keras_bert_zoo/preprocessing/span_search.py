@@ -136,12 +136,12 @@ class SpanSearch:
 
 
 def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_answer_length=30,
-                    version_2_with_negative=False, null_threshold=0.0, chunk_size=256):
+                    version_2_with_negative=False, null_threshold=0.0, chunk_size=256, batching="auto"):
     """Answers of a `BertSpanQA` (with its `SpanQAPreprocessor`) for raw (question, passage) pairs.
 
     Questions are processed in chunks (windows, model, `SpanSearch`), so memory stays
-    bounded on whole dev files. Returns one dict per question (see
-    `BertSpanQA.predict_answers`)."""
+    bounded on whole dev files; `batching` is `squad.window_logits`'. Returns one dict
+    per question (see `BertSpanQA.predict_answers`)."""
     from keras_bert_zoo.preprocessing.squad import make_qa_windows, window_logits
 
     questions, contexts = list(questions), list(contexts)
@@ -153,7 +153,7 @@ def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_an
     for begin in range(0, len(questions), chunk_size):
         q, c = questions[begin:begin + chunk_size], contexts[begin:begin + chunk_size]
         windows = make_qa_windows(model.preprocessor, q, c)
-        start, end = window_logits(model, windows, batch_size)
+        start, end = window_logits(model, windows, batch_size, batching=batching)
         info = {**windows.info, "padding_mask": windows.features["padding_mask"], "example_ids": windows.example_ids}
         out = search(start, end, info, tf.constant(c, tf.string))
         results += _rows(out)

@@ -345,15 +345,22 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
     return bucketing.finish_in_memory(ds)
 
 
-def window_logits(model, windows, batch_size=64):
+def window_logits(model, windows, batch_size=64, batching="auto"):
     """`(start_logits, end_logits)` numpy `[num_windows, sequence_length]` of a model on `QAWindows`.
 
-    Windows run grouped by length, each group cut to its bucket width (few shapes,
-    little padding); positions past a window's bucket get -1e4, which no span uses."""
+    `batching="auto"`: windows run grouped by length, each group cut to its bucket width
+    (few shapes, little padding); `"packed"`: every `batch_size` windows packed into rows
+    of the window length (`packed_predict.predict_packed`). Positions past a window's
+    end (or its bucket) get -1e4, which no span uses."""
     from keras_bert_zoo.preprocessing import bucketing
+    from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed
 
+    check_predict_batching(batching)
     features = windows.features
     n, width = features["padding_mask"].shape
+    if batching == "packed" and n:
+        out = predict_packed(model, dict(features), batch_size, width, fill=-1e4)
+        return out["start_logits"], out["end_logits"]
     start = np.full((n, width), -1e4, np.float32)
     end = np.full((n, width), -1e4, np.float32)
     for rows, cut, ds in bucketing.in_memory_buckets(features, batch_size):

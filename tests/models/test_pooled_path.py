@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertSentenceEmbedder,
+from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor,
                             MultipleChoicePreprocessor, batch_raw)
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.packing import pack_for_pooling
@@ -127,9 +127,11 @@ def test_a_bad_pack_width_is_one_clear_error(pre, width):
         batch_raw(pre, TEXTS, LABELS, batching="packed", pack_width=width)
 
 
-def test_packed_batching_refused_by_a_model_that_pools_row_zero(pre):
-    model = BertSentenceEmbedder(backbone(), pooling="cls", preprocessor=pre)
-    with pytest.raises(UsageError, match="packed"):
+def test_packed_batching_refused_by_a_model_that_reads_row_zero(pre):
+    from keras_bert_zoo import BertPretrainer
+
+    model = BertPretrainer(backbone(), preprocessor=pre)
+    with pytest.raises(UsageError, match='batching="packed" needs a model that reads packed rows'):
         model.raw_dataset(TEXTS, batching="packed")
 
 
