@@ -7,6 +7,7 @@ preprocessor in tf.data and pads each batch only to the bucket width it needs;
 that `packs_by_default`.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
@@ -100,13 +101,29 @@ class RawInputs:
         Keras (without a distribution strategy) leaves them to the first traced train
         step, and a `tf.function` that creates variables is traced twice: for MiniLM that
         second trace was half of a 1,600-sentence `fit` (first step 21 s -> 10 s,
-        `benchmarks/fit_speed.py`). `fit` calls it; the jobs' loop does the same. (The
-        metrics' state, also created in the first trace, did not cost a second one.)
+        `benchmarks/fit_speed.py`). `fit` calls it (with the compiled metrics' state,
+        `models.step_state`); the jobs' loop does the same.
         """
-        optimizer = getattr(self, "optimizer", None)
-        if getattr(self, "_distribute_strategy", None) is None and optimizer is not None and not optimizer.built \
-                and self.built:
-            optimizer.build(self.trainable_variables)  # under a strategy Keras' fit builds it in scope
+        from keras_bert_zoo.models.step_state import build_optimizer
+
+        build_optimizer(self)
+
+    def _build_step_state(self, x, y=None, optimizer=True):
+        """The optimizer's (for training) and the compiled metrics' variables, before Keras
+        traces a step (`models.step_state`): from a dataset's element spec, or from `y`."""
+        from keras_bert_zoo.models.step_state import build_metrics, build_optimizer
+
+        if isinstance(x, tf.data.Dataset):
+            spec = x.element_spec
+        elif y is not None:
+            spec = (None, tf.nest.map_structure(
+                lambda a: tf.TensorSpec((None,) + np.shape(a)[1:], tf.as_dtype(np.asarray(a).dtype)), y))
+        else:
+            spec = None
+        if optimizer:
+            build_optimizer(self)
+        if spec is not None:
+            build_metrics(self, spec)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
         """Keras' `fit`; raw inputs go through the preprocessor (`raw_dataset`, which
@@ -114,9 +131,9 @@ class RawInputs:
         if self._is_raw(x):
             shuffle = kwargs.pop("shuffle", True)
             ds = self.raw_dataset(x, y, sample_weight, batch_size, training=shuffle, batching=batching)
-            self.build_optimizer()
+            self._build_step_state(ds)
             return super().fit(ds, shuffle=False, **kwargs)
-        self.build_optimizer()
+        self._build_step_state(x, y)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
@@ -125,7 +142,9 @@ class RawInputs:
         if self._is_raw(x):
             sorted_ = self._sorted_batches(x, y, sample_weight, batch_size, batching)
             ds = sorted_[0] if sorted_ else self.raw_dataset(x, y, sample_weight, batch_size, batching=batching)
+            self._build_step_state(ds, optimizer=False)
             return super().evaluate(ds, **kwargs)
+        self._build_step_state(x, y, optimizer=False)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x, batch_size=None, batching="auto", **kwargs):

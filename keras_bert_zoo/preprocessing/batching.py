@@ -190,7 +190,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
 
     if isinstance(x, tf.data.Dataset):  # already batched raw data: keep its batches
         ds = x.map(_applier(preprocessor), num_parallel_calls=tf.data.AUTOTUNE)
-        return _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)).prefetch(tf.data.AUTOTUNE)
+        return _unwrap(bucketing.map_as_written(ds, cut_batch, parallel=True)).prefetch(tf.data.AUTOTUNE)
 
     rows = preprocess_in_memory(preprocessor, x, y, sample_weight)
     ds = tf.data.Dataset.from_tensor_slices(rows)
@@ -204,7 +204,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
             width = _length(row[0])
             return ({k: v[..., :width] for k, v in row[0].items()},) + _cut(row[1:], row[0], width)
 
-        ds = ds.map(trim, num_parallel_calls=tf.data.AUTOTUNE).cache()
+        ds = bucketing.map_as_written(ds, trim, parallel=True).cache()
         if training:
             ds = ds.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
         spec = ds.element_spec
@@ -227,9 +227,9 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
             raise UsageError(f"pack_width={pack_width!r}; give a positive int (positions per packed row, at most "
                              "the model's max_sequence_length), or None for the preprocessor's sequence_length.")
-        ds = ds.map(lambda *row: (pack_for_pooling(row[0], width),) + row[1:], num_parallel_calls=tf.data.AUTOTUNE)
+        ds = bucketing.map_as_written(ds, lambda *row: (pack_for_pooling(row[0], width),) + row[1:], parallel=True)
     else:
-        ds = ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = bucketing.map_as_written(ds, cut_batch, parallel=True)
     count = n // batch_size if drop_remainder else -(-n // batch_size)
     return bucketing.finish_in_memory(_unwrap(ds).apply(tf.data.experimental.assert_cardinality(count)))
 
@@ -237,7 +237,7 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
 def _unwrap(ds):
     """Elements `(x,)` (no labels) become `x`, as Keras' `predict` and users expect."""
     if isinstance(ds.element_spec, tuple) and len(ds.element_spec) == 1:
-        return ds.map(lambda x: x)
+        return bucketing.map_as_written(ds, lambda x: x)
     return ds
 
 
@@ -270,7 +270,7 @@ def batch_raw_sorted(preprocessor, x, y=None, sample_weight=None, batch_size=32,
         width = bucketing.bucket_width(_length(row[0]), bounds)
         return ({k: v[..., :width] for k, v in row[0].items()},) + _cut(row[1:], row[0], width)
 
-    ds = _unwrap(ds.map(cut_batch, num_parallel_calls=tf.data.AUTOTUNE))
+    ds = _unwrap(bucketing.map_as_written(ds, cut_batch, parallel=True))
     return bucketing.finish_in_memory(ds), order
 
 

@@ -65,7 +65,7 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
     n, seq = features["padding_mask"].shape
     lengths = (np.asarray(features["padding_mask"]) > 0).sum(axis=1).astype(np.int32)
     packed = tf.data.Dataset.from_tensor_slices(dict(features)).batch(batch_size)
-    packed = bucketing.finish_in_memory(packed.map(lambda x: pack_for_pooling(x, width)))
+    packed = bucketing.finish_in_memory(bucketing.map_as_written(packed, lambda x: pack_for_pooling(x, width)))
     spec = {k: tf.TensorSpec([None, None], s.dtype) for k, s in packed.element_spec.items() if k != "cls_index"}
     model.trace_predict(spec)
     model.make_predict_function()

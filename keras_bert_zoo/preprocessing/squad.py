@@ -333,13 +333,13 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
             maps = {k: tf.one_hot(tf.cast(v, tf.int32), width, dtype=tf.int32) for k, v in y.items()}
             return pack_batch(x, maps, width=width, label_padding=0)
 
-        ds = ds.map(packed)
+        ds = bucketing.map_as_written(ds, packed)
     elif bucket:
         bounds = bucketing.default_boundaries(width)
         if training:
-            ds = ds.map(lambda x, y: (bucketing.trim_batch(x, bounds), y))
+            ds = bucketing.map_as_written(ds, lambda x, y: (bucketing.trim_batch(x, bounds), y))
         else:
-            ds = ds.map(lambda x: bucketing.trim_batch(x, bounds))
+            ds = bucketing.map_as_written(ds, lambda x: bucketing.trim_batch(x, bounds))
     count = len(windows) // batch_size if drop_remainder else -(-len(windows) // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     return bucketing.finish_in_memory(ds)

@@ -101,7 +101,7 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
         _only_for("pack_width", with_labels, drop_remainder, "labelled batches (training or evaluation: with_labels")
         from keras_bert_zoo.preprocessing.packing import pack_batch
 
-        ds = ds.map(lambda x, y: pack_batch(x, y, width=pack_width, label_padding=IGNORE_LABEL))
+        ds = bucketing.map_as_written(ds, lambda x, y: pack_batch(x, y, width=pack_width, label_padding=IGNORE_LABEL))
     elif bucket:
         # Training: the train step is traced shape-generic after a few widths, so fine
         # widths cost nothing and drop the padding; prediction keeps a few coarse shapes.
@@ -133,7 +133,7 @@ def _trimmed(ds, bounds, with_info):
         features, rest = trim(x, {k: v for k, v in y.items() if k != "sentence_ids"})
         return features, {**rest, "sentence_ids": y["sentence_ids"]}
 
-    return ds.map(trim_with_ids if with_info else trim)
+    return bucketing.map_as_written(ds, trim_with_ids if with_info else trim)
 
 
 def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries, tokens_per_batch):
@@ -145,7 +145,7 @@ def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries, tokens_per
         n = tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32))
         return {k: v[:n] for k, v in features.items()}, labels[:n]
 
-    ds = ds.map(trim, num_parallel_calls=tf.data.AUTOTUNE).cache()
+    ds = bucketing.map_as_written(ds, trim, parallel=True).cache()
     ds = ds.shuffle(max(num_windows, 1), seed=seed, reshuffle_each_iteration=True)
     pad = ({k: tf.constant(0, tf.int32) for k in MODEL_INPUTS}, tf.constant(IGNORE_LABEL, tf.int32))
     ds = bucketing.bucket_by_length(ds, batch_size, boundaries, padding_values=pad)
@@ -154,4 +154,4 @@ def _grouped_by_length(ds, num_windows, batch_size, seed, boundaries, tokens_per
         labelled = tf.reduce_sum(tf.cast(tf.not_equal(labels, IGNORE_LABEL), tf.float32))
         return features, labels, tf.fill([tf.shape(labels)[0]], labelled / tokens_per_batch)
 
-    return bucketing.finish_in_memory(ds.map(token_weights))
+    return bucketing.finish_in_memory(bucketing.map_as_written(ds, token_weights))

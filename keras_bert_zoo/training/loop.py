@@ -227,6 +227,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
 
     if position not in _POSITIONS:
         raise UsageError(f"position={position!r}; use one of {_POSITIONS}.")
+    from keras_bert_zoo.models.step_state import build_metrics
     from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
@@ -240,6 +241,8 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         # dataset's seed, and the run would then see another order than a one-device run.
         with strategy.scope():
             model._symbolic_build(data_batch=dataset.element_spec)
+    else:  # the compiled metrics' state before the first trace: one trace of the step (models.step_state)
+        build_metrics(model, dataset.element_spec)
 
     checkpoints, start = _open_checkpoints(model, checkpoint_dir, iterator, signature=signature, writer=writer,
                                            resume=resume, callbacks=callbacks, job_state=job_state, total=total,

@@ -197,6 +197,29 @@ def test_bounded_number_of_traced_train_steps(pre):
     assert model.optimizer.built
 
 
+@pytest.mark.parametrize("raw", [True, False])
+def test_string_metrics_trace_each_step_once(pre, raw):
+    """`compile(metrics=["accuracy"])` (a name, so Keras creates the metric's variables in the
+    first traced step, and `tf.function` then traces it again): `fit` and `evaluate` build
+    that state first (`models.step_state`), so each step is traced once, on raw text and on ints."""
+    traces = {"train": 0, "test": 0}
+
+    def counted_model():
+        model = BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0)
+        model.compile(optimizer=keras.optimizers.SGD(0.1),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        train_step, test_step = model.train_step, model.test_step
+        model.train_step = lambda data: (traces.__setitem__("train", traces["train"] + 1), train_step(data))[1]
+        model.test_step = lambda data: (traces.__setitem__("test", traces["test"] + 1), test_step(data))[1]
+        return model
+
+    x = TEXTS if raw else full_width(pre, TEXTS)
+    counted_model().fit(x, LABELS, batch_size=4, epochs=1, verbose=0)
+    scores = counted_model().evaluate(x, LABELS, batch_size=4, verbose=0, return_dict=True)  # evaluate alone
+    assert traces == {"train": 1, "test": 1}
+    assert sorted(scores) == ["accuracy", "loss"] and 0.0 <= scores["accuracy"] <= 1.0
+
+
 def test_predict_traces_once_over_mixed_widths(pre):
     """`predict` on raw texts of many widths traces its step once (Keras would retrace per new width)."""
     rng = np.random.default_rng(1)
