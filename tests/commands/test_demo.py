@@ -80,3 +80,28 @@ def test_start_up_timing_needs_no_download(monkeypatch):
     cfg = dict(pipeline.BUDGETS["small"], batch_size=2, sequence_length=16)
     seconds = pipeline.time_pretraining_step(cfg, repeats=1)
     assert 0 < seconds < 60
+
+
+@pytest.mark.parametrize("step_seconds", [0.05, 0.14, 0.3, 0.45, 0.6, 1.0, 5.0])
+def test_full_budget_fits_its_time_on_any_machine(step_seconds):
+    """`fit_to_time`: the whole budget where its estimate fits `TIME_LIMITS["full"]`; on a slower
+    machine, pretraining steps and fine-tuning epochs scaled by one factor until it fits (down to
+    `MIN_SCALE`, below which the estimate may exceed the limit); "small" is never scaled."""
+    from keras_bert_zoo.demo import pipeline
+
+    whole = pipeline.BUDGETS["full"]
+    limit = pipeline.TIME_LIMITS["full"]
+    cfg, scale = pipeline.fit_to_time("full", step_seconds)
+    estimate = pipeline.estimate_seconds("full", step_seconds, cfg)
+    if pipeline.estimate_seconds("full", step_seconds) <= limit:
+        assert (cfg, scale) == (whole, 1.0)
+    elif scale > pipeline.MIN_SCALE["full"]:
+        assert estimate <= limit and scale < 1.0
+        assert cfg["pretrain_steps"] <= whole["pretrain_steps"] * scale
+        assert cfg["finetune_epochs"] <= whole["finetune_epochs"] * scale
+    else:
+        assert scale == pipeline.MIN_SCALE["full"] and cfg["pretrain_steps"] >= 50
+    assert 1 <= cfg["eval_every"] <= cfg["pretrain_steps"]
+    assert {k: v for k, v in cfg.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")} == \
+        {k: v for k, v in whole.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")}
+    assert pipeline.fit_to_time("small", step_seconds) == (pipeline.BUDGETS["small"], 1.0)
