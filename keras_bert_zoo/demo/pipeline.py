@@ -273,7 +273,8 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     Args:
         out: output directory (created; earlier demo outputs in it are replaced).
         budget: `"small"` (CI, about 2 minutes) or `"full"` (README, under 10
-            minutes on 2 CPU cores).
+            minutes on 2 CPU cores; scaled down to fit on a slower machine, see
+            `fit_to_time`).
         seed: int, data split, initialisation and masking seed.
         verbose: Keras `fit` verbosity; None: progress bar on a terminal, a line per
             epoch otherwise.
