@@ -10,7 +10,7 @@ from keras import ops
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
-from keras_bert_zoo.models.layers.unpacking import packed_lengths, unpack_sequences
+from keras_bert_zoo.preprocessing.unpacking import packed_lengths, unpack_sequences
 from keras_bert_zoo.models.task import Task
 
 __all__ = ["BertSentenceEmbedder", "sentence_transformers_settings"]

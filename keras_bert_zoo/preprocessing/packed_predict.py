@@ -4,7 +4,7 @@
 windows sorted or bucketed by length, each batch cut to its width) or `"packed"`:
 every `batch_size` windows are laid end to end in rows (`packing.pack_for_pooling`,
 the packing of training) and each window's outputs are read back from its own
-positions (`models.layers.unpacking`). Packed rows carry almost no padding but every
+positions (`preprocessing.unpacking`). Packed rows carry almost no padding but every
 token attends over the whole row (masked), so which is faster depends on the lengths;
 on CoNLL-2003 and SQuAD the default was (docs/benchmarks.md).
 
@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.models.layers.unpacking import unpack_sequences
+from keras_bert_zoo.preprocessing.unpacking import unpack_sequences
 
 __all__ = ["PREDICT_BATCHINGS", "check_predict_batching", "predict_packed"]
 

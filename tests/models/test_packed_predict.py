@@ -2,7 +2,7 @@
 
 Every `batch_size` windows (sentences) are laid end to end in rows and each one's outputs
 are read back from its own positions (`preprocessing.packed_predict`,
-`models.layers.unpacking`), so the outputs must equal those of the default batching, which
+`preprocessing.unpacking`), so the outputs must equal those of the default batching, which
 runs each window in a row of its own: tags and answers identical, logits and embeddings
 within float rounding, on real CoNLL-2003, SQuAD and STS-B text of mixed lengths.
 """

@@ -8,7 +8,7 @@ them are its own (the rest belong to the next sequence in the row, or are paddin
 
 Examples:
 >>> import numpy as np
->>> from keras_bert_zoo.models.layers.unpacking import packed_lengths, unpack_sequences
+>>> from keras_bert_zoo.preprocessing.unpacking import packed_lengths, unpack_sequences
 >>> values = np.array([[[1.0], [2.0], [3.0], [4.0]]])          # one row holding two sequences
 >>> mask = np.array([[1, 1, 2, 2]]); cls_index = np.array([[0, 0], [0, 2]])
 >>> lengths = packed_lengths(mask, 2)
