@@ -62,6 +62,16 @@ def versions(*distributions):
     return out
 
 
+def run_worker(cmd, what, env=None, cwd=None):
+    """Runs a benchmark's worker process (`cmd`) and returns the JSON of its last `RESULT {...}` line;
+    raises naming `what` with the end of its stderr if it failed or printed none."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{what} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def write_json(path, obj):
     """Writes `obj` to `path` through a temporary file (a killed run leaves no half-written JSON)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,11 +56,7 @@ def worker(budget, seed, out):
 def run_one(budget, seed, scratch):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", budget, "--seed", str(seed),
            "--scratch", os.path.join(scratch, f"{budget}_{seed}")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"demo {budget} seed {seed} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return common.run_worker(cmd, f"demo {budget} seed {seed}")
 
 
 def summarize(runs):

@@ -73,11 +73,7 @@ def worker(train_n):
 def run_one(repo, train_n):
     env = {**os.environ, "PYTHONPATH": os.path.abspath(repo), "TF_CPP_MIN_LOG_LEVEL": "2"}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--train", str(train_n)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.path.abspath(repo))
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"{repo} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return common.run_worker(cmd, repo, env=env, cwd=os.path.abspath(repo))
 
 
 def main(argv=None):

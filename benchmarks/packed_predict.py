@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -132,11 +131,7 @@ def worker(args):
 def run_one(system, task, n, outputs):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", system, "--task", task, "--examples", str(n),
            "--outputs", outputs]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"{system} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return common.run_worker(cmd, system)
 
 
 def agreement(task, ours, theirs):
