@@ -145,7 +145,7 @@ class BertEncoderBlock(keras.layers.Layer):
         # matmul is a tensordot, which reshapes to 2-D and back with ~15 graph ops per
         # layer (and more in its gradient); on rows each is one MatMul. Same arithmetic;
         # MiniLM's forward graph 2,550 -> 1,530 ops to trace and optimise (issue 24).
-        b, s = ops.shape(x)[0], ops.shape(x)[1]
+        b, s = ops.shape(x)[:2]  # one Shape op for both (a graph op each per call)
         rows = ops.reshape(x, (-1, self.hidden_dim))
         attended = self._self_attention(rows, b, s, attention_bias, training, query_index)
         attended = self.residual_dropout(attended, training=training)
