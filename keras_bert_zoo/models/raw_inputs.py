@@ -11,7 +11,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.models import inference_forward
 
 __all__ = ["RawInputs", "RAW_INPUT_JIT_COMPILE"]
 
@@ -91,19 +90,6 @@ class RawInputs:
         if isinstance(x, tf.data.Dataset):
             return tf.nest.flatten(x.element_spec)[0].dtype == tf.string
         return True
-
-    # --- one traced inference forward for evaluate and predict (`models.inference_forward`) ---
-    def __call__(self, *args, **kwargs):
-        out = inference_forward.shared_forward_call(self, args, kwargs, super().__call__)
-        return super().__call__(*args, **kwargs) if out is None else out
-
-    def test_step(self, *args):
-        with inference_forward.sharing_forward(self):
-            return super().test_step(*args)
-
-    def predict_step(self, *args):
-        with inference_forward.sharing_forward(self):
-            return super().predict_step(*args)
 
     def compile(self, *args, jit_compile=None, **kwargs):
         """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` (see there)."""

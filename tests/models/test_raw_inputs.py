@@ -16,7 +16,6 @@ import tensorflow as tf
 from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor,
                             BertSentenceEmbedder, BertTagger, MultipleChoicePreprocessor, TaggingPreprocessor,
                             batch_raw)
-from keras_bert_zoo.models.inference_forward import traced_forwards
 from keras_bert_zoo.preprocessing.batching import batch_raw_sorted, padding_ratio, unsort
 from tests.helpers import minilm_path
 
@@ -233,34 +232,6 @@ def test_predict_traces_once_over_mixed_widths(pre):
     out = model.predict(texts, batch_size=4, verbose=0)
     assert len(traces) == 1 and out.shape == (50, 2)
     np.testing.assert_allclose(out, model.predict(full_width(pre, texts), verbose=0), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("make", ["classifier", "tagger", "choice"])
-def test_evaluate_and_predict_trace_the_forward_once(pre, make):
-    """`evaluate` then `predict` (and again) trace the model's forward once between them
-    (`models.inference_forward`): the model's `call` runs once while tracing, not once per
-    step function; the outputs equal the same model run eagerly."""
-    if make == "classifier":
-        model, x, y = BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0), TEXTS, LABELS
-    elif make == "tagger":
-        x, y, names = tagger_data()
-        model = BertTagger(backbone(), num_labels=3, label_names=names, dropout=0.0,
-                           preprocessor=TaggingPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH))
-    else:
-        model = BertMultipleChoice(backbone(), preprocessor=MultipleChoicePreprocessor.from_preset(
-            minilm_path(), sequence_length=LENGTH))
-        x, y = (TEXTS[:6], [TEXTS[i:i + 3] for i in range(6)]), np.array([0, 1, 2, 0, 1, 2])
-    model.compile(optimizer=keras.optimizers.SGD(0.1))
-    calls = []
-    call = model.call
-    model.call = lambda *a, **k: (calls.append(1), call(*a, **k))[1]  # runs only while tracing
-    for _ in range(2):
-        model.evaluate(x, y, batch_size=4, verbose=0)
-        out = model.predict(x, batch_size=4, verbose=0)
-    assert len(calls) == 1 and len(traced_forwards(model)) == 1
-    model.call = call
-    model.run_eagerly = True
-    np.testing.assert_allclose(out, model.predict(x, batch_size=4, verbose=0), rtol=1e-5, atol=1e-6)
 
 
 def test_batch_raw_pads_only_what_a_batch_needs(pre):
