@@ -56,6 +56,24 @@ def test_packed_tagger_logits_equal_the_default(tagger, conll):
     assert np.abs(default).max() > 0.1  # a model of zeros would pass the comparison
 
 
+def test_packed_rows_narrower_than_a_window_equal_the_default(tagger, conll):
+    """`predict_packed(width=...)` with windows longer than `width`: a row is raised to the
+    batch's longest window, and every window still gets its own outputs (<= 1e-5)."""
+    from keras_bert_zoo.preprocessing.packed_predict import predict_packed
+
+    windows = make_windows(conll.words, tagger.preprocessor, with_labels=False)
+    features = {k: np.asarray(v) for k, v in windows.features.items()}
+    lengths = features["padding_mask"].sum(1)
+    width = 12
+    assert (lengths > width).sum() >= 5 and (lengths <= width // 2).sum() >= 2  # both kinds in the batches
+    packed = predict_packed(tagger, features, batch_size=8, width=width, fill=0.0)
+    default = tagger.predict(features, batch_size=8, verbose=0)
+    real = (features["padding_mask"] > 0)[..., None]
+    assert packed.shape == default.shape
+    np.testing.assert_allclose(np.where(real, packed, 0), np.where(real, default, 0), rtol=1e-5, atol=1e-5)
+    assert np.abs(packed[~real[..., 0]]).max() == 0 and np.abs(default).max() > 0.1
+
+
 def test_packed_tagger_tags_and_entities_equal_the_default(tagger, conll):
     assert tagger.predict_tags(conll.words, batching="packed") == tagger.predict_tags(conll.words)
     texts = [" ".join(words) for words in conll.words[:40]]

@@ -151,3 +151,20 @@ def test_bert_zoo_exits_1_naming_the_step_and_keeps_out_as_it_was(tmp_path, caps
     assert sorted(os.listdir(out)) == ["checkpoints"]  # no preset, no metrics
     with open(out / "checkpoints" / "latest") as f:
         assert f.read().strip() == f"ckpt-{step - 1:06d}"
+
+
+def test_the_loop_traces_its_train_step_once(tmp_path):
+    """`compile(metrics=["accuracy"])` names a metric, so Keras would create its variables in the
+    first traced step and `tf.function` would trace the step again; `train` creates them first
+    (`models.step_state.build_metrics`), as `fit` does, so its train step is traced once.
+    (A Functional model, as every task model is: a Sequential's outputs are not known before it runs.)"""
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    traces = []
+    step = model.train_step
+    model.train_step = lambda data: (traces.append(1), step(data))[1]  # runs only while tracing
+    ds = tf.data.Dataset.from_tensor_slices((np.ones((16, 4), "float32"), np.zeros(16, "int32"))).batch(4)
+    train(model, ds, epochs=2, steps_per_epoch=4, checkpoint_dir=str(tmp_path), verbose=0)
+    assert len(traces) == 1 and int(model.optimizer.iterations) == 8
