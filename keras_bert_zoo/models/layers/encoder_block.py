@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 
@@ -139,6 +140,15 @@ class BertEncoderBlock(keras.layers.Layer):
         context = ops.matmul(probs, v)  # [b, heads, s, head_dim]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_dim))
         return self.attention_output(context)
+
+    def __call__(self, x, attention_bias, query_index=None, training=None, **kwargs):
+        # Inference inside a traced function: one trace for every block of this shape
+        # (`block_trace`: the first evaluate / predict of a process traces ~half the ops).
+        if training is False and query_index is None and not kwargs:
+            out = block_trace.inference_call(self, x, attention_bias)
+            if out is not None:
+                return out
+        return super().__call__(x, attention_bias, query_index=query_index, training=training, **kwargs)
 
     def call(self, x, attention_bias, query_index=None, training=None):
         # The dense layers run on the [batch * seq, hidden] rows: on a 3-D input Keras'

@@ -1,0 +1,83 @@
+"""Encoder blocks share one traced inference graph (`models.layers.block_trace`).
+
+Inside a `tf.function`, every `BertEncoderBlock` of one configuration called with
+`training=False` runs one concrete function with its own weights passed in: the block's
+Python `call` runs once while tracing instead of once per block, and every model's outputs
+stay its own (equal to the eager forward, <= 1e-5), frozen or not, under training they
+trace as before.
+"""
+
+import functools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import BertBackbone, BertClassifier, BertTagger
+from keras_bert_zoo.models.layers import block_trace
+from keras_bert_zoo.models.layers.encoder_block import BertEncoderBlock
+
+INPUTS = {"token_ids": np.array([[2, 17, 9, 33, 3, 0], [2, 5, 3, 0, 0, 0]], "int32"),
+          "segment_ids": np.zeros((2, 6), "int32"),
+          "padding_mask": np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], "int32")}
+
+
+def backbone(seed, num_layers=3):
+    keras.utils.set_random_seed(seed)
+    return BertBackbone(vocabulary_size=60, num_layers=num_layers, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                        max_sequence_length=16, initializer_range=0.5)
+
+
+@pytest.fixture
+def block_calls(monkeypatch):
+    """How often a block's Python `call` runs (each run is a trace inside a tf.function), from
+    an empty cache of shared traces (other tests trace blocks of these shapes too)."""
+    block_trace.clear_shared_block_traces()
+    calls = []
+    call = BertEncoderBlock.call
+
+    @functools.wraps(call)  # Keras reads `call`'s signature
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertEncoderBlock, "call", counted)
+    return calls
+
+
+# The classifier also traces its [CLS]-only last block, once per model.
+@pytest.mark.parametrize("make, traced", [("tagger", 1), ("classifier", 3)])
+def test_blocks_trace_once_and_keep_their_own_weights(make, traced, block_calls):
+    def model(seed):
+        if make == "tagger":
+            return BertTagger(backbone(seed), num_labels=3, dropout=0.1)
+        return BertClassifier(backbone(seed), num_classes=2, dropout=0.1)
+
+    first, second = model(0), model(1)  # same configuration, other weights: the trace is shared between them
+    eager = [np.asarray(m(INPUTS, training=False)) for m in (first, second)]
+    block_calls.clear()
+    traced_out = [np.asarray(tf.function(lambda x, m=m: m(x, training=False))(INPUTS)) for m in (first, second)]
+    assert len(block_calls) == traced  # not 3 (layers) x 2 (models)
+    for got, want in zip(traced_out, eager):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.abs(eager[0] - eager[1]).max() > 1e-3  # the two models really differ
+    assert all(not function.captured_inputs for function in block_trace.shared_block_traces().values())
+
+
+def test_frozen_blocks_share_a_trace_too(block_calls):
+    model = BertTagger(backbone(2), num_labels=3)
+    model.backbone.trainable = False
+    eager = np.asarray(model(INPUTS, training=False))
+    block_calls.clear()
+    traced = np.asarray(tf.function(lambda x: model(x, training=False))(INPUTS))
+    assert len(block_calls) == 1
+    np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-5)
+
+
+def test_training_calls_trace_every_block(block_calls):
+    model = BertTagger(backbone(3), num_labels=3)
+    model(INPUTS, training=False)
+    block_calls.clear()
+    tf.function(lambda x: model(x, training=True))(INPUTS)
+    assert len(block_calls) == 3
