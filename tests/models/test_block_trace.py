@@ -81,3 +81,25 @@ def test_training_calls_trace_every_block(block_calls):
     block_calls.clear()
     tf.function(lambda x: model(x, training=True))(INPUTS)
     assert len(block_calls) == 3
+
+
+def test_mixed_precision_blocks_are_called_as_written(block_calls):
+    """A bfloat16 compute policy takes Keras' own `__call__` (its autocasting), not the shared trace."""
+    keras.utils.set_random_seed(4)
+    blocks = [BertEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16, dtype="mixed_bfloat16")
+              for _ in range(2)]
+    x, bias = np.ones((2, 5, 8), "float32"), np.zeros((2, 1, 5, 5), "float32")
+    eager = x
+    for block in blocks:
+        eager = block(eager, bias, training=False)
+    block_calls.clear()
+
+    @tf.function
+    def forward(x, bias):
+        for block in blocks:
+            x = block(x, bias, training=False)
+        return x
+
+    traced = forward(x, bias)
+    assert len(block_calls) == 2 and not block_trace.shared_block_traces()
+    np.testing.assert_allclose(np.asarray(traced, "float32"), np.asarray(eager, "float32"), rtol=1e-2, atol=1e-2)
