@@ -140,8 +140,10 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
     >>> read_json(path)["rows"][0]["ours"]
     2.0
     """
+    # The machine line (CPU flags, matmul GFLOP/s) is taken as the record is written, after the run.
     record = {"benchmark": name, "date": now(), "started": started, "command": command,
-              "source": source, "commit": commit or git_commit(), "machine": machine(), "rows": list(rows)}
+              "source": source, "commit": commit or git_commit(), "machine": machine(),
+              "machine_line": machine_line(), "rows": list(rows)}
     if load is not None:
         record["run_load"] = [round(float(x), 2) for x in load]
     path = os.path.join(directory or RESULTS, f"{name}.json")

@@ -47,7 +47,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import REPO, git_commit, minilm_path, now, uptime, versions, write_json, write_result  # noqa: E402
+from common import (REPO, git_commit, machine_line, minilm_path, now, uptime, versions,  # noqa: E402
+                    write_json, write_result)
 
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
 CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -328,11 +329,12 @@ def main(argv=None):
         return
 
     command = "python benchmarks/serving.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    started, uptime_start = now(), uptime()
+    started, uptime_start, machine_before = now(), uptime(), machine_line()
     print(f"{started} {uptime_start}", flush=True)
     tasks = {task: bench_task(args, task) for task in args.tasks}
     record = {"command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
-              "uptime_end": uptime(), "commit": git_commit(), "batch_size": args.batch_size,
+              "uptime_end": uptime(), "machine_before": machine_before, "machine_after": machine_line(),
+              "commit": git_commit(), "batch_size": args.batch_size,
               "threads": args.threads, "tf_inter_op": args.tf_inter_op, "sequence_length": args.sequence_length,
               "latency_sentences": args.latency_sentences,
               "versions": versions("tensorflow", "tensorflow-text", "keras", "torch", "transformers"),
