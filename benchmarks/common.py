@@ -113,7 +113,8 @@ def machine_line():
     return out[-1] if out else ""
 
 
-def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None):
+def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None,
+                 machine_info=None):
     """The one summary record per benchmark that `benchmarks/report.py` reads:
     `benchmarks/results/NAME.json` (`directory` overrides), returned.
 
@@ -132,18 +133,20 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
             then carries the load when it was written).
         commit: the commit the run measured (default: the one checked out when this
             process started, which is only right when the record is written by the run itself).
+        machine_info: the machine line of the run (`machine_line()`: CPU flags, matmul
+            GFLOP/s); default: measured now, as the record is written.
 
     >>> import tempfile
     >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,
     ...                              "peer_name": "HF", "higher_is_better": True}],
-    ...                     command="python benchmarks/demo.py", directory=tempfile.mkdtemp())
+    ...                     command="python benchmarks/demo.py", directory=tempfile.mkdtemp(),
+    ...                     machine_info="cpu AMD EPYC, vector AVX-512, cores 2")
     >>> read_json(path)["rows"][0]["ours"]
     2.0
     """
-    # The machine line (CPU flags, matmul GFLOP/s) is taken as the record is written, after the run.
     record = {"benchmark": name, "date": now(), "started": started, "command": command,
               "source": source, "commit": commit or git_commit(), "machine": machine(),
-              "machine_line": machine_line(), "rows": list(rows)}
+              "machine_line": machine_line() if machine_info is None else machine_info, "rows": list(rows)}
     if load is not None:
         record["run_load"] = [round(float(x), 2) for x in load]
     path = os.path.join(directory or RESULTS, f"{name}.json")

@@ -129,6 +129,8 @@ def markdown(records, chart=None, when=None):
                   f"{record.get('commit') or '?'}), {m.get('cpu') or '?'}, "
                   f"{m.get('cores', '?')} cores, {_load(record)}; command `{record.get('command', '?')}`; "
                   f"source `{_relative(record.get('source'))}` (summary `{_relative(record['_path'])}`).", ""]
+        if record.get("machine_line"):  # CPU flags and matmul GFLOP/s, when the record has them
+            lines += [f"Machine when recorded: `{record['machine_line']}`.", ""]
         lines += ["| row | unit | ours | peer | peer figure | ours/peer | command | source |",
                   "|---|---|---|---|---|---|---|---|"]
         for row in record["rows"]:

@@ -23,12 +23,15 @@ def _report(results, out, chart):
     return out.read_text(encoding="utf-8"), done.stdout + done.stderr
 
 
+_MACHINE_LINE = "cpu Test CPU, vector AVX2, cores 2, load_1min 1.0, numpy_gflops 50.0, tf_gflops 45.0"
+
+
 def _write_record(directory, name, rows, command, source=None, started=None, commit="abc1234"):
     """A summary record as `common.write_result` writes it (`benchmarks/results/NAME.json`)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{name}.json")
     record = {"benchmark": name, "date": "2026-12-01T12:00:00+00:00", "started": started, "command": command,
-              "source": source, "commit": commit, "rows": rows,
+              "source": source, "commit": commit, "rows": rows, "machine_line": _MACHINE_LINE,
               "machine": {"cpu": "Test CPU", "cores": 2, "loadavg": [1.0, 1.0, 1.0]}}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f)
@@ -81,6 +84,8 @@ def test_report_tables_ratios_and_missing_benchmarks(tmp_path):
     # The run facts: machine, command and source of the serving record.
     assert "/tmp/bert_zoo_serving/serving.json" in text and os.path.basename(path) in text
     assert f"{os.cpu_count()} cores" in text and "commit abc1234" in text
+    # The machine line of a record that has one (CPU flags, GFLOP/s), once; `custom` has none.
+    assert text.count(f"Machine when recorded: `{_MACHINE_LINE}`.") == 1
     # Every known benchmark without a record says so, with its command; the broken file is skipped.
     suite = _suite(tmp_path)
     assert "serving" in suite and "custom" not in suite
