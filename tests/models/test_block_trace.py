@@ -8,6 +8,8 @@ trace as before.
 """
 
 import functools
+import gc
+import weakref
 
 import keras
 import numpy as np
@@ -103,3 +105,20 @@ def test_mixed_precision_blocks_are_called_as_written(block_calls):
     traced = forward(x, bias)
     assert len(block_calls) == 2 and not block_trace.shared_block_traces()
     np.testing.assert_allclose(np.asarray(traced, "float32"), np.asarray(eager, "float32"), rtol=1e-2, atol=1e-2)
+
+
+def test_a_shared_trace_does_not_keep_the_traced_model_alive(block_calls):
+    """The trace captures no weights and keeps no block: a model traced first and then
+    dropped is freed, and the trace goes on serving other models of its configuration."""
+    first = BertTagger(backbone(4), num_labels=3)
+    tf.function(lambda x: first(x, training=False))(INPUTS)
+    blocks = [weakref.ref(first.backbone.get_layer(f"encoder_layer_{i}")) for i in range(3)]
+    del first
+    gc.collect()
+    assert [block() for block in blocks] == [None] * 3
+    second = BertTagger(backbone(5), num_labels=3)
+    eager = np.asarray(second(INPUTS, training=False))
+    block_calls.clear()
+    traced = np.asarray(tf.function(lambda x: second(x, training=False))(INPUTS))
+    assert len(block_calls) == 0  # the first model's trace, reused
+    np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-5)

@@ -39,20 +39,19 @@ import tensorflow as tf
 
 __all__ = ["inference_call", "shared_block_traces", "clear_shared_block_traces"]
 
-# (configuration, input specs) -> (the block traced, its concrete function). The function runs
-# that block's `call` with its weights mapped to the values passed in and captures none of
-# them, so every block of the configuration (of any model) can call it.
+# (configuration, input specs) -> concrete function. It ran one block's `call` with that block's
+# weights mapped to the values passed in and captures none of them, so every block of the
+# configuration (of any model) can call it, and the block traced is not kept alive by it.
 _TRACES = {}
 
 
 def shared_block_traces():
     """The concrete functions traced so far, one per block configuration and input signature."""
-    return {key: function for key, (_, function) in _TRACES.items()}
+    return dict(_TRACES)
 
 
 def clear_shared_block_traces():
-    """Forgets the traces (and the blocks kept with them); the next inference trace of each
-    configuration traces its block again."""
+    """Forgets the traces; the next inference trace of each configuration traces its block again."""
     _TRACES.clear()
 
 
@@ -83,8 +82,8 @@ def inference_call(block, x, attention_bias):
                 return block.call(x, attention_bias, training=False)
 
         function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, x_spec, bias_spec)
-        _TRACES[key] = (block, function)
-    return _TRACES[key][1]([v.value for v in _weights(block)], x, attention_bias)
+        _TRACES[key] = function
+    return _TRACES[key]([v.value for v in _weights(block)], x, attention_bias)
 
 
 def _weights(block):
