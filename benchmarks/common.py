@@ -134,7 +134,8 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
         commit: the commit the run measured (default: the one checked out when this
             process started, which is only right when the record is written by the run itself).
         machine_info: the machine line of the run (`machine_line()`: CPU flags, matmul
-            GFLOP/s); default: measured now, as the record is written.
+            GFLOP/s); "" when unknown (a record rewritten later from an older run's
+            details); default: measured now, as the record is written.
 
     >>> import tempfile
     >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,

@@ -391,7 +391,7 @@ def record_result(detail, directory=None):
                                  f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}"})
     return write_result("serving", rows, command=command, source=detail, started=record["started"],
                         load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"),
-                        directory=directory, machine_info=record.get("machine_after"))
+                        directory=directory, machine_info=record.get("machine_after", ""))  # "" before 54284f9: unknown
 
 
 if __name__ == "__main__":

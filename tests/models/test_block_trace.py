@@ -122,3 +122,36 @@ def test_a_shared_trace_does_not_keep_the_traced_model_alive(block_calls):
     traced = np.asarray(tf.function(lambda x: second(x, training=False))(INPUTS))
     assert len(block_calls) == 0  # the first model's trace, reused
     np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-5)
+
+
+class _DoubledBlock(BertEncoderBlock):
+    """Another computation under the same configuration."""
+
+    def call(self, x, attention_bias, query_index=None, training=None):
+        return 2.0 * super().call(x, attention_bias, query_index=query_index, training=training)
+
+
+def test_a_subclass_gets_its_own_trace(block_calls):
+    """Blocks of the same configuration but another class do not share a trace: each
+    traced output equals its own eager call."""
+    x, bias = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32"), np.zeros((2, 1, 5, 5), "float32")
+    blocks = [cls(num_heads=2, hidden_dim=8, intermediate_dim=16) for cls in (BertEncoderBlock, _DoubledBlock)]
+    eager = [np.asarray(block(x, bias, training=False)) for block in blocks]
+    blocks[1].set_weights(blocks[0].get_weights())
+    eager[1] = np.asarray(blocks[1](x, bias, training=False))
+    traced = [np.asarray(tf.function(lambda a, b, blk=blk: blk(a, b, training=False))(x, bias)) for blk in blocks]
+    assert len(block_trace.shared_block_traces()) == 2
+    for got, want in zip(traced, eager):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(traced[1], 2 * traced[0], rtol=1e-5, atol=1e-5)
+
+
+def test_inputs_of_another_dtype_take_keras_call(block_calls):
+    """A float16 input to a float32 block is cast by Keras' `__call__`, as without the
+    shared trace; the trace is not used (it would multiply float16 by float32 weights)."""
+    block = BertEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16)
+    x, bias = np.ones((2, 5, 8), "float32"), np.zeros((2, 1, 5, 5), "float32")
+    want = np.asarray(block(x, bias, training=False))
+    got = tf.function(lambda a, b: block(a, b, training=False))(tf.constant(x, tf.float16), tf.constant(bias))
+    assert got.dtype == tf.float32 and not block_trace.shared_block_traces()
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-2, atol=1e-2)

@@ -9,7 +9,9 @@ configuration and input dtypes, with the block's weights passed in (`keras.State
 MiniLM's traced inference forward goes from 1,063 to 573 ops; the outputs are the same.
 
 It applies only where nothing else differs: the TensorFlow backend, inside a traced
-function, built blocks, outside distribution strategies, float32-only dtype policies, and not the
+function, built blocks, float32 inputs of known rank, outside distribution strategies,
+float32-only dtype policies, one trace per block class (a subclass may compute something
+else from the same configuration), and not the
 `[CLS]`-only path of the last block (`query_index`). Training calls trace as before (their
 dropout has random state to carry). JAX and eager calls never come here.
 
@@ -57,9 +59,12 @@ def clear_shared_block_traces():
 
 def _applies(block, x, attention_bias):
     policy = block.dtype_policy
+    # Inputs of another dtype or an unknown rank go through Keras' `__call__`, which casts them.
     return (block.built and keras.backend.backend() == "tensorflow" and tf.inside_function()
             and not tf.distribute.has_strategy()
             and isinstance(x, tf.Tensor) and isinstance(attention_bias, tf.Tensor)
+            and x.dtype == attention_bias.dtype == tf.float32 and x.shape.rank is not None
+            and attention_bias.shape.rank is not None
             and policy.quantization_mode is None and policy.compute_dtype == policy.variable_dtype == "float32")
 
 
@@ -73,7 +78,9 @@ def inference_call(block, x, attention_bias):
     weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in _weights(block)]
     x_spec = tf.TensorSpec([None] * (x.shape.rank - 1) + [x.shape[-1]], x.dtype)
     bias_spec = tf.TensorSpec([None] * attention_bias.shape.rank, attention_bias.dtype)
-    key = json.dumps([config, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True, default=str)
+    # The class too: a subclass may compute something else from the same configuration.
+    cls = f"{type(block).__module__}.{type(block).__qualname__}"
+    key = json.dumps([cls, config, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True, default=str)
     if key not in _TRACES:
         template = _weights(block)
 
