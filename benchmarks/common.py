@@ -4,6 +4,7 @@ JSON results, and the HF side's optimizer and training loop.
 Standard library at import: the PyTorch processes (HF sides) never import TensorFlow.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -173,11 +174,13 @@ def hf_optimizer(model, total_steps, recipe):
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
 
 
-def hf_step(model, batch, optimizer, scheduler, clip_norm):
-    """One HF training step (forward, backward, global-norm clip, optimizer and schedule step); returns the loss."""
+def hf_step(model, batch, optimizer, scheduler, clip_norm, precision=contextlib.nullcontext):
+    """One HF training step (forward, backward, global-norm clip, optimizer and schedule step); returns the loss.
+    `precision`: a context for the forward pass, e.g. `torch.autocast("cpu", dtype=torch.bfloat16)`."""
     import torch
 
-    loss = model(**batch).loss
+    with precision():
+        loss = model(**batch).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()

@@ -45,6 +45,7 @@ Writes `benchmarks/results/fit_speed_TASK.json` and prints a markdown table.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -101,9 +102,12 @@ def accuracy(task, true, pred):
 
 
 # --- workers: one system, one process -----------------------------------------------------------------
-def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto"):
+def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto", policy=None):
     import keras
     import numpy as np
+
+    if policy:  # what a user writes for bf16: the global policy, before the model is built
+        keras.mixed_precision.set_global_policy(policy)
 
     from keras_bert_zoo import (BertClassifier, BertMultipleChoice, BertPreprocessor, BertTagger,
                                 MultipleChoicePreprocessor, TaggingPreprocessor)
@@ -182,13 +186,15 @@ def run_keras_hub(task, n, seed):
     return dict(fit_s=time.perf_counter() - t, train_examples=len(y))
 
 
-def run_hf(task, n, seed, threads):
+def run_hf(task, n, seed, threads, autocast=False):
     import torch
     import transformers
     from torch.utils.data import DataLoader
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
+    # HF at its best on a bf16 host: one `torch.autocast` around the forward passes (train and dev).
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
     minilm = common.minilm_path()
     x, y, names = read(task, FILES[task][0], n)
     dev_x, dev_y, _ = read(task, FILES[task][1])
@@ -227,7 +233,7 @@ def run_hf(task, n, seed, threads):
     optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
     model.train()
     for batch in loader:
-        common.hf_step(model, batch, optimizer, scheduler, 1.0)
+        common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
     fit_s = time.perf_counter() - t
 
     t = time.perf_counter()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
@@ -238,7 +244,8 @@ def run_hf(task, n, seed, threads):
     with torch.no_grad():
         for start in range(0, len(dev), EVAL_BATCH):
             batch = collate(dev[start:start + EVAL_BATCH])
-            out = model(**batch)
+            with precision():
+                out = model(**batch)
             out.loss.item()
             pred.extend(out.logits.argmax(-1).tolist())
     eval_s = time.perf_counter() - t
@@ -264,9 +271,12 @@ SYSTEMS = {
     "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
     "ours_packed_everywhere": lambda task, n, seed: run_ours(task, n, seed, batching="packed", eval_batching="packed"),
     "ours_by_length_sorted": lambda task, n, seed: run_ours(task, n, seed, batching="by_length", eval_batching="sorted"),
+    "ours_bf16": lambda task, n, seed: run_ours(task, n, seed, policy="mixed_bfloat16"),
     "keras_hub": run_keras_hub,
     "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
     "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
+    "hf_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=2, autocast=True),
+    "hf1_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=1, autocast=True),
 }
 
 
@@ -287,6 +297,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(FILES), default="classify")
     parser.add_argument("--systems", default="ours,keras_hub,hf,hf1")
+    parser.add_argument("--reference", default="ours", help="the system whose speed-ups over the others are reported")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--examples", type=int, default=1600)
     parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
@@ -315,15 +326,16 @@ def main(argv=None):
                   started=started, finished=common.now(), machine_before=info_before, machine_after=common.machine_line(),
                   commit=common.git_commit(), versions=common.versions("tensorflow", "keras", "keras-hub", "torch",
                                                                        "transformers"),
-                  runs=runs, summary=summarize(runs, systems))
+                  runs=runs, reference=args.reference,
+                  summary=summarize(runs, systems, args.reference))
     out = args.out or os.path.join(common.REPO, "benchmarks", "results", f"fit_speed_{args.task}.json")
     common.write_json(out, record)
     print_table(record)
 
 
-def summarize(runs, systems):
+def summarize(runs, systems, reference="ours"):
     """Per system: median examples/s of fit, median seconds of evaluate/predict, dev scores, and the
-    median per-round ratios of ours to every other system."""
+    median per-round ratios of `reference`'s speed to every other system's."""
     out = {}
     for s in systems:
         rows = [r for r in runs if r["system"] == s]
@@ -333,12 +345,12 @@ def summarize(runs, systems):
                 out[s][key] = statistics.median(r[key] for r in rows)
         if all("dev_score" in r for r in rows):
             out[s]["dev_scores"] = [round(r["dev_score"], 4) for r in rows]
-    if "ours" in systems:
+    if reference in systems:
         for s in systems:
-            if s == "ours":
+            if s == reference:
                 continue
             for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict")):
-                ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, "ours", s) if key in o and key in p]
+                ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, reference, s) if key in o and key in p]
                 if ratios:
                     out[s][f"ours_{better}_speedup"] = round(statistics.median(ratios), 2)
     return out
@@ -356,12 +368,13 @@ def _pairs(runs, a, b):
 def print_table(record):
     print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
           f"{record['sequence_length']}, 1 epoch; {record['machine_before']}")
-    print("| system | fit examples/s | evaluate s | predict s | dev score | ours' fit / evaluate / predict speed-up |")
+    reference = record.get("reference", "ours")
+    print(f"| system | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / evaluate / predict speed-up |")
     print("|---|---|---|---|---|---|")
     for s, v in record["summary"].items():
         ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
         print(f"| {s} | {v['fit_examples_per_s']:.1f} | {v.get('evaluate_s', float('nan')):.1f} | "
-              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != 'ours' else '-'} |")
+              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != reference else '-'} |")
 
 
 if __name__ == "__main__":
