@@ -8,6 +8,7 @@ HF's outputs on fixed inputs in `reference.npz`. Google's Turc et al. miniatures
 Hub listing) with just those files.
 """
 
+import json
 import os
 import pickle
 import shutil
@@ -110,10 +111,19 @@ def test_safetensors_is_read_before_tf_model_h5(tmp_path, ref):
     assert_backbone_matches(BertBackbone.from_preset(str(both)), ref, "model")
 
 
+# The keys of the Turc et al. repos' config.json: no `architectures`, no `model_type`.
+TURC_CONFIG_KEYS = ("hidden_size", "hidden_act", "initializer_range", "vocab_size", "hidden_dropout_prob",
+                    "num_attention_heads", "type_vocab_size", "max_position_embeddings", "num_hidden_layers",
+                    "intermediate_size", "attention_probs_dropout_prob")
+
+
 def turc_snapshot(tmp_path, source=PRETRAINING):
-    """A directory holding what a Turc et al. repo holds: no model.safetensors, a pickle beside the h5."""
+    """A directory holding what a Turc et al. repo holds: its config keys, no model.safetensors, a pickle
+    beside the h5."""
     snap = tmp_path / "turc"
     shutil.copytree(source, snap)
+    config = json.loads((snap / "config.json").read_text())
+    (snap / "config.json").write_text(json.dumps({k: config[k] for k in TURC_CONFIG_KEYS}))
     with open(snap / "pytorch_model.bin", "wb") as f:
         pickle.dump(Exploit(str(tmp_path / "UNPICKLED")), f, protocol=4)
     (snap / "flax_model.msgpack").write_bytes(b"\x80not read")
@@ -131,6 +141,16 @@ def test_preset_name_loads_tf_model_h5_from_an_offline_cache(turc_cache, tmp_pat
     assert_pretrainer_matches(model, ref)
     assert_backbone_matches(BertBackbone.from_preset(f"hf://{TINY_REPO}"), ref, "pretraining")
     assert not (tmp_path / "UNPICKLED").exists()  # the pickle beside it was never opened
+
+
+def test_cli_converts_the_preset_name_with_its_heads(turc_cache, tmp_path, ref, capsys):
+    """`bert-zoo convert --from bert_tiny_uncased`: the heads are found by their tensors (no architectures)."""
+    from keras_bert_zoo.cli import main
+
+    out = str(tmp_path / "out")
+    assert main(["convert", "--from", "bert_tiny_uncased", "--out", out]) == 0
+    assert "BertPretrainer" in capsys.readouterr().out
+    assert_pretrainer_matches(BertPretrainer.from_preset(out), ref)
 
 
 def test_cache_without_a_safe_weight_file_is_one_line(hf_cache, tmp_path):
