@@ -24,7 +24,8 @@ from keras_bert_zoo.models.loading import CONFIG_SECTION
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
-__all__ = ["HF_WEIGHT_FILES", "hf_weights_file", "Checkpoint", "refuse_pickles", "open_checkpoint", "read_architecture", "load_backbone", "save_preset"]
+__all__ = ["HF_WEIGHT_FILES", "hf_weights_file", "Checkpoint", "refuse_pickles", "open_checkpoint",
+           "read_architecture", "load_backbone", "save_preset"]
 
 # The HF weight files read, in order of preference: both are data (no code runs when they are read).
 HF_WEIGHT_FILES = ("model.safetensors", "tf_model.h5")

@@ -125,9 +125,9 @@ def _weights_file(repo_id, revision, what, label):
             if name is None:
                 raise UnsafeFileError(
                     f"{what}: {label} holds no {' or '.join(HF_WEIGHT_FILES)} (its files: {', '.join(files[:8])}"
-                    f"{', ...' if len(files) > 8 else ''}); a pickled pytorch_model.bin can run code when opened, "
-                    "so it is never loaded. Convert it once with `save_pretrained(dir, safe_serialization=True)` "
-                    "and pass the directory."
+                    f"{', ...' if len(files) > 8 else ''}); a pickle (pytorch_model.bin) can run code when "
+                    "opened, so it is never loaded, and sharded weights are not read. Convert it once with "
+                    "`save_pretrained(dir, safe_serialization=True)` and pass the directory."
                 )
             return name, None
     for name in HF_WEIGHT_FILES:

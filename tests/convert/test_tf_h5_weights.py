@@ -91,10 +91,10 @@ def test_h5_converted_to_our_preset_loads_in_hf_pytorch(ref, tmp_path):
     BertPretrainer.from_preset(PRETRAINING).save_to_preset(out)
     model = transformers.BertForPreTraining.from_pretrained(out).eval()
     with torch.no_grad():
-        got = model(input_ids=torch.tensor(ref["token_ids"]).long(), token_type_ids=torch.tensor(ref["segment_ids"]).long(),
-                    attention_mask=torch.tensor(ref["padding_mask"]).long())
-    np.testing.assert_allclose(got.prediction_logits.numpy(), ref["mlm_logits"], atol=1e-4, rtol=0)
-    np.testing.assert_allclose(got.seq_relationship_logits.numpy(), ref["nsp_logits"], atol=1e-4, rtol=0)
+        got = model(**{name: torch.tensor(ref[key]).long() for name, key in (
+            ("input_ids", "token_ids"), ("token_type_ids", "segment_ids"), ("attention_mask", "padding_mask"))})
+    np.testing.assert_allclose(got.prediction_logits.numpy(), ref["mlm_logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got.seq_relationship_logits.numpy(), ref["nsp_logits"], atol=1e-5, rtol=0)
 
 
 def test_safetensors_is_read_before_tf_model_h5(tmp_path, ref):
