@@ -34,7 +34,11 @@ What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, th
 
 Each system runs in its own process (nothing else of the benchmark loaded), rounds
 interleaved (ours, keras_hub, hf, hf1, ours, ...) so machine load hits all alike; ratios are
-medians of per-round ratios. Sentences/s count examples, never padded tokens.
+medians of per-round ratios, of wall time and of the process's CPU time (the work done, which
+other processes on a loaded machine disturb less). Sentences/s count examples, never padded tokens.
+`ours_bf16` / `hf_bf16` are each side at its best on a bf16 host: `keras.mixed_precision.
+set_global_policy("mixed_bfloat16")` before the model is built, and `torch.autocast("cpu",
+dtype=torch.bfloat16)` around HF's forward passes (`--reference ours_bf16` reports ratios to it).
 
     python benchmarks/fit_speed.py --task classify --rounds 2
     python benchmarks/fit_speed.py --task tag --rounds 2 --examples 800
@@ -126,23 +130,24 @@ def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="au
         model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
                                        preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
     model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
-    fit_s = time.perf_counter() - t
+    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
     evaluate, predict = model.evaluate, model.predict
     if eval_batching == "sorted":  # what "auto" did before the choice model packed by default
         evaluate, predict = sorted_evaluate_and_predict(model)
         eval_batching = "auto"
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     evaluate(dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching)
-    evaluate_s = time.perf_counter() - t
-    t = time.perf_counter()
+    evaluate_s, evaluate_cpu_s = time.perf_counter() - t, time.process_time() - c
+    t, c = time.perf_counter(), time.process_time()
     if task in ("classify", "choice"):
         pred = np.argmax(predict(dev_x, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching), -1).tolist()
     else:
         pred = model.predict_tags(dev_x, batch_size=EVAL_BATCH)
-    predict_s = time.perf_counter() - t
-    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, train_examples=len(y),
+    predict_s, predict_cpu_s = time.perf_counter() - t, time.process_time() - c
+    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, fit_cpu_s=fit_cpu_s,
+                evaluate_cpu_s=evaluate_cpu_s, predict_cpu_s=predict_cpu_s, train_examples=len(y),
                 dev_examples=len(dev_y), dev_score=accuracy(task, dev_y, pred))
 
 
@@ -226,7 +231,7 @@ def run_hf(task, n, seed, threads, autocast=False):
         rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
         return rows
 
-    t = time.perf_counter()  # the whole user script: tokenize, batch, train
+    t, c = time.perf_counter(), time.process_time()  # the whole user script: tokenize, batch, train
     train = features(x, y)
     train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
     loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
@@ -234,9 +239,9 @@ def run_hf(task, n, seed, threads, autocast=False):
     model.train()
     for batch in loader:
         common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
-    fit_s = time.perf_counter() - t
+    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
 
-    t = time.perf_counter()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
+    t, c = time.perf_counter(), time.process_time()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
     model.eval()
     dev = features(dev_x, dev_y)
     word_ids = [f.pop("word_ids", None) for f in dev]
@@ -248,7 +253,7 @@ def run_hf(task, n, seed, threads, autocast=False):
                 out = model(**batch)
             out.loss.item()
             pred.extend(out.logits.argmax(-1).tolist())
-    eval_s = time.perf_counter() - t
+    eval_s, eval_cpu_s = time.perf_counter() - t, time.process_time() - c
     if task == "tag":  # first piece of each word; words cut by truncation get "O"
         tags = []
         for ids, row, words in zip(word_ids, pred, dev_x):
@@ -259,7 +264,8 @@ def run_hf(task, n, seed, threads, autocast=False):
                     out[w] = names[row[pos]]
             tags.append(out)
         pred = tags
-    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, train_examples=len(y), dev_examples=len(dev_y),
+    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, fit_cpu_s=fit_cpu_s, evaluate_cpu_s=eval_cpu_s,
+                predict_cpu_s=eval_cpu_s, train_examples=len(y), dev_examples=len(dev_y),
                 dev_score=accuracy(task, dev_y, pred), threads=threads)
 
 
@@ -349,7 +355,9 @@ def summarize(runs, systems, reference="ours"):
         for s in systems:
             if s == reference:
                 continue
-            for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict")):
+            for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict"),
+                                ("fit_cpu_s", "fit_cpu"), ("evaluate_cpu_s", "evaluate_cpu"),
+                                ("predict_cpu_s", "predict_cpu")):
                 ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, reference, s) if key in o and key in p]
                 if ratios:
                     out[s][f"ours_{better}_speedup"] = round(statistics.median(ratios), 2)
@@ -369,12 +377,14 @@ def print_table(record):
     print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
           f"{record['sequence_length']}, 1 epoch; {record['machine_before']}")
     reference = record.get("reference", "ours")
-    print(f"| system | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / evaluate / predict speed-up |")
-    print("|---|---|---|---|---|---|")
+    print(f"| system | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / evaluate / predict "
+          "speed-up | the same in CPU seconds |")
+    print("|---|---|---|---|---|---|---|")
     for s, v in record["summary"].items():
         ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
+        cpu = "/".join(str(v.get(f"ours_{k}_cpu_speedup", "-")) for k in ("fit", "evaluate", "predict"))
         print(f"| {s} | {v['fit_examples_per_s']:.1f} | {v.get('evaluate_s', float('nan')):.1f} | "
-              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != reference else '-'} |")
+              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != reference else '-'} | {cpu if s != reference else '-'} |")
 
 
 if __name__ == "__main__":
