@@ -125,13 +125,13 @@ class BertAdamW(keras.optimizers.AdamW):
         c = {k: ops.cast(v, dtype) for k, v in learning_rate.items()}
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
-        fused = self.fused_update and keras.backend.backend() == "tensorflow"
         if "decay" in c and self._use_weight_decay(variable):
-            if fused:  # one pass over the variable instead of a multiply and a subtract (two)
-                _fused_decay(variable, c["decay"])
-            else:
-                self.assign_sub(variable, ops.multiply(variable, c["decay"]))
-        if fused:
+            # torch's form, `param.mul_(1 - lr * weight_decay)`: one multiply whose result
+            # becomes the variable's buffer (half the CPU time of subtracting `variable *
+            # decay`, 4.9 vs 9.0 ms for MiniLM's word embeddings; a fused
+            # `ResourceApplyGradientDescent` copies the variable it reads: 9.5 ms).
+            self.assign(variable, ops.multiply(variable, 1 - c["decay"]))
+        if self.fused_update and keras.backend.backend() == "tensorflow":
             return _fused_adam(variable, m, v, ops.convert_to_tensor(ops.cast(gradient, dtype)), c)
         gradient = ops.cast(gradient, dtype)
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
@@ -164,14 +164,6 @@ class BertAdamW(keras.optimizers.AdamW):
 
 def _handle(x):
     return (x.value if isinstance(x, keras.Variable) else x).handle
-
-
-def _fused_decay(variable, decay):
-    """`variable -= decay * variable` as TF's one-pass `ResourceApplyGradientDescent`."""
-    import tensorflow as tf
-
-    value = variable.value if isinstance(variable, keras.Variable) else variable
-    return tf.raw_ops.ResourceApplyGradientDescent(var=_handle(variable), alpha=decay, delta=tf.convert_to_tensor(value))
 
 
 def _fused_adam(variable, m, v, gradient, c):
