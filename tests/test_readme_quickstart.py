@@ -6,7 +6,8 @@ the preset's real repo id (`google/bert_uncased_L-2_H-128_A-2`), laid out as hug
 writes it: the tiny `TFBertForPreTraining` that HF's own code saved in
 `tests/fixtures/hf_tf_bert/pretraining` (config.json, tf_model.h5, vocab.txt: the files a Turc et
 al. repo ships, the h5 being its only safe weight file). The block is taken from README.md by its
-marker and executed unchanged in a temporary directory.
+marker and executed unchanged in a temporary directory, then the README's serving block loads
+what it exported.
 """
 
 import os
@@ -29,13 +30,13 @@ def readme_text():
         return f.read()
 
 
-def quickstart_code():
-    """The first ```python block after the quick-start marker, exactly as the README shows it."""
+def code_after(marker):
+    """The first ```python block after `marker`, exactly as the README shows it."""
     text = readme_text()
-    start = text.find(MARKER)
-    assert start >= 0, f"README.md has no {MARKER!r} marker before its quick start"
+    start = text.find(marker)
+    assert start >= 0, f"README.md has no {marker!r}"
     match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
-    assert match, "no ```python block after the quick-start marker"
+    assert match, f"no ```python block after {marker!r}"
     return match.group(1)
 
 
@@ -44,7 +45,7 @@ def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path
                files=("config.json", "tf_model.h5", "vocab.txt"))
     monkeypatch.chdir(tmp_path)  # the block writes its SavedModel to a relative path
     namespace = {"__name__": "readme_quickstart"}
-    exec(compile(quickstart_code(), "README.md:quickstart", "exec"), namespace)
+    exec(compile(code_after(MARKER), "README.md:quickstart", "exec"), namespace)
 
     model = namespace["model"]
     # The preset name resolved to the cached checkpoint, not to the table's architecture
@@ -56,10 +57,10 @@ def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path
     assert list(labels) == [["negative", "positive"][int(np.argmax(probabilities[0]))]]
     np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-6)
 
-    import tensorflow as tf
-
-    served = tf.saved_model.load(str(tmp_path / "sentiment_model"))
-    out = served.signatures["serving_default"](text=tf.constant(["What a wonderful movie!"]))
+    # The README's serving block loads what the quick start exported, as written.
+    served = {"__name__": "readme_serving"}
+    exec(compile(code_after("## Serving"), "README.md:serving", "exec"), served)
+    out = served["out"]
     np.testing.assert_allclose(out["probabilities"].numpy(), probabilities, atol=1e-5, rtol=0)
     assert [x.decode() for x in out["labels"].numpy()] == list(labels)
 
