@@ -43,7 +43,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
-from keras_bert_zoo.models.precision import computing_in, precision_name
+from keras_bert_zoo.models.precision import precision_name, with_precision
 from keras_bert_zoo.tasks.options import option_values
 
 __all__ = ["export_saved_model"]
@@ -165,7 +165,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
         precision: `"float32"` (default), or `"bfloat16"` (`"bf16"`) for hosts with native
             bf16 (AVX512-BF16, AMX, TPU, recent GPUs): the graph computes the float32 model
             in Keras' `mixed_bfloat16` (matmuls in bf16; softmax, LayerNorm and outputs in
-            float32; `models.precision.computing_in`). Weights are saved in float32.
+            float32; `models.precision.with_precision`). Weights are saved in float32.
         **serving_options: options of the task's serving, e.g. for the pretrainer's
             fill-mask `top_k` (tokens returned per `[MASK]`, 5) and `max_masks` (8).
 
@@ -206,7 +206,8 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     if unknown:
         raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
                          f"{declared or 'none'}.")
-    serving = serving_cls(model, preprocessor, pair, **option_values(serving_cls.options, name, serving_options))
+    serving = serving_cls(with_precision(model, precision), preprocessor, pair,
+                          **option_values(serving_cls.options, name, serving_options))
 
     path = os.fspath(path)
     work = tempfile.mkdtemp(prefix="bert-zoo-export-")  # the assets' sources (copied into the SavedModel)
@@ -229,8 +230,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
         info["signatures"] = sorted(signatures)
         with open(os.path.join(staging, _INFO_ASSET), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
-        # The signatures are traced here, so the precision applies to what is saved.
-        with output_dir(path, overwrite, flag=None) as out, computing_in(model, precision):
+        with output_dir(path, overwrite, flag=None) as out:  # renamed into place once complete
             tf.saved_model.save(module, out, signatures=signatures)
     finally:
         shutil.rmtree(work, ignore_errors=True)

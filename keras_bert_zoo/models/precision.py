@@ -1,59 +1,59 @@
-"""A float32 model computing in bfloat16 (or float16) for a while, on the same weights.
+"""A float32 task model's twin that computes in bfloat16 (or float16), with its weights.
 
-`computing_in(model, "bfloat16")` gives every float32 layer of `model` Keras' mixed policy
-(`mixed_bfloat16`: float32 weights, cast to bfloat16 where they are read; softmax, LayerNorm
-and logits stay float32, as the layers write them) and puts the float32 policy back on exit.
-Nothing is copied and the weights stay float32, so a function traced inside the block (an
-export, a `predict`) runs the matmuls at the hardware's bfloat16 rate while the model outside
-it is unchanged. Used by `export_saved_model(..., precision="bfloat16")`.
+`with_precision(model, "bfloat16")` builds the model again from its config under Keras'
+`mixed_bfloat16` policy, exactly as a user's script does after
+`keras.mixed_precision.set_global_policy("mixed_bfloat16")` (float32 weights, cast to bfloat16
+where they are read; softmax, LayerNorm and the task's logits float32, as the layers write
+them), copies the weights in and attaches the same preprocessor. The model given is not
+changed. Used by `export_saved_model(..., precision="bfloat16")`.
 
 Examples:
 >>> import numpy as np
->>> from keras_bert_zoo import BertBackbone
+>>> from keras_bert_zoo import BertBackbone, BertClassifier
 >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
 ...                         intermediate_dim=16, max_sequence_length=8)
->>> x = {"token_ids": np.array([[2, 7, 3]]), "segment_ids": np.zeros((1, 3), "int32"),
-...      "padding_mask": np.ones((1, 3), "int32")}
->>> with computing_in(backbone, "bfloat16"):
-...     str(backbone(x)["sequence_output"].dtype)
-'bfloat16'
->>> backbone.compute_dtype
-'float32'
+>>> model = BertClassifier(backbone, num_classes=2)
+>>> half = with_precision(model, "bf16")
+>>> half.backbone.get_layer("encoder_layer_0").compute_dtype, model.backbone.compute_dtype
+('bfloat16', 'float32')
 """
 
-import contextlib
+import keras
 
-__all__ = ["PRECISIONS", "computing_in", "precision_name"]
+from keras_bert_zoo.errors import UsageError
 
-# precision name -> the Keras policy of a float32 layer computing in it
-PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+__all__ = ["PRECISIONS", "precision_name", "with_precision"]
+
+# precision name -> the Keras policy of a float32 model computing in it
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 _ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def precision_name(precision):
     """`"bf16"` / `"bfloat16"` -> `"bfloat16"` (likewise float32, float16); a clear error otherwise."""
-    from keras_bert_zoo.errors import UsageError
-
     name = _ALIASES.get(precision, precision)
     if name not in PRECISIONS:
         raise UsageError(f"precision={precision!r} is not one of {sorted(PRECISIONS)} (or bf16, fp16, fp32).")
     return name
 
 
-@contextlib.contextmanager
-def computing_in(model, precision):
-    """Within the block, `model`'s float32 layers compute in `precision` (see the module)."""
+def with_precision(model, precision):
+    """`model` itself for float32; otherwise its twin computing in `precision` (see the module)."""
     policy = PRECISIONS[precision_name(precision)]
-    changed = []
-    if policy is not None:
-        # Every layer, nested ones included (an encoder block's Dense and LayerNorm layers
-        # hold policies of their own).
-        for layer in model._flatten_layers(include_self=True, recursive=True):
-            if layer.dtype_policy.name == "float32":
-                layer.dtype_policy = policy
-                changed.append(layer)
+    if policy == model.backbone.dtype_policy.name:
+        return model
+    if model.backbone.dtype_policy.name != "float32":
+        raise UsageError(f"the model computes under {model.backbone.dtype_policy.name!r}; with_precision "
+                         "starts from a float32 model.")
+    config = model.get_config()
+    config.pop("preprocessor", None)
+    config["backbone"]["config"].pop("dtype", None)  # the global policy decides, as in a user's script
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
     try:
-        yield model
+        twin = type(model).from_config(config)
     finally:
-        for layer in changed:
-            layer.dtype_policy = "float32"
+        keras.config.set_dtype_policy(previous)
+    twin.set_weights(model.get_weights())
+    twin.preprocessor = getattr(model, "preprocessor", None)
+    return twin

@@ -15,7 +15,6 @@ import tensorflow as tf
 from keras_bert_zoo import BertClassifier
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.models.precision import computing_in
 from tests.export.test_saved_model import TEXTS, classifier  # noqa: F401  (fixture)
 
 
@@ -51,9 +50,11 @@ def test_bf16_export_serves_the_mixed_bfloat16_model(classifier, tmp_path):  # n
 
 
 def test_the_graph_multiplies_in_bfloat16(classifier):  # noqa: F811
+    from keras_bert_zoo.models.precision import with_precision
+
     x = classifier.preprocessor(tf.constant(TEXTS[:2]))
-    with computing_in(classifier, "bfloat16"):
-        graph = tf.function(lambda x: classifier(x, training=False)).get_concrete_function(x).graph
+    twin = with_precision(classifier, "bfloat16")
+    graph = tf.function(lambda x: twin(x, training=False)).get_concrete_function(x).graph
     matmuls = [op for op in graph.get_operations() if op.type == "MatMul"]
     # the shared block trace holds the encoder's matmuls: look into the functions it calls
     for function in graph._functions.values():
