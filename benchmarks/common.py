@@ -114,6 +114,16 @@ def machine_line():
     return out[-1] if out else ""
 
 
+def bf16_hardware():
+    """The CPU's native bfloat16 instructions (`amx_bf16`, `avx512_bf16`) from /proc/cpuinfo; [] where it
+    has none (AVX2 hosts: bf16 there is emulated, slower than float32) or the file is absent."""
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return []
+    return sorted({f for f in flags if f in ("amx_bf16", "avx512_bf16")})
+
+
 def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None,
                  machine_info=None):
     """The one summary record per benchmark that `benchmarks/report.py` reads:

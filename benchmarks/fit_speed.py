@@ -316,6 +316,10 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
+    bf16_hardware = common.bf16_hardware()
+    if any("bf16" in s for s in systems) and not bf16_hardware:
+        print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
+              "bfloat16 here, slower than float32; compare them on a bf16 host", flush=True)
     started, info_before, runs = common.now(), common.machine_line(), []
     for r in range(args.rounds):
         seed = seeds[r % len(seeds)]
@@ -332,7 +336,7 @@ def main(argv=None):
                   started=started, finished=common.now(), machine_before=info_before, machine_after=common.machine_line(),
                   commit=common.git_commit(), versions=common.versions("tensorflow", "keras", "keras-hub", "torch",
                                                                        "transformers"),
-                  runs=runs, reference=args.reference,
+                  bf16_hardware=bf16_hardware, runs=runs, reference=args.reference,
                   summary=summarize(runs, systems, args.reference))
     out = args.out or os.path.join(common.REPO, "benchmarks", "results", f"fit_speed_{args.task}.json")
     common.write_json(out, record)
@@ -375,7 +379,8 @@ def _pairs(runs, a, b):
 
 def print_table(record):
     print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
-          f"{record['sequence_length']}, 1 epoch; {record['machine_before']}")
+          f"{record['sequence_length']}, 1 epoch; {record['machine_before']}; native bf16: "
+          f"{', '.join(record.get('bf16_hardware') or []) or 'none'}")
     reference = record.get("reference", "ours")
     print(f"| system | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / evaluate / predict "
           "speed-up | the same in CPU seconds |")
