@@ -1,5 +1,6 @@
 """Every file in examples/ runs end to end with `--smoke` and prints one `RESULT name=value ...` line
-whose values lie within the bounds `EXPECT` declares for that file.
+whose values lie within the bounds `EXPECT` declares for that file; the learning-rate schedule of each
+example's recipe reaches its final value exactly at its last step (`SCHEDULED`).
 
 The examples run in this process (`runpy`, `sys.argv` patched, stdout captured): importing
 TensorFlow again for each would cost ~10 s per file. `distributed_training.py` runs in a
