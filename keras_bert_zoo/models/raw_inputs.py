@@ -229,7 +229,7 @@ def _batches_of(x, batch_size, validation_split=None):
         return len(x)
     leaves = tf.nest.flatten(x)
     if not leaves or not hasattr(leaves[0], "__len__"):
-        return None  # a generator or PyDataset: Keras counts these itself
+        return None  # a generator: only Keras, iterating it, learns its length
     rows = len(leaves[0])
     if validation_split:  # Keras keeps the first ceil(rows * (1 - split)) rows for training
         rows = int(np.ceil(rows * (1.0 - validation_split)))
