@@ -20,7 +20,7 @@ True
 """
 
 __all__ = ["OPTIMIZER_HOOKS", "distribute_strategy", "symbolic_build", "predict_function", "metrics_result",
-           "sublayers", "learning_rate_value", "adam_moments", "decays"]
+           "sublayers", "learning_rate_value", "adam_moments", "decays", "autocast_scope"]
 
 # Keras optimizer methods `BertAdamW` overrides -> their arguments (after self).
 OPTIMIZER_HOOKS = {
@@ -85,3 +85,12 @@ def decays(optimizer, variable):
     """Whether weight decay applies to `variable` (Keras' `exclude_from_weight_decay`
     rules; `_use_weight_decay`)."""
     return optimizer._use_weight_decay(variable)
+
+
+def autocast_scope(dtype):
+    """The scope Keras' `Layer.__call__` opens under a mixed policy: inside it, reads of float
+    variables are cast to `dtype` (`keras.src.backend.AutocastScope`, which has no public name).
+    `block_trace` calls a block's `call` directly and so opens it itself."""
+    from keras.src.backend import AutocastScope
+
+    return AutocastScope(dtype)

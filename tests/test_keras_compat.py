@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import keras_compat
-from keras_bert_zoo.keras_compat import (OPTIMIZER_HOOKS, adam_moments, decays, distribute_strategy,
+from keras_bert_zoo.keras_compat import (OPTIMIZER_HOOKS, adam_moments, autocast_scope, decays, distribute_strategy,
                                          learning_rate_value, metrics_result, predict_function, symbolic_build,
                                          sublayers)
 from tests.helpers import REPO_ROOT
@@ -159,4 +159,14 @@ def test_no_module_but_keras_compat_reads_a_keras_private():
                     found.append(f"{os.path.relpath(path, REPO_ROOT)}:{node.lineno}: {name}")
             found += [f"{os.path.relpath(path, REPO_ROOT)}: .predict_function"
                       for _ in re.finditer(r"\.predict_function\b", source)]
+            found += [f"{os.path.relpath(path, REPO_ROOT)}: keras.src" for _ in re.finditer(r"\bkeras\.src\b", source)]
     assert not found, "Keras privates read outside keras_bert_zoo/keras_compat.py:\n" + "\n".join(found)
+
+
+def test_autocast_scope_casts_variable_reads_as_keras_call_does():
+    import keras
+
+    variable = keras.Variable(np.ones((2,), "float32"))
+    with autocast_scope("bfloat16"):
+        assert keras.backend.standardize_dtype(variable.value.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(variable.value.dtype) == "float32"

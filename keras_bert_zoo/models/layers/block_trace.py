@@ -39,8 +39,8 @@ import json
 
 import keras
 import tensorflow as tf
-# Keras has no public name for the scope its `Layer.__call__` opens under a mixed policy.
-from keras.src.backend import AutocastScope
+
+from keras_bert_zoo.keras_compat import autocast_scope
 
 __all__ = ["inference_call", "shared_block_traces", "clear_shared_block_traces"]
 
@@ -99,7 +99,7 @@ def inference_call(block, x, attention_bias):
             with keras.StatelessScope(state_mapping=list(zip(template, values))):
                 if not mixed:
                     return block.call(x, attention_bias, training=False)
-                with AutocastScope(compute_dtype):
+                with autocast_scope(compute_dtype):
                     return block.call(x, attention_bias, training=False)
 
         function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, x_spec, bias_spec)
