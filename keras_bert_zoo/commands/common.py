@@ -7,8 +7,6 @@ __all__ = ["add_distribution_arguments", "jit_flag", "add_overwrite_argument", "
 
 def add_distribution_arguments(parser):
     """`--strategy`, `--tpu` and `--mixed-precision`, shared by the training verbs."""
-    from keras_bert_zoo.training.strategies import PRECISIONS, STRATEGIES
-
     parser.add_argument("--strategy", choices=STRATEGIES, default="default",
                         help="tf.distribute strategy; multi_worker reads TF_CONFIG")
     parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
@@ -28,9 +26,9 @@ def jit_flag(value):
 
 
 # Numeric flag types (ranges carried by the type): `keras_bert_zoo.flags`, shared with the tasks' flags.
-from keras_bert_zoo.flags import (MAX_BATCH, MAX_LENGTH, MAX_STEPS, MAX_VOCABULARY, batch_int,  # noqa: E402,F401
-                                  count_int, float_in, int_in, learning_rate_float, length_int, positive_int,
-                                  ratio_float, seed_int, steps_int)
+from keras_bert_zoo.flags import (MAX_BATCH, MAX_LENGTH, MAX_STEPS, MAX_VOCABULARY, PRECISIONS,  # noqa: E402,F401
+                                  STRATEGIES, batch_int, count_int, float_in, int_in, learning_rate_float, length_int,
+                                  positive_int, ratio_float, seed_int, steps_int)
 
 
 def add_overwrite_argument(parser, what="--out"):

@@ -1,12 +1,10 @@
 """The task registry: every `TASK` defined by a module of `keras_bert_zoo.tasks`.
 
 Modules are discovered, not listed, so adding a task is adding a module. Discovery
-imports every task module, and they are not light: they import
-`keras_bert_zoo.export.serving` (TensorFlow) and `tag` imports
-`preprocessing.tagging_preprocessor` (TensorFlow Text). Nothing can be found without TensorFlow
-anyway: importing any module of the package first runs `keras_bert_zoo/__init__.py`,
-which loads TensorFlow, Keras and every model, so discovery itself only adds the
-task modules (a fraction of a second after that).
+imports every task module, and they are light: a task module imports TensorFlow, Keras
+and its model class only inside the methods that use them (its `TaskSpec` names the
+model class by its dotted path), so `bert-zoo finetune --help`, which lists the tasks
+and their flags, starts without TensorFlow. `tests/test_cli_startup.py` checks it.
 """
 
 import importlib
@@ -34,7 +32,7 @@ def _discover():
             spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
             if spec is None:
                 continue
-            for key in (spec.name, spec.model_class().__name__):
+            for key in (spec.name, spec.model_name):
                 if key in tasks:
                     raise RuntimeError(f"two task modules declare {key!r}.")
                 tasks[key] = spec
@@ -72,7 +70,7 @@ def task_of_model(model):
         for spec in specs:
             if spec.model_class() is klass:
                 return spec
-    known = sorted(s.model_class().__name__ for s in specs)
+    known = sorted(s.model_name for s in specs)
     raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
                      f"{', '.join(known)} (a new task is a module in keras_bert_zoo/tasks/ with its TaskSpec).")
 
@@ -95,7 +93,7 @@ def task_of_model_dir(model_dir, verb="this command"):
     task = saved.get("task")
     tasks = _discover()
     if task not in tasks:
-        known = sorted({s.model_class().__name__ for s in tasks.values()})
+        known = sorted({s.model_name for s in tasks.values()})
         raise CheckpointError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
                          "(fine-tune or pretrain one first).")
     return tasks[task]
