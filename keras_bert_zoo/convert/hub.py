@@ -75,7 +75,8 @@ def download(repo_id, revision=None, what=None):
             offline = f"{offline} ({' '.join(str(e).split())[:120]})"
         raise CheckpointError(
             f"{what}: {label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and {offline}; "
-            "go online once to cache it (unset HF_HUB_OFFLINE), or pass a local directory holding "
+            f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "
+            "local directory holding "
             "config.json + model.safetensors + vocab.txt."
         ) from None
 
