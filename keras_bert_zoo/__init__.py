@@ -72,7 +72,9 @@ def presets():
 def _started_as_command():
     """True when this process is the `bert-zoo` command (its console script, or
     `python -m keras_bert_zoo.cli`), which imports this package before its `main()`."""
-    if _sys.argv and _os.path.basename(_sys.argv[0]) == "bert-zoo":
+    script = _os.path.basename(_sys.argv[0]) if _sys.argv else ""
+    # pip's launchers: `bert-zoo`, `bert-zoo.exe`, `bert-zoo-script.py` (the script strips these after import)
+    if script in ("bert-zoo", "bert-zoo.exe", "bert-zoo-script.py", "bert-zoo-script.pyw"):
         return True
     argv = getattr(_sys, "orig_argv", [])
     return any(a == "-m" and b == "keras_bert_zoo.cli" for a, b in zip(argv, argv[1:]))

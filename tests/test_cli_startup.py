@@ -7,6 +7,7 @@ loaded machine. `benchmarks/cli_startup.py` measures the wall time.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -54,3 +55,18 @@ def test_the_probe_sees_a_loaded_module():
     # The check above is only as good as the probe: argparse is loaded by any help screen.
     assert _probe([["vocab"]], heavy=("argparse", "tensorflow")) == [[["vocab"], _probe([["vocab"]])[0][1],
                                                                        ["argparse"]]]
+
+
+def test_python_dash_m_help_imports_no_tensorflow_either(tmp_path):
+    # `python -m keras_bert_zoo.cli` (no console script). A sitecustomize module (Python imports it at
+    # start-up) prints the loaded modules at exit; -X importtime would miss importlib.import_module's.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules)), file=sys.__stdout__))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "keras_bert_zoo.cli", "finetune", "--help"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "TASK" in done.stdout, done.stderr[-2000:]
+    loaded = set(done.stdout.rsplit("MODULES ", 1)[1].split())
+    assert "keras_bert_zoo.commands.finetune" in loaded  # the verb's parser was built
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))

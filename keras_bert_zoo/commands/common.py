@@ -1,8 +1,16 @@
 """Flags several verbs share."""
 
-__all__ = ["add_distribution_arguments", "jit_flag", "add_overwrite_argument", "add_checkpoint_arguments",
+__all__ = ["outputs_epilog", "add_distribution_arguments", "jit_flag", "add_overwrite_argument", "add_checkpoint_arguments",
            "checkpoint_options", "MAX_VOCABULARY", "batch_int", "count_int", "float_in", "int_in",
            "learning_rate_float", "length_int", "ratio_float", "seed_int", "steps_int"]
+
+
+def outputs_epilog(files):
+    """The `--help` epilog of the training verbs: what `--out` receives and the cache beside it."""
+    return (f"outputs: --out becomes a preset directory (config.json, model.safetensors, vocab.txt) with {files}; "
+            "while training it holds checkpoints/ (rerunning the same command resumes). The XLA choice of "
+            "--jit-compile auto is remembered per machine in ~/.cache/keras_bert_zoo/jit_choices.json "
+            "(BERT_ZOO_JIT_CACHE=PATH moves it, =off times every run). See docs/outputs.md.")
 
 
 def add_distribution_arguments(parser):
