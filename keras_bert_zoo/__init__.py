@@ -4,8 +4,8 @@ The public names below are resolved on first use (PEP 562 `__getattr__`), and a 
 `import keras_bert_zoo` in a user's script imports them all at once, as before: that
 registers every Keras class (so `keras.saving.load_model` finds a `.keras` file's
 `BertClassifier`), the checkpoint formats and `compile(optimizer="auto")`. Only the
-`bert-zoo` command skips that step: its parser is built without TensorFlow (9-15 s of
-start-up on 2 cores) and each verb imports what it runs (`keras_bert_zoo.cli`).
+`bert-zoo` command skips that step: its parser is built without TensorFlow (15-20 s of
+start-up on a busy 2-core machine) and each verb imports what it runs (`keras_bert_zoo.cli`).
 Past `import keras`, importing the package itself costs a fraction of a second.
 """
 
@@ -26,6 +26,12 @@ def import_all():
 
     A plain `import keras_bert_zoo` does this already; the `bert-zoo` command calls it
     before a verb runs, so the verb sees the package as a script does.
+
+    Examples:
+    >>> import keras_bert_zoo
+    >>> keras_bert_zoo.import_all()
+    >>> keras_bert_zoo.BertClassifier.__name__
+    'BertClassifier'
     """
     from keras_bert_zoo import convert, training  # noqa: F401  register the checkpoint formats; optimizer="auto"
     from keras_bert_zoo.export.saved_model import export_saved_model
