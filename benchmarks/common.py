@@ -4,6 +4,7 @@ JSON results, and the HF side's optimizer and training loop.
 Standard library at import: the PyTorch processes (HF sides) never import TensorFlow.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -113,6 +114,16 @@ def machine_line():
     return out[-1] if out else ""
 
 
+def bf16_hardware():
+    """The CPU's native bfloat16 instructions (`amx_bf16`, `avx512_bf16`) from /proc/cpuinfo; [] where it
+    has none (AVX2 hosts: bf16 there is emulated, slower than float32) or the file is absent."""
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return []
+    return sorted({f for f in flags if f in ("amx_bf16", "avx512_bf16")})
+
+
 def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None,
                  machine_info=None):
     """The one summary record per benchmark that `benchmarks/report.py` reads:
@@ -173,11 +184,13 @@ def hf_optimizer(model, total_steps, recipe):
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
 
 
-def hf_step(model, batch, optimizer, scheduler, clip_norm):
-    """One HF training step (forward, backward, global-norm clip, optimizer and schedule step); returns the loss."""
+def hf_step(model, batch, optimizer, scheduler, clip_norm, precision=contextlib.nullcontext):
+    """One HF training step (forward, backward, global-norm clip, optimizer and schedule step); returns the loss.
+    `precision`: a context for the forward pass, e.g. `torch.autocast("cpu", dtype=torch.bfloat16)`."""
     import torch
 
-    loss = model(**batch).loss
+    with precision():
+        loss = model(**batch).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()

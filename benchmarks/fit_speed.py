@@ -34,7 +34,11 @@ What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, th
 
 Each system runs in its own process (nothing else of the benchmark loaded), rounds
 interleaved (ours, keras_hub, hf, hf1, ours, ...) so machine load hits all alike; ratios are
-medians of per-round ratios. Sentences/s count examples, never padded tokens.
+medians of per-round ratios, of wall time and of the process's CPU time (the work done, which
+other processes on a loaded machine disturb less). Sentences/s count examples, never padded tokens.
+`ours_bf16` / `hf_bf16` are each side at its best on a bf16 host: `keras.mixed_precision.
+set_global_policy("mixed_bfloat16")` before the model is built, and `torch.autocast("cpu",
+dtype=torch.bfloat16)` around HF's forward passes (`--reference ours_bf16` reports ratios to it).
 
     python benchmarks/fit_speed.py --task classify --rounds 2
     python benchmarks/fit_speed.py --task tag --rounds 2 --examples 800
@@ -45,6 +49,7 @@ Writes `benchmarks/results/fit_speed_TASK.json` and prints a markdown table.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -101,9 +106,12 @@ def accuracy(task, true, pred):
 
 
 # --- workers: one system, one process -----------------------------------------------------------------
-def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto"):
+def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto", policy=None):
     import keras
     import numpy as np
+
+    if policy:  # what a user writes for bf16: the global policy, before the model is built
+        keras.mixed_precision.set_global_policy(policy)
 
     from keras_bert_zoo import (BertClassifier, BertMultipleChoice, BertPreprocessor, BertTagger,
                                 MultipleChoicePreprocessor, TaggingPreprocessor)
@@ -122,23 +130,24 @@ def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="au
         model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
                                        preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
     model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
-    fit_s = time.perf_counter() - t
+    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
     evaluate, predict = model.evaluate, model.predict
     if eval_batching == "sorted":  # what "auto" did before the choice model packed by default
         evaluate, predict = sorted_evaluate_and_predict(model)
         eval_batching = "auto"
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     evaluate(dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching)
-    evaluate_s = time.perf_counter() - t
-    t = time.perf_counter()
+    evaluate_s, evaluate_cpu_s = time.perf_counter() - t, time.process_time() - c
+    t, c = time.perf_counter(), time.process_time()
     if task in ("classify", "choice"):
         pred = np.argmax(predict(dev_x, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching), -1).tolist()
     else:
         pred = model.predict_tags(dev_x, batch_size=EVAL_BATCH)
-    predict_s = time.perf_counter() - t
-    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, train_examples=len(y),
+    predict_s, predict_cpu_s = time.perf_counter() - t, time.process_time() - c
+    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, fit_cpu_s=fit_cpu_s,
+                evaluate_cpu_s=evaluate_cpu_s, predict_cpu_s=predict_cpu_s, train_examples=len(y),
                 dev_examples=len(dev_y), dev_score=accuracy(task, dev_y, pred))
 
 
@@ -182,13 +191,15 @@ def run_keras_hub(task, n, seed):
     return dict(fit_s=time.perf_counter() - t, train_examples=len(y))
 
 
-def run_hf(task, n, seed, threads):
+def run_hf(task, n, seed, threads, autocast=False):
     import torch
     import transformers
     from torch.utils.data import DataLoader
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
+    # HF at its best on a bf16 host: one `torch.autocast` around the forward passes (train and dev).
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
     minilm = common.minilm_path()
     x, y, names = read(task, FILES[task][0], n)
     dev_x, dev_y, _ = read(task, FILES[task][1])
@@ -220,17 +231,17 @@ def run_hf(task, n, seed, threads):
         rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
         return rows
 
-    t = time.perf_counter()  # the whole user script: tokenize, batch, train
+    t, c = time.perf_counter(), time.process_time()  # the whole user script: tokenize, batch, train
     train = features(x, y)
     train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
     loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
     optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
     model.train()
     for batch in loader:
-        common.hf_step(model, batch, optimizer, scheduler, 1.0)
-    fit_s = time.perf_counter() - t
+        common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
+    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
 
-    t = time.perf_counter()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
+    t, c = time.perf_counter(), time.process_time()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
     model.eval()
     dev = features(dev_x, dev_y)
     word_ids = [f.pop("word_ids", None) for f in dev]
@@ -238,10 +249,11 @@ def run_hf(task, n, seed, threads):
     with torch.no_grad():
         for start in range(0, len(dev), EVAL_BATCH):
             batch = collate(dev[start:start + EVAL_BATCH])
-            out = model(**batch)
+            with precision():
+                out = model(**batch)
             out.loss.item()
             pred.extend(out.logits.argmax(-1).tolist())
-    eval_s = time.perf_counter() - t
+    eval_s, eval_cpu_s = time.perf_counter() - t, time.process_time() - c
     if task == "tag":  # first piece of each word; words cut by truncation get "O"
         tags = []
         for ids, row, words in zip(word_ids, pred, dev_x):
@@ -252,7 +264,8 @@ def run_hf(task, n, seed, threads):
                     out[w] = names[row[pos]]
             tags.append(out)
         pred = tags
-    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, train_examples=len(y), dev_examples=len(dev_y),
+    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, fit_cpu_s=fit_cpu_s, evaluate_cpu_s=eval_cpu_s,
+                predict_cpu_s=eval_cpu_s, train_examples=len(y), dev_examples=len(dev_y),
                 dev_score=accuracy(task, dev_y, pred), threads=threads)
 
 
@@ -264,9 +277,12 @@ SYSTEMS = {
     "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
     "ours_packed_everywhere": lambda task, n, seed: run_ours(task, n, seed, batching="packed", eval_batching="packed"),
     "ours_by_length_sorted": lambda task, n, seed: run_ours(task, n, seed, batching="by_length", eval_batching="sorted"),
+    "ours_bf16": lambda task, n, seed: run_ours(task, n, seed, policy="mixed_bfloat16"),
     "keras_hub": run_keras_hub,
     "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
     "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
+    "hf_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=2, autocast=True),
+    "hf1_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=1, autocast=True),
 }
 
 
@@ -287,6 +303,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(FILES), default="classify")
     parser.add_argument("--systems", default="ours,keras_hub,hf,hf1")
+    parser.add_argument("--reference", default="ours", help="the system whose speed-ups over the others are reported")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--examples", type=int, default=1600)
     parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
@@ -299,6 +316,10 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
+    bf16_hardware = common.bf16_hardware()
+    if any("bf16" in s for s in systems) and not bf16_hardware:
+        print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
+              "bfloat16 here, slower than float32; compare them on a bf16 host", flush=True)
     started, info_before, runs = common.now(), common.machine_line(), []
     for r in range(args.rounds):
         seed = seeds[r % len(seeds)]
@@ -315,15 +336,16 @@ def main(argv=None):
                   started=started, finished=common.now(), machine_before=info_before, machine_after=common.machine_line(),
                   commit=common.git_commit(), versions=common.versions("tensorflow", "keras", "keras-hub", "torch",
                                                                        "transformers"),
-                  runs=runs, summary=summarize(runs, systems))
+                  bf16_hardware=bf16_hardware, runs=runs, reference=args.reference,
+                  summary=summarize(runs, systems, args.reference))
     out = args.out or os.path.join(common.REPO, "benchmarks", "results", f"fit_speed_{args.task}.json")
     common.write_json(out, record)
     print_table(record)
 
 
-def summarize(runs, systems):
+def summarize(runs, systems, reference="ours"):
     """Per system: median examples/s of fit, median seconds of evaluate/predict, dev scores, and the
-    median per-round ratios of ours to every other system."""
+    median per-round ratios of `reference`'s speed to every other system's."""
     out = {}
     for s in systems:
         rows = [r for r in runs if r["system"] == s]
@@ -333,12 +355,14 @@ def summarize(runs, systems):
                 out[s][key] = statistics.median(r[key] for r in rows)
         if all("dev_score" in r for r in rows):
             out[s]["dev_scores"] = [round(r["dev_score"], 4) for r in rows]
-    if "ours" in systems:
+    if reference in systems:
         for s in systems:
-            if s == "ours":
+            if s == reference:
                 continue
-            for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict")):
-                ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, "ours", s) if key in o and key in p]
+            for key, better in (("fit_s", "fit"), ("evaluate_s", "evaluate"), ("predict_s", "predict"),
+                                ("fit_cpu_s", "fit_cpu"), ("evaluate_cpu_s", "evaluate_cpu"),
+                                ("predict_cpu_s", "predict_cpu")):
+                ratios = [o[key] and p[key] / o[key] for o, p in _pairs(runs, reference, s) if key in o and key in p]
                 if ratios:
                     out[s][f"ours_{better}_speedup"] = round(statistics.median(ratios), 2)
     return out
@@ -355,13 +379,17 @@ def _pairs(runs, a, b):
 
 def print_table(record):
     print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
-          f"{record['sequence_length']}, 1 epoch; {record['machine_before']}")
-    print("| system | fit examples/s | evaluate s | predict s | dev score | ours' fit / evaluate / predict speed-up |")
-    print("|---|---|---|---|---|---|")
+          f"{record['sequence_length']}, 1 epoch; {record['machine_before']}; native bf16: "
+          f"{', '.join(record.get('bf16_hardware') or []) or 'none'}")
+    reference = record.get("reference", "ours")
+    print(f"| system | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / evaluate / predict "
+          "speed-up | the same in CPU seconds |")
+    print("|---|---|---|---|---|---|---|")
     for s, v in record["summary"].items():
         ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
+        cpu = "/".join(str(v.get(f"ours_{k}_cpu_speedup", "-")) for k in ("fit", "evaluate", "predict"))
         print(f"| {s} | {v['fit_examples_per_s']:.1f} | {v.get('evaluate_s', float('nan')):.1f} | "
-              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != 'ours' else '-'} |")
+              f"{v.get('predict_s', float('nan')):.1f} | {v.get('dev_scores', '-')} | {ups if s != reference else '-'} | {cpu if s != reference else '-'} |")
 
 
 if __name__ == "__main__":

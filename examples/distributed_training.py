@@ -100,7 +100,8 @@ def main(argv=None):
         model = BertClassifier.from_preset(
             model_dir, num_classes=2, preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
         # `compile` adds the default loss (Keras' sparse cross-entropy on the logits) and accuracy.
-        model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)))
+        # No step count: `fit` counts the batches it makes of the raw text and sizes the schedule.
+        model.compile(optimizer=create_optimizer(5e-5))
     kernel = model.backbone.encoder_layers[0].query.kernel
     print(f"compute dtype {model.backbone.compute_dtype}, variables {kernel.dtype}, logits {model.output.dtype}")
 

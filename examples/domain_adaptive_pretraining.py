@@ -78,8 +78,7 @@ def finetune_and_score(model_dir, train, dev, length, batch, epochs, seed=0):
     keras.utils.set_random_seed(seed)
     model = BertClassifier.from_preset(model_dir, num_classes=2,
                                        preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-    steps = epochs * -(-len(train[0]) // batch)
-    model.compile(optimizer=create_optimizer(1e-4, total_steps=steps))   # default loss, accuracy
+    model.compile(optimizer=create_optimizer(1e-4))   # fit sizes the schedule; default loss, accuracy
     model.fit(train[0], train[1], batch_size=batch, epochs=epochs, verbose=2)
     return model.evaluate(dev[0], dev[1], batch_size=64, return_dict=True, verbose=0)["accuracy"]
 

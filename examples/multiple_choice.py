@@ -115,7 +115,7 @@ def main(argv=None):
     # `fit` and `predict` cut to the bucket width of each batch's longest pair (a multiple of 8).
     preprocessor = MultipleChoicePreprocessor.from_preset(model_dir, sequence_length=length)
     model = BertMultipleChoice.from_preset(model_dir, preprocessor=preprocessor)
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(labels) // batch)))  # loss, accuracy: built in
+    model.compile(optimizer=create_optimizer(5e-5))  # schedule sized by fit; loss, accuracy: built in
     start = time.time()
     model.fit((contexts, choices), labels, batch_size=batch, epochs=1, verbose=2)
     print(f"trained on {len(labels)} questions in {time.time() - start:.0f} s")

@@ -103,8 +103,8 @@ def main(argv=None):
     # `fit` on raw words (batching="auto") packs each shuffled batch of 32 windows end to
     # end into rows of 64 pieces (the loss is still per word), rather than padding 32 rows to 128.
     model = BertTagger.from_preset(model_dir, label_names=train.label_names, preprocessor=preprocessor)
-    steps = -(-len(train) // batch)
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=steps))   # the token loss is built in
+    # `fit` counts its packed batches (long sentences give several windows) to size the schedule.
+    model.compile(optimizer=create_optimizer(5e-5))   # the token loss is built in
     start = time.time()
     model.fit(train.words, train.tags, batch_size=batch, epochs=1, verbose=2)
     print(f"trained on {len(train)} sentences in {time.time() - start:.0f} s")

@@ -103,10 +103,11 @@ def main(argv=None):
     # all-MiniLM-L6-v2 was trained for sentence similarity, not for reading. (The recipe
     # changed data, epochs and rate together; 5e-5 alone at this budget is not measured.)
     model = BertSpanQA.from_preset(model_dir, preprocessor=preprocessor)
-    steps = epochs * -(-len(windows) // batch)
-    model.compile(optimizer=create_optimizer(args.learning_rate, total_steps=steps))  # loss built in
+    train_batches = make_qa_dataset(windows, batch_size=batch, training=True)
+    # The schedule runs over `epochs` passes of exactly these batches.
+    model.compile(optimizer=create_optimizer(args.learning_rate, dataset=train_batches, epochs=epochs))  # loss built in
     start = time.time()
-    model.fit(make_qa_dataset(windows, batch_size=batch, training=True), epochs=epochs, shuffle=False, verbose=2)
+    model.fit(train_batches, epochs=epochs, shuffle=False, verbose=2)
     print(f"trained on {len(windows)} windows in {time.time() - start:.0f} s")
 
     # ## Exact match and F1

@@ -116,7 +116,7 @@ def main(argv=None):
     # ## 1. A model worth serving
     model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["negative", "positive"],
                                        preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-    model.compile(optimizer=create_optimizer(5e-5, total_steps=-(-len(train_x) // batch)))
+    model.compile(optimizer=create_optimizer(5e-5))  # `fit` counts its batches for the schedule
     model.fit(train_x, train_y, batch_size=batch, epochs=1, verbose=2)
     _, keras_probabilities = model.predict_labels(dev_x, verbose=0)   # what the SavedModel must reproduce
 

@@ -12,9 +12,12 @@ SIGKILL leaves at most an unlocked `.NAME.lock`, which the next run takes over. 
 re-entrant within a process (the CLI and the library function it calls both take it).
 
 Under `--strategy multi_worker` every worker runs the same command with the same
-`--out`; only the chief writes it, so only the chief takes the lock. Where the output's
-parent cannot be written, no lock is taken: nothing can be written
-there, and the verb's own check reports why in its words.
+`--out`; only the chief writes it, so only the chief takes the lock. An output whose
+parent folder does not exist yet is locked like any other: the missing folders are made
+for the lock, and removed again on release when the run left nothing in them (a failed
+run leaves the file system as it found it). Where the output's parent cannot be made or
+written, no lock is taken: nothing can be written there, and the verb's own check reports
+why in its words.
 
 Examples:
 >>> import os, tempfile
@@ -41,7 +44,7 @@ class OutputBusyError(OutputError):
     """Another run (another process) is writing the same output right now."""
 
 
-_held = {}  # lock path -> [fd, depth]: this process's locks
+_held = {}  # lock path -> [fd, depth, folders made for it]: this process's locks
 
 
 def lock_path(path):
@@ -49,19 +52,46 @@ def lock_path(path):
     return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
 
 
-def _acquire(lock, shown):
+def _missing_folders(folder):
+    """`folder` and its ancestors that do not exist, deepest first."""
+    missing = []
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def _open_lock_file(lock, created):
+    """The lock file's descriptor, making its missing folders (appended to `created`);
+    None where the folder cannot be made or written."""
+    for _ in range(10):  # another run may remove a folder it made between our makedirs and open
+        try:
+            return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            missing = _missing_folders(os.path.dirname(lock))
+            try:
+                os.makedirs(os.path.dirname(lock), exist_ok=True)
+            except OSError:
+                return None  # an ancestor is a file or read-only: check_output says so in its words
+            created.extend(d for d in missing if d not in created)
+        except OSError:
+            return None  # read-only: nothing can be written there anyway
+    return None
+
+
+def _acquire(lock, shown, created):
     import fcntl
 
     while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return None  # parent missing or read-only: nothing can be written there anyway
+        fd = _open_lock_file(lock, created)
+        if fd is None:
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
+            _remove_empty(created)
             raise OutputBusyError(f"{shown} is being written by another run right now (pid {owner}); wait for it "
                                   "to finish (then pass --overwrite to replace its output), or choose another "
                                   "path.") from None
@@ -76,6 +106,15 @@ def _acquire(lock, shown):
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return fd
         os.close(fd)
+
+
+def _remove_empty(folders):
+    """Removes the folders made for a lock, deepest first, while they are empty."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return  # the run's output (or another run's lock) is in it: it stays
 
 
 @contextlib.contextmanager
@@ -93,11 +132,13 @@ def output_lock(path, flag="--out"):
         _held[lock][1] += 1
     else:
         shown = f"{flag} {os.path.abspath(os.fspath(path))}" if flag else os.fspath(path)
-        fd = _acquire(lock, shown)
+        created = []
+        fd = _acquire(lock, shown, created)
         if fd is None:
+            _remove_empty(created)
             yield
             return
-        _held[lock] = [fd, 1]
+        _held[lock] = [fd, 1, created]
     try:
         yield
     finally:
@@ -108,6 +149,7 @@ def output_lock(path, flag="--out"):
             with contextlib.suppress(OSError):
                 os.remove(lock)  # before closing: a waiter then retries on a fresh file (see _acquire)
             os.close(entry[0])
+            _remove_empty(entry[2])
 
 
 def writes_output(strategy):

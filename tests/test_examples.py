@@ -1,5 +1,6 @@
 """Every file in examples/ runs end to end with `--smoke` and prints one `RESULT name=value ...` line
-whose values lie within the bounds `EXPECT` declares for that file.
+whose values lie within the bounds `EXPECT` declares for that file; the learning-rate schedule of each
+example's recipe reaches its final value exactly at its last step (`SCHEDULED`).
 
 The examples run in this process (`runpy`, `sys.argv` patched, stdout captured): importing
 TensorFlow again for each would cost ~10 s per file. `distributed_training.py` runs in a
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from unittest import mock
 
+import keras
 import pytest
 
 from tests.helpers import REPO_ROOT, SHARED_DATA, minilm_path
@@ -44,6 +46,12 @@ SLOW = {
     "distributed_training.py": ["sst2"],
 }
 SUBPROCESS = {"distributed_training.py"}
+# The examples whose recipe is BERT's warm-up/decay schedule (`create_optimizer`): their run must
+# end it exactly at the last step (`_check_schedules_end_at_the_last_step`; distributed_training.py
+# runs in a subprocess, where it is not watched).
+SCHEDULED = {"text_classification.py", "sentence_pair_classification.py", "named_entity_recognition.py",
+             "question_answering.py", "pretraining_from_scratch.py", "domain_adaptive_pretraining.py",
+             "multiple_choice.py", "serving.py"}
 
 # file -> {RESULT key: (low, high)}, both inclusive. Every key is required (OPTIONAL lists the
 # ones a --smoke run leaves out) and a key not declared here fails: a renamed or missing figure
@@ -93,14 +101,41 @@ def _requirements(name):
     minilm_path()  # skips without the real checkpoint
 
 
+def _recording_fit(schedules):
+    """`keras.Model.fit` that records, after each call, the steps run by its optimizer and the
+    optimizer's warm-up/decay schedule (`schedules[id(optimizer)] = (steps, schedule)`)."""
+    original = keras.Model.fit
+
+    def fit(self, *args, **kwargs):
+        history = original(self, *args, **kwargs)
+        schedule = getattr(self.optimizer, "learning_rate_schedule", None)
+        if getattr(schedule, "total_steps", None) is not None:
+            schedules[id(self.optimizer)] = (int(self.optimizer.iterations.numpy()), schedule)
+        return history
+
+    return fit
+
+
+def _check_schedules_end_at_the_last_step(name, schedules):
+    """Each recipe's learning rate reaches its final value (0) exactly after its last step:
+    a schedule sized for fewer steps than ran trains its last steps at rate 0."""
+    assert bool(schedules) == (name in SCHEDULED), f"{name}: schedules seen {len(schedules)}; update SCHEDULED"
+    for steps, schedule in schedules.values():
+        assert steps == schedule.total_steps, (
+            f"{name}: {steps} steps ran on a schedule of {schedule.total_steps}")
+        assert float(schedule(steps - 1)) > 0.0 and float(schedule(steps)) == 0.0, name
+
+
 def _run_in_process(path):
-    out = io.StringIO()
-    with mock.patch.object(sys, "argv", [path, "--smoke"]), contextlib.redirect_stdout(out):
+    out, schedules = io.StringIO(), {}
+    with mock.patch.object(sys, "argv", [path, "--smoke"]), contextlib.redirect_stdout(out), \
+            mock.patch.object(keras.Model, "fit", _recording_fit(schedules)):
         try:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as e:  # a clear-message exit is a failure of the smoke run
             if e.code not in (None, 0):
                 pytest.fail(f"{os.path.basename(path)} exited with {e.code!r}:\n{out.getvalue()[-3000:]}")
+    _check_schedules_end_at_the_last_step(os.path.basename(path), schedules)
     return out.getvalue()
 
 

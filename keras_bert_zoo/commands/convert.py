@@ -23,8 +23,8 @@ _TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json")
 def add_arguments(parser):
     parser.add_argument("--from", dest="source", required=True,
                         help="preset name, hf://ORG/NAME[@REV], or a directory: HF (config.json + "
-                             "model.safetensors), Google (bert_config.json + bert_model.ckpt), KerasHub / "
-                             "keras-nlp (config.json + model.weights.h5) or ours")
+                             "model.safetensors or tf_model.h5), Google (bert_config.json + bert_model.ckpt), "
+                             "KerasHub / keras-nlp (config.json + model.weights.h5) or ours")
     parser.add_argument("--out", required=True, help="output preset directory")
     parser.add_argument("--to", choices=("keras-bert-zoo", "keras-hub"), default="keras-bert-zoo",
                         help="output format: ours (HF layout, the default) or a KerasHub preset that "

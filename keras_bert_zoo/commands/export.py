@@ -33,6 +33,9 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("--out", required=True, help="SavedModel directory to write")
     add_overwrite_argument(parser)
+    parser.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                        help="bf16: the graph computes in bfloat16 (Keras' mixed_bfloat16; softmax, LayerNorm and "
+                             "outputs in float32), for hosts with native bf16 (AVX512-BF16, AMX); weights stay float32")
     group = parser.add_argument_group("serving options (given only: each applies to its task's models)")
     # Unset flags stay None, so only the options given reach the exporter, which refuses
     # those the model's serving does not take.
@@ -60,7 +63,7 @@ def run(args):
     options = {option.name: getattr(args, option.name) for _, option in serving_options()
                if getattr(args, option.name) is not None}
     start = time.perf_counter()
-    export_saved_model(model, args.out, overwrite=args.overwrite, **options)
+    export_saved_model(model, args.out, overwrite=args.overwrite, precision=args.precision, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
     for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")

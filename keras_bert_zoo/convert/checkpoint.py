@@ -1,7 +1,8 @@
 """Finds, reads and writes BERT checkpoints in a local directory.
 
 Three layouts are read:
-- HF: `config.json` + `model.safetensors` (never `pytorch_model.bin`: it is a pickle).
+- HF: `config.json` + the weights in `model.safetensors`, else in `tf_model.h5` (HF's TF2
+  classes' file, HDF5 read with h5py: `tf_h5_io`); never `pytorch_model.bin`: it is a pickle.
 - Google (google-research/bert): `bert_config.json` + `bert_model.ckpt.*`, read with
   `tf.train.load_checkpoint`.
 - Ours, written by `save_to_preset`: the HF layout plus a `keras_bert_zoo` section
@@ -15,6 +16,7 @@ import re
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+from keras_bert_zoo.convert.tf_h5_io import read_tf_h5
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
@@ -22,7 +24,18 @@ from keras_bert_zoo.models.loading import CONFIG_SECTION
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
 
-__all__ = ["Checkpoint", "refuse_pickles", "open_checkpoint", "read_architecture", "load_backbone", "save_preset"]
+__all__ = ["HF_WEIGHT_FILES", "hf_weights_file", "Checkpoint", "refuse_pickles", "open_checkpoint",
+           "read_architecture", "load_backbone", "save_preset"]
+
+# The HF weight files read, in order of preference: both are data (no code runs when they are read).
+HF_WEIGHT_FILES = ("model.safetensors", "tf_model.h5")
+_READERS = {"model.safetensors": read_safetensors, "tf_model.h5": read_tf_h5}
+
+
+def hf_weights_file(files):
+    """The first of `HF_WEIGHT_FILES` among `files` (names), or None."""
+    return next((name for name in HF_WEIGHT_FILES if name in files), None)
+
 
 # HF `hidden_act` -> ours. HF's "gelu" is the exact erf form; "gelu_new",
 # "gelu_pytorch_tanh" and "gelu_fast" are the tanh approximation.
@@ -121,25 +134,26 @@ class Checkpoint:
         self.path = path
         files = set(os.listdir(path))
         refuse_pickles(path, files)
-        if "config.json" in files and "model.safetensors" in files:
+        weights = hf_weights_file(files)
+        if "config.json" in files and weights:
             self.format = "hf"
             self.config = _read_json(os.path.join(path, "config.json"))
-            self._tensors = read_safetensors(os.path.join(path, "model.safetensors"))
+            self._tensors = _READERS[weights](os.path.join(path, weights))
         elif "bert_config.json" in files:
             self.format = "google"
             self.config = _read_json(os.path.join(path, "bert_config.json"))
             self._reader = _open_tf_checkpoint(path, files)
-        elif any(_is_pickle_name(f) for f in files) or "tf_model.h5" in files:
-            found = sorted(f for f in files if _is_pickle_name(f) or f == "tf_model.h5")
+        elif any(_is_pickle_name(f) for f in files):
+            found = sorted(f for f in files if _is_pickle_name(f))
             raise UnsafeFileError(
-                f"{path} holds only a pickled or Keras-2 checkpoint ({', '.join(found)}). "
+                f"{path} holds only a pickled checkpoint ({', '.join(found)}). "
                 "Pickles can run code when opened, so they are never loaded here. Convert it once "
                 "with safetensors (e.g. `transformers` `save_pretrained(dir, safe_serialization=True)`) "
-                "and load the directory with model.safetensors."
+                "and load the directory with model.safetensors (or HF's TF tf_model.h5)."
             )
         else:
             raise CheckpointError(
-                f"{path} is not a BERT checkpoint: expected config.json + model.safetensors (HF) "
+                f"{path} is not a BERT checkpoint: expected config.json + model.safetensors or tf_model.h5 (HF) "
                 f"or bert_config.json + bert_model.ckpt.* (Google); found {sorted(files)}."
             )
         config_name = "config.json" if self.format == "hf" else "bert_config.json"

@@ -6,8 +6,13 @@ token (`HF_TOKEN`, `hf auth login`) apply exactly as they do for `transformers`.
 already in the cache loads offline; one that is not gives one line naming the repo and the
 two fixes. `huggingface_hub` is an optional dependency: `pip install "keras-bert-zoo[hub]"`.
 
-Only the files a BERT loads are asked for (config, safetensors weights, vocabulary,
-tokenizer and sentence-transformers settings): never `pytorch_model.bin`, a pickle.
+Only the files a BERT loads are asked for (config, one weight file, vocabulary, tokenizer and
+sentence-transformers settings): never `pytorch_model.bin`, a pickle. The weight file is the
+first of `model.safetensors`, `tf_model.h5` (HF's TF2 file, HDF5: data, as safe to read) that
+the repo holds, so Google's Turc et al. miniatures (`google/bert_uncased_L-2_H-128_A-2`, ...),
+which predate safetensors, load from their `tf_model.h5`. Which files a repo holds is asked of
+the Hub (`HfApi.model_info`); offline, or when the Hub cannot be reached, the cached snapshot
+is looked at instead.
 
 Examples:
 >>> from keras_bert_zoo.convert.hub import parse_hf_uri
@@ -17,16 +22,18 @@ Examples:
 
 import os
 
-from keras_bert_zoo.errors import CheckpointError, UsageError
+from keras_bert_zoo.convert.checkpoint import HF_WEIGHT_FILES, hf_weights_file
+from keras_bert_zoo.errors import CheckpointError, UnsafeFileError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, pretrained_repo
 
 __all__ = ["parse_hf_uri", "download", "resolve"]
 
 _HF_SCHEME = "hf://"
-# What a BERT directory needs; glob patterns as `snapshot_download(allow_patterns=...)` takes them.
+# What a BERT directory needs besides its weight file (`_weights_file`); glob patterns as
+# `snapshot_download(allow_patterns=...)` takes them.
 _WANTED_FILES = [
-    "config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+    "config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
     "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling/config.json",
 ]
 
@@ -48,6 +55,7 @@ def download(repo_id, revision=None, what=None):
         CheckpointError: `huggingface_hub` is missing, or the repo is neither cached nor
             reachable (offline, no network), unknown, gated, or the revision does not exist;
             one line naming the repo and the fixes.
+        UnsafeFileError: the repo holds no `model.safetensors` or `tf_model.h5` (only a pickle).
     """
     what = what or repo_id
     try:
@@ -56,11 +64,14 @@ def download(repo_id, revision=None, what=None):
     except ImportError:
         raise CheckpointError(f"{what}: loading {repo_id} from the Hugging Face Hub needs huggingface_hub; "
                               'pip install "keras-bert-zoo[hub]", or pass a local directory.') from None
-    from huggingface_hub import constants
 
     label = f"{repo_id}@{revision}" if revision else repo_id
     try:
-        return huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=_WANTED_FILES,
+        weights, unreachable = _weights_file(repo_id, revision, what, label)
+        if weights is None:
+            config = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
+            raise _not_cached(what, label, unreachable, partly=isinstance(config, str))
+        return huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=_WANTED_FILES + [weights],
                                                  library_name="keras-bert-zoo")
     except errors.RevisionNotFoundError:
         raise CheckpointError(f"{what}: revision {revision!r} does not exist in {repo_id}; "
@@ -70,15 +81,60 @@ def download(repo_id, revision=None, what=None):
                               "(`hf auth login` or HF_TOKEN) if it is private or gated.") from None
     except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled, OSError) as e:
         # LocalEntryNotFoundError: offline (HF_HUB_OFFLINE=1 or no network) and not cached.
-        offline = "HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "the Hub could not be reached"
+        reason = None
         if not isinstance(e, (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled)):
-            offline = f"{offline} ({' '.join(str(e).split())[:120]})"
-        raise CheckpointError(
-            f"{what}: {label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and {offline}; "
-            f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "
-            "local directory holding "
-            "config.json + model.safetensors + vocab.txt."
-        ) from None
+            reason = f"the Hub could not be reached ({' '.join(str(e).split())[:120]})"
+        raise _not_cached(what, label, reason) from None
+
+
+def _not_cached(what, label, reason=None, partly=False):
+    """The error for a repo the cache lacks (`partly`: it holds the repo but no weight file)."""
+    from huggingface_hub import constants
+
+    reason = reason or ("HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "the Hub could not be reached")
+    where = (f"the Hugging Face cache ({constants.HF_HUB_CACHE}) holds {label} without "
+             f"{' or '.join(HF_WEIGHT_FILES)}" if partly else
+             f"{label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})")
+    return CheckpointError(
+        f"{what}: {where} and {reason}; "
+        f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "
+        "local directory holding "
+        f"config.json + {' or '.join(HF_WEIGHT_FILES)} + vocab.txt."
+    )
+
+
+def _weights_file(repo_id, revision, what, label):
+    """`(name, why the Hub was not asked)`: the first of `HF_WEIGHT_FILES` the repo holds.
+
+    The Hub lists the repo's files; offline (`HF_HUB_OFFLINE=1`) or when it cannot be reached,
+    the cached snapshot of `revision` is looked at, and `name` is None when it holds neither file.
+    """
+    import huggingface_hub
+    from huggingface_hub import constants, errors
+
+    unreachable = None
+    if not constants.HF_HUB_OFFLINE:
+        try:
+            info = huggingface_hub.HfApi(library_name="keras-bert-zoo").model_info(repo_id, revision=revision)
+        except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError):
+            raise  # download's own messages (GatedRepoError is a RepositoryNotFoundError)
+        except Exception as e:  # no network, Hub down, proxy: the cache decides, as in snapshot_download
+            unreachable = f"the Hub could not be reached ({type(e).__name__}: {' '.join(str(e).split())[:100]})"
+        else:
+            files = sorted(sibling.rfilename for sibling in info.siblings or ())
+            name = hf_weights_file(files)
+            if name is None:
+                raise UnsafeFileError(
+                    f"{what}: {label} holds no {' or '.join(HF_WEIGHT_FILES)} (its files: {', '.join(files[:8])}"
+                    f"{', ...' if len(files) > 8 else ''}); a pickle (pytorch_model.bin) can run code when "
+                    "opened, so it is never loaded, and sharded weights are not read. Convert it once with "
+                    "`save_pretrained(dir, safe_serialization=True)` and pass the directory."
+                )
+            return name, None
+    for name in HF_WEIGHT_FILES:
+        if isinstance(huggingface_hub.try_to_load_from_cache(repo_id, name, revision=revision), str):
+            return name, unreachable
+    return None, unreachable
 
 
 def resolve(name_or_path, load_weights=True):

@@ -43,6 +43,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
+from keras_bert_zoo.models.precision import precision_name, with_precision
 from keras_bert_zoo.tasks.options import option_values
 
 __all__ = ["export_saved_model"]
@@ -147,7 +148,8 @@ def _serving_class(model):
     return task_of_model(model).serving()
 
 
-def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, **serving_options):
+def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, precision="float32",
+                       **serving_options):
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
@@ -160,6 +162,10 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
         preprocessor: a `BertPreprocessor`; defaults to `model.preprocessor`.
         text_pair: bool, whether `serving_default` takes `text_pair`; None
             decides from the model's `data_layout` (two text columns = pairs).
+        precision: `"float32"` (default), or `"bfloat16"` (`"bf16"`) for hosts with native
+            bf16 (AVX512-BF16, AMX, TPU, recent GPUs): the graph computes the float32 model
+            in Keras' `mixed_bfloat16` (matmuls in bf16; softmax, LayerNorm and outputs in
+            float32; `models.precision.with_precision`). Weights are saved in float32.
         **serving_options: options of the task's serving, e.g. for the pretrainer's
             fill-mask `top_k` (tokens returned per `[MASK]`, 5) and `max_masks` (8).
 
@@ -178,6 +184,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     ```
     """
     check_output(path, overwrite)
+    precision = precision_name(precision)
     name = type(model).__name__
     serving_cls = _serving_class(model)
     preprocessor = preprocessor if preprocessor is not None else getattr(model, "preprocessor", None)
@@ -199,7 +206,8 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     if unknown:
         raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
                          f"{declared or 'none'}.")
-    serving = serving_cls(model, preprocessor, pair, **option_values(serving_cls.options, name, serving_options))
+    serving = serving_cls(with_precision(model, precision), preprocessor, pair,
+                          **option_values(serving_cls.options, name, serving_options))
 
     path = os.fspath(path)
     work = tempfile.mkdtemp(prefix="bert-zoo-export-")  # the assets' sources (copied into the SavedModel)
@@ -213,6 +221,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
             "task": name,
             "text_pair": pair,
             "sequence_length": preprocessor.sequence_length,
+            "precision": precision,
             "signatures": None,
             **serving.info(),
         }

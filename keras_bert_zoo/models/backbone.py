@@ -225,7 +225,8 @@ class BertBackbone(keras.Model):
             name_or_path: one of
                 - a name from `keras_bert_zoo.presets()`;
                 - `"hf://ORG/NAME"` or `"hf://ORG/NAME@REVISION"`: any BERT repo on the Hub;
-                - a directory in HF format (`config.json`, `model.safetensors`), original
+                - a directory in HF format (`config.json`, and `model.safetensors` or else
+                  HF TF2's `tf_model.h5`; never the pickled `pytorch_model.bin`), original
                   Google format (`bert_config.json`, `bert_model.ckpt.*`), KerasHub /
                   keras-nlp format (`config.json` with `registered_name`
                   `keras_hub>BertBackbone`, `model.weights.h5`), or one written by

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.keras_compat import sublayers
 from keras_bert_zoo.models import loading
 
 __all__ = ["COMBINATIONS", "BertFeatureExtractor"]
@@ -63,7 +64,7 @@ class BertFeatureExtractor(keras.Model):
         # Every sublayer explicitly: a backbone rebuilt from a config saying trainable=False
         # keeps trainable sublayers, which an enclosing model would otherwise collect.
         backbone.trainable = False
-        for layer in backbone._flatten_layers(include_self=False):
+        for layer in sublayers(backbone):
             layer.trainable = False
 
         # === Functional Model ===

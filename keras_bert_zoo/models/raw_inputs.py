@@ -7,6 +7,7 @@ preprocessor in tf.data and pads each batch only to the bucket width it needs;
 that `packs_by_default`.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -127,14 +128,32 @@ class RawInputs:
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
         """Keras' `fit`; raw inputs go through the preprocessor (`raw_dataset`, which
-        shuffles itself, seeded; Keras' own `shuffle` flag then does not apply)."""
+        shuffles itself, seeded; Keras' own `shuffle` flag then does not apply).
+
+        A learning-rate schedule made without a step count (`create_optimizer(lr)`) is
+        sized here: `epochs` times the batches this `fit` runs, counted on the batches
+        themselves (length-grouped ones are more than `ceil(examples / batch_size)`), so
+        its decay ends exactly at the last step."""
         if self._is_raw(x):
             shuffle = kwargs.pop("shuffle", True)
             ds = self.raw_dataset(x, y, sample_weight, batch_size, training=shuffle, batching=batching)
+            self._size_schedule(int(ds.cardinality()), kwargs)
             self._build_step_state(ds)
             return super().fit(ds, shuffle=False, **kwargs)
+        self._size_schedule(_batches_of(x, batch_size, kwargs.get("validation_split")), kwargs)
         self._build_step_state(x, y)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def _size_schedule(self, batches, fit_kwargs):
+        """Sizes a schedule that waits for its step count (`sized` False) to the run of this `fit`."""
+        schedule = getattr(getattr(self, "optimizer", None), "learning_rate_schedule", None)
+        if getattr(schedule, "sized", True):
+            return
+        steps = fit_kwargs.get("steps_per_epoch") or batches
+        if steps is None or steps < 0:
+            raise UsageError("fit() cannot count the batches of this data to size the learning-rate schedule; "
+                             "give create_optimizer total_steps= (or dataset=), or fit steps_per_epoch=.")
+        schedule.size(int(fit_kwargs.get("epochs", 1)) * int(steps))
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
         """Keras' `evaluate`; raw inputs are sorted by length and batched (`"auto"`), so
@@ -173,10 +192,11 @@ class RawInputs:
         (`preprocessing.tag_predict`) call it first. A no-op when run eagerly or under a
         distribution strategy (its batches are distributed values).
         """
-        if self.run_eagerly or tf.distribute.has_strategy() or getattr(self, "_distribute_strategy", None) is not None:
+        from keras_bert_zoo.keras_compat import distribute_strategy, predict_function
+
+        if self.run_eagerly or tf.distribute.has_strategy() or distribute_strategy(self) is not None:
             return
-        self.make_predict_function()
-        function = self.predict_function
+        function = predict_function(self)
         if hasattr(function, "get_concrete_function"):
             function.get_concrete_function([element_spec])
 
@@ -197,6 +217,23 @@ class RawInputs:
         step = 8 if self.jit_compile else 1
         bounds = fine_boundaries(int(getattr(self.preprocessor, "sequence_length", 512)), step)
         return batch_raw_sorted(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32, boundaries=bounds)
+
+
+def _batches_of(x, batch_size, validation_split=None):
+    """Batches per epoch Keras' `fit` makes of `x` (a dataset's known cardinality; arrays:
+    `ceil(rows / batch_size)` after the validation split), or None when it cannot be told."""
+    if isinstance(x, tf.data.Dataset):
+        known = int(x.cardinality())
+        return known if known >= 0 else None
+    if isinstance(x, keras.utils.PyDataset):
+        return len(x)
+    leaves = tf.nest.flatten(x)
+    if not leaves or not hasattr(leaves[0], "__len__"):
+        return None  # a generator: only Keras, iterating it, learns its length
+    rows = len(leaves[0])
+    if validation_split:  # Keras keeps the first ceil(rows * (1 - split)) rows for training
+        rows = int(np.ceil(rows * (1.0 - validation_split)))
+    return -(-rows // (batch_size or 32))
 
 
 # XLA for the steps of `compile()`'s default (Keras' own "auto" is XLA on TensorFlow).

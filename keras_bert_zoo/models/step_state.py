@@ -32,7 +32,9 @@ __all__ = ["build_metrics", "build_optimizer", "build_step_state"]
 
 
 def _has_strategy(model):
-    return getattr(model, "_distribute_strategy", None) is not None
+    from keras_bert_zoo.keras_compat import distribute_strategy
+
+    return distribute_strategy(model) is not None
 
 
 def build_optimizer(model):

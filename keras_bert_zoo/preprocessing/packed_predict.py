@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.keras_compat import distribute_strategy, predict_function
 from keras_bert_zoo.preprocessing.unpacking import unpack_sequences
 
 __all__ = ["PREDICT_BATCHINGS", "check_predict_batching", "predict_packed"]
@@ -39,7 +40,7 @@ def check_predict_batching(batching, model=None):
         raise UsageError(f"batching={batching!r}; prediction takes 'auto' (sorted or bucketed by length) or "
                          "'packed' (several windows per row).")
     if batching == "packed" and model is not None and (
-            getattr(model, "_distribute_strategy", None) is not None or tf.distribute.has_strategy()):
+            distribute_strategy(model) is not None or tf.distribute.has_strategy()):
         raise UsageError('batching="packed" prediction runs on one replica (a strategy would split a packed '
                          'batch\'s rows from the index of its sequences); use batching="auto".')
 
@@ -68,11 +69,11 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
     packed = bucketing.finish_in_memory(bucketing.map_as_written(packed, lambda x: pack_for_pooling(x, width)))
     spec = {k: tf.TensorSpec([None, None], s.dtype) for k, s in packed.element_spec.items() if k != "cls_index"}
     model.trace_predict(spec)
-    model.make_predict_function()
+    step = predict_function(model)
     out = None
     for start, batch in zip(range(0, n, batch_size), packed):
         cls_index = batch.pop("cls_index")
-        part = model.predict_function([batch])
+        part = step([batch])
         part = part if isinstance(part, dict) else {None: part}
         if out is None:
             out = {k: np.full((n, seq) + tuple(v.shape[2:]), fill, np.asarray(v).dtype) for k, v in part.items()}

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.keras_compat import distribute_strategy, predict_function
 from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed
 from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
@@ -116,19 +117,19 @@ def _bucketed_predict(model, windows, batch_size):
     features = dict(windows.features)
     width = features["padding_mask"].shape[1]
     lengths = np.maximum((features["padding_mask"] > 0).sum(axis=1), 1)
-    if getattr(model, "_distribute_strategy", None) is not None or tf.distribute.has_strategy():
+    if distribute_strategy(model) is not None or tf.distribute.has_strategy():
         return _bucketed_predict_under_strategy(model, windows, batch_size)
     spec = {k: tf.TensorSpec([None, None], tf.as_dtype(v.dtype)) for k, v in features.items()}
     trace = getattr(model, "trace_predict", None)
     if trace is not None:
         trace(spec)
-    model.make_predict_function()
+    step = predict_function(model)
     order = np.argsort(lengths, kind="stable")
     out = None
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
         cut = int(lengths[rows].max())
-        part = _logits_of(model.predict_function([{k: tf.constant(v[rows, :cut]) for k, v in features.items()}]))
+        part = _logits_of(step([{k: tf.constant(v[rows, :cut]) for k, v in features.items()}]))
         if out is None:
             out = np.zeros((len(order), width) + part.shape[2:], part.dtype)
         out[rows, :cut] = part

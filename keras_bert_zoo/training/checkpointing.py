@@ -22,7 +22,10 @@ Damaged afterwards (a truncated tensor file, an edited `meta.json`): `restore_ne
 validates the newest checkpoint while reading it and, if it is damaged, falls back to
 the next older intact one and says so on stderr; with none left it raises
 `DamagedCheckpointError` naming the damaged checkpoint and the two ways out (restore
-it, or `--no-resume`).
+it, or `--no-resume`). The two newest complete checkpoints are kept (`KEEP_CHECKPOINTS`),
+so that fallback exists in every run that has saved twice: with one kept, a damaged
+newest left nothing to fall back to. The cost is a second copy of the weights and Adam
+moments on disk while a run is going (BERT-base: ~1.3 GB each); both go when it finishes.
 
 Examples:
 >>> import keras, numpy as np, tempfile
@@ -43,10 +46,12 @@ import sys
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, OutputError
 
-__all__ = ["CheckpointMismatchError", "DamagedCheckpointError", "resume_point", "set_resume_point", "RunCheckpoints",
+__all__ = ["KEEP_CHECKPOINTS", "CheckpointMismatchError", "DamagedCheckpointError", "resume_point", "set_resume_point", "RunCheckpoints",
            "run_directory", "is_run_directory", "reruns_without_overwrite", "prepare_run_directory", "keep_run_files"]
 
 _LATEST = "latest"
+# Complete checkpoints kept: the newest and the one before, which a damaged newest falls back to.
+KEEP_CHECKPOINTS = 2
 _META = "meta.json"
 _META_KEYS = {"step": int, "state": dict, "signature": dict, "model": list, "optimizer": list, "iterator": bool}
 
@@ -116,10 +121,11 @@ class RunCheckpoints:
             sense (recipe flags, data sizes); compared on `restore`.
         writer: False on multi-worker non-chief workers: they write to a private
             temporary directory (the save must still run everywhere), never to `directory`.
-        keep: complete checkpoints kept (the newest).
+        keep: complete checkpoints kept (the newest); default `KEEP_CHECKPOINTS` (2), so a
+            damaged newest one falls back to the one before.
     """
 
-    def __init__(self, directory, model, iterator=None, signature=None, writer=True, keep=1):
+    def __init__(self, directory, model, iterator=None, signature=None, writer=True, keep=KEEP_CHECKPOINTS):
         self.directory = os.path.abspath(directory)
         self.model, self.iterator, self.writer, self.keep = model, iterator, writer, max(1, int(keep))
         self.signature = json.loads(json.dumps(signature or {}))

@@ -155,12 +155,13 @@ def time_train_steps(model, batch, timed_steps=_TIMED_STEPS):
     """
     import tensorflow as tf
 
+    from keras_bert_zoo.keras_compat import symbolic_build
     from keras_bert_zoo.training.strategies import distribute_batch
 
     strategy = model.distribute_strategy
     with strategy.scope():
         if not model.built or not model.optimizer.built:
-            model._symbolic_build(data_batch=batch)
+            symbolic_build(model, batch)
             model.optimizer.build(model.trainable_variables)
     state = list(model.variables) + list(model.optimizer.variables) + list(model.metrics_variables)
     saved = [v.numpy() for v in state]

@@ -43,6 +43,7 @@ Examples:
 import math
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.keras_compat import distribute_strategy, metrics_result, symbolic_build
 
 __all__ = ["NonFiniteLossError", "nonfinite_message", "worker_rows", "train_function", "evaluate", "train"]
 
@@ -236,11 +237,11 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
     repeated = dataset.repeat()
     iterator = iter(repeated) if position == "iterator" else None
-    if model._distribute_strategy is not None:  # create metric/optimizer variables in the scope, as fit does
+    if distribute_strategy(model) is not None:  # create metric/optimizer variables in the scope, as fit does
         # From the element spec, not a batch: a second iterator would advance a reshuffling
         # dataset's seed, and the run would then see another order than a one-device run.
         with strategy.scope():
-            model._symbolic_build(data_batch=dataset.element_spec)
+            symbolic_build(model, dataset.element_spec)
     else:  # the compiled metrics' state before the first trace: one trace of the step (models.step_state)
         build_metrics(model, dataset.element_spec)
 
@@ -285,7 +286,7 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
                 saved = step
             if model.stop_training or step >= total:
                 break
-        epoch_logs = dict(model._get_metrics_result_or_logs(logs))
+        epoch_logs = metrics_result(model, logs)
         callback_list.on_epoch_end(epoch, epoch_logs)
         if saved != step:
             save(step)

@@ -4,10 +4,12 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.keras_compat import adam_moments, decays, learning_rate_value
 from keras_bert_zoo.models.task import register_default_optimizer
 from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
 
-__all__ = ["NO_DECAY_NAMES", "RECIPES", "BertAdamW", "merge_repeated_rows", "default_optimizer", "create_optimizer"]
+__all__ = ["NO_DECAY_NAMES", "RECIPES", "BertAdamW", "merge_repeated_rows", "default_optimizer", "create_optimizer",
+           "count_batches"]
 
 # Weight decay regularises weight matrices only: the original code excludes LayerNorm
 # scales/offsets and every bias (optimization.py, `exclude_from_weight_decay`).
@@ -71,7 +73,7 @@ class BertAdamW(keras.optimizers.AdamW):
     @property
     def learning_rate_schedule(self):
         """The `LearningRateSchedule` (or the constant rate), not its current value."""
-        return self._learning_rate
+        return learning_rate_value(self)
 
     # --- one step: scalars once, then one fused update per variable ------------------------
     # Keras computes AdamW's scalars (bias corrections, the decay factor) inside each
@@ -123,10 +125,13 @@ class BertAdamW(keras.optimizers.AdamW):
             learning_rate = self._step_coefficients(learning_rate)
         dtype = variable.dtype
         c = {k: ops.cast(v, dtype) for k, v in learning_rate.items()}
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index], self._velocities[index]
-        if "decay" in c and self._use_weight_decay(variable):
-            self.assign_sub(variable, ops.multiply(variable, c["decay"]))
+        m, v = adam_moments(self, variable)
+        if "decay" in c and decays(self, variable):
+            # torch's form, `param.mul_(1 - lr * weight_decay)`: one multiply whose result
+            # becomes the variable's buffer (half the CPU time of subtracting `variable *
+            # decay`, 4.9 vs 9.0 ms for MiniLM's word embeddings; a fused
+            # `ResourceApplyGradientDescent` copies the variable it reads: 9.5 ms).
+            self.assign(variable, ops.multiply(variable, 1 - c["decay"]))
         if self.fused_update and keras.backend.backend() == "tensorflow":
             return _fused_adam(variable, m, v, ops.convert_to_tensor(ops.cast(gradient, dtype)), c)
         gradient = ops.cast(gradient, dtype)
@@ -158,6 +163,10 @@ class BertAdamW(keras.optimizers.AdamW):
                 "fused_update": self.fused_update}
 
 
+def _handle(x):
+    return (x.value if isinstance(x, keras.Variable) else x).handle
+
+
 def _fused_adam(variable, m, v, gradient, c):
     """TF's one-pass Adam kernel on `variable` and its moments (Keras or tf variables).
 
@@ -167,11 +176,8 @@ def _fused_adam(variable, m, v, gradient, c):
     """
     import tensorflow as tf
 
-    def handle(x):
-        return (x.value if isinstance(x, keras.Variable) else x).handle
-
     return tf.raw_ops.ResourceApplyAdam(
-        var=handle(variable), m=handle(m), v=handle(v), beta1_power=c["beta_1_power"],
+        var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=c["beta_1_power"],
         beta2_power=c["beta_2_power"], lr=c["learning_rate"], beta1=c["beta_1"], beta2=c["beta_2"],
         epsilon=c["epsilon"], grad=gradient)
 
@@ -227,7 +233,7 @@ def default_optimizer():
 
 def create_optimizer(
     learning_rate,
-    total_steps,
+    total_steps=None,
     warmup_steps=None,
     warmup_ratio=0.1,
     weight_decay=0.01,
@@ -238,6 +244,8 @@ def create_optimizer(
     bias_correction=None,
     recipe="linear",
     fused_update=True,
+    dataset=None,
+    epochs=1,
 ):
     """AdamW (epsilon 1e-6, weight decay 0.01 not on LayerNorm or biases), a linear
     warm-up then linear decay to zero, and global gradient clipping at norm 1.0.
@@ -251,9 +259,18 @@ def create_optimizer(
     `schedule=` and `bias_correction=` override the recipe's part each: e.g.
     `schedule="bert_original"` alone changes the schedule only.
 
+    The schedule must know the run's step count, and length-grouped batches (what `fit`
+    makes of raw inputs) are more than `ceil(examples / batch)` (SST-2: 629 against 625;
+    MRPC over 3 epochs: 360 against 345), so counting them by that formula ends the decay
+    early and the last steps run at rate 0. Either leave `total_steps` out and let the
+    first `fit` of a task model count its own batches, or pass the `dataset` it will
+    train on (e.g. `model.raw_dataset(x, y, batch_size, training=True)`) with `epochs`.
+
     Args:
         learning_rate: float, peak learning rate.
-        total_steps: int, optimizer steps of the whole run (the decay reaches 0 there).
+        total_steps: int, optimizer steps of the whole run (the decay reaches 0 there);
+            None: `epochs` times the batches of `dataset`, or without `dataset` set by
+            the first `fit` of a task model (`epochs` times the batches it counts).
         warmup_steps: int, warm-up steps; defaults to `warmup_ratio * total_steps`.
         warmup_ratio: float, used when `warmup_steps` is None.
         weight_decay: float.
@@ -268,6 +285,9 @@ def create_optimizer(
         recipe: `"linear"` or `"bert_original"`.
         fused_update: bool, TF's one-pass Adam kernel (default) or the element-wise
             form, torch's `AdamW` to float32 rounding (see `BertAdamW`).
+        dataset: `tf.data.Dataset` of the training batches (a finite one), instead of
+            `total_steps`.
+        epochs: int, passes over `dataset`.
 
     Examples:
     >>> from keras_bert_zoo.training import create_optimizer
@@ -277,6 +297,12 @@ def create_optimizer(
     >>> original = create_optimizer(1e-4, total_steps=1000, recipe="bert_original")
     >>> type(original.learning_rate_schedule).__name__, original.bias_correction
     ('BertOriginalWarmupDecay', False)
+    >>> import tensorflow as tf
+    >>> batches = tf.data.Dataset.range(10).batch(4)
+    >>> create_optimizer(5e-5, dataset=batches, epochs=3).learning_rate_schedule.total_steps
+    9
+    >>> create_optimizer(5e-5).learning_rate_schedule.sized  # the first fit() sizes it
+    False
     """
     if recipe not in RECIPES:
         raise UsageError(f"Unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}.")
@@ -286,10 +312,16 @@ def create_optimizer(
         bias_correction = RECIPES[recipe]["bias_correction"]
     if schedule not in SCHEDULES:
         raise UsageError(f"Unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}.")
+    if dataset is not None:
+        if total_steps is not None:
+            raise UsageError("give create_optimizer total_steps= or dataset=, not both.")
+        total_steps = epochs * count_batches(dataset)
+    ratio = None
     if warmup_steps is None:
-        warmup_steps = int(round(warmup_ratio * total_steps))
+        ratio = warmup_ratio if total_steps is None else None
+        warmup_steps = 0 if total_steps is None else int(round(warmup_ratio * total_steps))
     return BertAdamW(
-        learning_rate=make_schedule(schedule, learning_rate, total_steps, warmup_steps),
+        learning_rate=make_schedule(schedule, learning_rate, total_steps, warmup_steps, warmup_ratio=ratio),
         weight_decay=weight_decay,
         beta_1=0.9,
         beta_2=0.999,
@@ -300,3 +332,23 @@ def create_optimizer(
         no_decay_names=NO_DECAY_NAMES,
         fused_update=fused_update,
     )
+
+
+def count_batches(dataset):
+    """Batches in one pass over `dataset`: its cardinality, or counted once when tf.data
+    cannot know it (length buckets). An endless dataset is a `UsageError`.
+
+    >>> import tensorflow as tf
+    >>> from keras_bert_zoo.training.optimizer import count_batches
+    >>> count_batches(tf.data.Dataset.range(10).batch(4))
+    3
+    """
+    import tensorflow as tf
+
+    known = int(dataset.cardinality())
+    if known == tf.data.INFINITE_CARDINALITY:
+        raise UsageError("the dataset repeats forever, so its batches cannot size the schedule; give "
+                         "create_optimizer total_steps= instead.")
+    if known >= 0:
+        return known
+    return int(dataset.reduce(0, lambda count, _: count + 1))

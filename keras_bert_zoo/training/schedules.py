@@ -25,19 +25,48 @@ __all__ = ["LinearWarmupLinearDecay", "BertOriginalWarmupDecay", "SCHEDULES", "m
 
 
 class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
-    def __init__(self, peak, total_steps, warmup_steps=0):
+    """`total_steps=None` leaves the length to the first `fit` of a task model
+    (`size(total_steps)`), which counts its own batches: length-grouped batches are more
+    than `ceil(examples / batch)` (SST-2: 629 against 625), and a schedule sized by that
+    formula reached 0 before the last steps. `warmup_ratio` then gives the warm-up."""
+
+    def __init__(self, peak, total_steps, warmup_steps=0, warmup_ratio=None):
         if not float(peak) > 0:  # also NaN: a negative rate would climb the loss without a word
             raise UsageError(f"the peak learning rate must be a positive number, got {peak}.")
-        if total_steps <= 0:
-            raise UsageError(f"total_steps must be positive, got {total_steps}.")
+        if warmup_ratio is not None and not 0 <= warmup_ratio <= 1:
+            raise UsageError(f"warmup_ratio={warmup_ratio} must be within [0, 1].")
+        self.peak = float(peak)
+        self.warmup_ratio = None if warmup_ratio is None else float(warmup_ratio)
+        self.total_steps, self.warmup_steps = None, int(warmup_steps or 0)
+        if total_steps is not None:
+            self.size(total_steps, warmup_steps if self.warmup_ratio is None else None)
+
+    @property
+    def sized(self):
+        """Whether the schedule knows its length (False: the next `fit` sizes it)."""
+        return self.total_steps is not None
+
+    def size(self, total_steps, warmup_steps=None):
+        """Sets the run's length; `warmup_steps=None` takes `round(warmup_ratio * total_steps)`
+        (the warm-up given at construction without a ratio)."""
+        if isinstance(total_steps, bool) or int(total_steps) != total_steps or total_steps <= 0:
+            raise UsageError(f"total_steps must be a positive int, got {total_steps}.")
+        if warmup_steps is None:
+            warmup_steps = self.warmup_steps if self.warmup_ratio is None else int(round(self.warmup_ratio * total_steps))
         if not 0 <= warmup_steps <= total_steps:
             raise UsageError(f"warmup_steps={warmup_steps} must be within [0, total_steps={total_steps}].")
-        self.peak = float(peak)
         self.total_steps = int(total_steps)
         self.warmup_steps = int(warmup_steps)
 
+    def _check_sized(self):
+        if self.total_steps is None:
+            raise UsageError("this learning-rate schedule has no total_steps yet: the first fit() of a task model "
+                             "counts its batches and sets it; elsewhere give create_optimizer total_steps= or "
+                             "dataset=.")
+
     def get_config(self):
-        return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+        return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
+                "warmup_ratio": self.warmup_ratio}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -56,6 +85,7 @@ class LinearWarmupLinearDecay(_WarmupDecay):
     """
 
     def __call__(self, step):
+        self._check_sized()
         step = ops.cast(step, "float32")
         warmup = ops.cast(max(self.warmup_steps, 1), "float32")
         decay_span = ops.cast(max(self.total_steps - self.warmup_steps, 1), "float32")
@@ -79,6 +109,7 @@ class BertOriginalWarmupDecay(_WarmupDecay):
     """
 
     def __call__(self, step):
+        self._check_sized()
         step = ops.cast(step, "float32")
         total = float(self.total_steps)
         # = peak * (1 - min(step, total) / total), rounded less near the end in float32.
@@ -92,8 +123,9 @@ class BertOriginalWarmupDecay(_WarmupDecay):
 SCHEDULES = {"linear": LinearWarmupLinearDecay, "bert_original": BertOriginalWarmupDecay}
 
 
-def make_schedule(name, peak, total_steps, warmup_steps=0):
-    """The schedule called `name` (`"linear"` or `"bert_original"`)."""
+def make_schedule(name, peak, total_steps, warmup_steps=0, warmup_ratio=None):
+    """The schedule called `name` (`"linear"` or `"bert_original"`); `total_steps=None`:
+    sized by the first `fit` (see `_WarmupDecay`), warm-up `warmup_ratio` of it."""
     if name not in SCHEDULES:
         raise UsageError(f"Unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}.")
-    return SCHEDULES[name](peak, total_steps, warmup_steps)
+    return SCHEDULES[name](peak, total_steps, warmup_steps, warmup_ratio=warmup_ratio)

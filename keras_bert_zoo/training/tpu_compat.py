@@ -84,9 +84,11 @@ def check_tpu_compat(model, dataset):
     """
     import tensorflow as tf
 
+    from keras_bert_zoo.keras_compat import symbolic_build
+
     check_input_spec(dataset.element_spec)
     batch = next(iter(dataset))
-    model._symbolic_build(data_batch=batch)  # variables exist before tracing, as fit ensures
+    symbolic_build(model, batch)  # variables exist before tracing, as fit ensures
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     report = {}

@@ -26,13 +26,13 @@ FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json
          "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")
 
 
-def cache_repo(cache, repo_id, source, commit=COMMIT):
-    """Puts `source`'s files into `cache` as huggingface_hub stores a downloaded repo."""
+def cache_repo(cache, repo_id, source, commit=COMMIT, files=FILES):
+    """Puts `source`'s `files` into `cache` as huggingface_hub stores a downloaded repo."""
     repo = cache / f"models--{repo_id.replace('/', '--')}"
     (repo / "blobs").mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)  # no newline, as huggingface_hub writes it
-    for name in FILES:
+    for name in files:
         src = os.path.join(source, name)
         if not os.path.exists(src):
             continue

@@ -232,6 +232,29 @@ def test_a_damaged_checkpoint_is_named_with_the_two_ways_out(how, models, tmp_pa
         assert code == 0, err
 
 
+def test_by_default_a_truncated_latest_checkpoint_falls_back_to_the_one_before(models, tmp_path, capsys,
+                                                                               monkeypatch):
+    """A real run keeps its two newest checkpoints, so the fallback happens without any option."""
+    import keras_bert_zoo.training.curves as curves
+
+    w = World(tmp_path / "w", models)
+    run = w.finetune("--epochs", "2", "--batch-size", "8")
+    with monkeypatch.context() as patch:  # stopped after its last checkpoint, as a kill would stop it
+        patch.setattr(curves, "plot_finetuning", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        code, _, err = run_cli(run, capsys)
+    assert code == 130, err
+    directory = os.path.join(w.out, "checkpoints")
+    names = sorted(n for n in os.listdir(directory) if n.startswith("ckpt-"))
+    assert len(names) == 2, names  # the epoch-end checkpoints of both epochs
+    with open(os.path.join(directory, names[-1], "state.data-00000-of-00001"), "r+b") as f:
+        f.truncate(f.seek(0, 2) // 2)
+    code, _, err = run_cli(run, capsys)
+    assert code == 0, err
+    assert f"checkpoint {os.path.join(directory, names[-1])} is damaged" in err, err
+    assert f"resumed from the older intact checkpoint {os.path.join(directory, names[0])}" in err, err
+    assert os.path.isfile(os.path.join(w.out, "metrics.json"))
+
+
 def test_resume_falls_back_to_an_older_intact_checkpoint_and_says_so(tmp_path, capsys):
     import numpy as np
 
@@ -362,20 +385,22 @@ HOLD_LOCK = textwrap.dedent("""
 """)
 
 
-def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(models, tmp_path, capsys):
+@pytest.mark.parametrize("parent", ["", "new/deeper"])  # an --out whose parent folders do not exist yet too
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(models, tmp_path, capsys, parent):
     w = World(tmp_path / "w", models)
+    out = os.path.join(w.root, parent, "out")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, w.out], stdout=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, out], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert first.stdout.readline().strip() == "locked"
-        check_case(w.root, w.finetune(), 1, r"--out .*out is being written by another run right now \(pid "
-                                            rf"{first.pid}\); wait for it to finish", capsys)
-        code, _, err = run_cli(w.finetune("--overwrite"), capsys)  # --overwrite does not take it over either
+        check_case(w.root, w.finetune(out=out), 1, r"--out .*out is being written by another run right now \(pid "
+                                                   rf"{first.pid}\); wait for it to finish", capsys)
+        code, _, err = run_cli(w.finetune("--overwrite", out=out), capsys)  # --overwrite does not take it over
         check_failure(code, err, 1, r"is being written by another run")
     finally:
         first.kill()
         first.wait()
-    assert not os.path.exists(w.out)
+    assert not os.path.exists(out)
 
 
 def test_the_lock_is_released_and_reentrant_in_one_process(tmp_path):
@@ -387,6 +412,20 @@ def test_the_lock_is_released_and_reentrant_in_one_process(tmp_path):
             assert os.path.exists(lock_path(out))
         assert os.path.exists(lock_path(out))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_lock_under_missing_folders_makes_them_and_removes_them_when_left_empty(tmp_path):
+    """The lock of an --out whose parent does not exist yet is taken like any other (the
+    folders are made for it); a run that wrote nothing there leaves no folder behind."""
+    from keras_bert_zoo.locking import lock_path, output_lock
+
+    out = str(tmp_path / "a" / "b" / "out")
+    with output_lock(out):
+        assert os.path.exists(lock_path(out))
+    assert os.listdir(tmp_path) == []
+    with output_lock(out):
+        os.makedirs(out)  # the run's output: its folder stays
+    assert os.listdir(tmp_path / "a" / "b") == ["out"]
 
 
 # --- flag specs -------------------------------------------------------------------------------------

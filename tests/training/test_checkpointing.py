@@ -80,7 +80,7 @@ def test_checkpoints_are_atomic_and_found_again(tmp_path):
     os.remove(tmp_path / "latest")
     assert ckpts.latest() == str(tmp_path / "ckpt-000003")
     ckpts.save(12, {"epoch": 1})
-    assert sorted(os.listdir(tmp_path)) == ["ckpt-000012", "latest"]  # partial ones cleared, keep=1
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-000003", "ckpt-000012", "latest"]  # partial ones cleared
     with open(tmp_path / "ckpt-000012" / "meta.json") as f:
         assert json.load(f)["state"] == {"epoch": 1}
     before = [w.copy() for w in model.get_weights()]
@@ -88,6 +88,8 @@ def test_checkpoints_are_atomic_and_found_again(tmp_path):
     assert ckpts.restore(ckpts.latest())["step"] == 12
     for a, b in zip(before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
+    ckpts.save(15, {"epoch": 1})  # the two newest are kept (a damaged newest falls back to the other)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-000012", "ckpt-000015", "latest"]
 
 
 def test_resume_refuses_another_run(tmp_path):

@@ -9,8 +9,9 @@ configuration and input dtypes, with the block's weights passed in (`keras.State
 MiniLM's traced inference forward goes from 1,063 to 573 ops; the outputs are the same.
 
 It applies only where nothing else differs: the TensorFlow backend, inside a traced
-function, built blocks, float32 inputs of known rank, outside distribution strategies,
-float32-only dtype policies, one trace per block class (a subclass may compute something
+function, built blocks, float inputs of known rank, outside distribution strategies,
+float32 variables computing in float32 or (mixed precision) bfloat16 / float16, not quantized,
+one trace per block class (a subclass may compute something
 else from the same configuration), and not the
 `[CLS]`-only path of the last block (`query_index`). Training calls trace as before (their
 dropout has random state to carry). JAX and eager calls never come here.
@@ -38,6 +39,8 @@ import json
 
 import keras
 import tensorflow as tf
+# Keras has no public name for the scope its `Layer.__call__` opens under a mixed policy.
+from keras.src.backend import AutocastScope
 
 __all__ = ["inference_call", "shared_block_traces", "clear_shared_block_traces"]
 
@@ -59,13 +62,14 @@ def clear_shared_block_traces():
 
 def _applies(block, x, attention_bias):
     policy = block.dtype_policy
-    # Inputs of another dtype or an unknown rank go through Keras' `__call__`, which casts them.
+    # Inputs of unknown rank, or integer ones, go through Keras' `__call__`.
     return (block.built and keras.backend.backend() == "tensorflow" and tf.inside_function()
             and not tf.distribute.has_strategy()
             and isinstance(x, tf.Tensor) and isinstance(attention_bias, tf.Tensor)
-            and x.dtype == attention_bias.dtype == tf.float32 and x.shape.rank is not None
+            and x.dtype.is_floating and attention_bias.dtype.is_floating and x.shape.rank is not None
             and attention_bias.shape.rank is not None
-            and policy.quantization_mode is None and policy.compute_dtype == policy.variable_dtype == "float32")
+            and policy.quantization_mode is None and policy.variable_dtype == "float32"
+            and policy.compute_dtype in ("float32", "bfloat16", "float16"))
 
 
 def inference_call(block, x, attention_bias):
@@ -73,6 +77,12 @@ def inference_call(block, x, attention_bias):
     configuration; None where that does not apply (the caller calls the block itself)."""
     if not _applies(block, x, attention_bias):
         return None
+    # What Keras' `__call__` does before `call`: float inputs cast to the compute dtype, and under a
+    # mixed policy (float32 variables, bfloat16 compute) an autocast scope that casts each variable
+    # read to the compute dtype.
+    compute_dtype = block.compute_dtype
+    x, attention_bias = (tf.cast(t, compute_dtype) if block.autocast and t.dtype != compute_dtype else t
+                         for t in (x, attention_bias))
     config = {k: v for k, v in block.get_config().items() if k not in ("name", "trainable")}
     # Batch and width left open: one graph for every batch.
     weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in _weights(block)]
@@ -83,10 +93,14 @@ def inference_call(block, x, attention_bias):
     key = json.dumps([cls, config, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True, default=str)
     if key not in _TRACES:
         template = _weights(block)
+        mixed = compute_dtype != block.variable_dtype
 
         def forward(values, x, attention_bias):
             with keras.StatelessScope(state_mapping=list(zip(template, values))):
-                return block.call(x, attention_bias, training=False)
+                if not mixed:
+                    return block.call(x, attention_bias, training=False)
+                with AutocastScope(compute_dtype):
+                    return block.call(x, attention_bias, training=False)
 
         function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, x_spec, bias_spec)
         _TRACES[key] = function

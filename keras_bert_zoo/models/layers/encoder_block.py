@@ -162,7 +162,7 @@ class BertEncoderBlock(keras.layers.Layer):
         if query_index is not None:
             rows = ops.take(rows, query_index[:, 0] * s + query_index[:, 1], axis=0)
         rows = self.attention_layer_norm(rows + attended)
-        h = self._activation_fn(self.intermediate(rows))
+        h = self._activation_fn(self.intermediate(rows), training=training)
         h = self.residual_dropout(self.output_dense(h), training=training)
         out = self.output_layer_norm(rows + h)
         return out if query_index is not None else ops.reshape(out, (b, s, self.hidden_dim))
