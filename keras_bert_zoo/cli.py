@@ -111,6 +111,8 @@ def main(argv=None):
         # One writer per --out for every verb that writes one (see keras_bert_zoo.locking).
         out = getattr(args, "out", None) if writes_output(getattr(args, "strategy", "default")) else None
         with _sigterm_as_interrupt(), output_lock(out):
+            # The parser was built without TensorFlow; the verb sees the package as a script does.
+            importlib.import_module("keras_bert_zoo").import_all()
             return int(_module(args.verb).run(args) or 0)
     except KeyboardInterrupt as e:
         print(_interrupted_message(args.verb, e), file=sys.stderr)

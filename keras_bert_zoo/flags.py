@@ -3,7 +3,8 @@
 A bad value is a usage error that argparse reports as one line with exit code 2:
 `argument --batch-size: 0 is out of range; use 1 to 65,536`. The upper bounds catch typos
 (an extra digit) long before they exhaust memory or time; floats refuse NaN and infinity.
-This module sits outside `commands/` so task modules (`tasks/*.py`, which declare their
+This module imports nothing heavy (`bert-zoo VERB --help` builds its parser without
+TensorFlow) and sits outside `commands/` so task modules (`tasks/*.py`, which declare their
 own flags) can use the same types; `commands.common` re-exports them.
 
 Examples:
@@ -16,13 +17,19 @@ import argparse
 import math
 
 __all__ = ["MAX_STEPS", "MAX_BATCH", "MAX_LENGTH", "MAX_VOCABULARY", "int_in", "float_in", "positive_int", "steps_int",
-           "count_int", "batch_int", "length_int", "seed_int", "learning_rate_float", "ratio_float"]
+           "count_int", "batch_int", "length_int", "seed_int", "learning_rate_float", "ratio_float", "STRATEGIES",
+           "PRECISIONS"]
 
 MAX_STEPS = 10**9
 MAX_BATCH = 65_536
 MAX_LENGTH = 8_192
 MAX_VOCABULARY = 1_000_000
 _MAX_SEED = 2**31 - 1
+
+# `--strategy` and `--mixed-precision` (`training.strategies` gives them a meaning): here so
+# the CLI's parser is built without importing TensorFlow.
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
 def int_in(low, high):

@@ -1,14 +1,20 @@
 """Flags several verbs share."""
 
-__all__ = ["add_distribution_arguments", "jit_flag", "add_overwrite_argument", "add_checkpoint_arguments",
+__all__ = ["outputs_epilog", "add_distribution_arguments", "jit_flag", "add_overwrite_argument", "add_checkpoint_arguments",
            "checkpoint_options", "MAX_VOCABULARY", "batch_int", "count_int", "float_in", "int_in",
            "learning_rate_float", "length_int", "ratio_float", "seed_int", "steps_int"]
 
 
+def outputs_epilog(files):
+    """The `--help` epilog of the training verbs: what `--out` receives and the cache beside it."""
+    return (f"outputs: --out becomes a preset directory (config.json, model.safetensors, vocab.txt) with {files}; "
+            "while training it holds checkpoints/ (rerunning the same command resumes). The XLA choice of "
+            "--jit-compile auto is remembered per machine in ~/.cache/keras_bert_zoo/jit_choices.json "
+            "(BERT_ZOO_JIT_CACHE=PATH moves it, =off times every run). See docs/outputs.md.")
+
+
 def add_distribution_arguments(parser):
     """`--strategy`, `--tpu` and `--mixed-precision`, shared by the training verbs."""
-    from keras_bert_zoo.training.strategies import PRECISIONS, STRATEGIES
-
     parser.add_argument("--strategy", choices=STRATEGIES, default="default",
                         help="tf.distribute strategy; multi_worker reads TF_CONFIG")
     parser.add_argument("--tpu", default=None, help="TPU address for --strategy tpu ('local' on a TPU VM)")
@@ -28,9 +34,9 @@ def jit_flag(value):
 
 
 # Numeric flag types (ranges carried by the type): `keras_bert_zoo.flags`, shared with the tasks' flags.
-from keras_bert_zoo.flags import (MAX_BATCH, MAX_LENGTH, MAX_STEPS, MAX_VOCABULARY, batch_int,  # noqa: E402,F401
-                                  count_int, float_in, int_in, learning_rate_float, length_int, positive_int,
-                                  ratio_float, seed_int, steps_int)
+from keras_bert_zoo.flags import (MAX_BATCH, MAX_LENGTH, MAX_STEPS, MAX_VOCABULARY, PRECISIONS,  # noqa: E402,F401
+                                  STRATEGIES, batch_int, count_int, float_in, int_in, learning_rate_float, length_int,
+                                  positive_int, ratio_float, seed_int, steps_int)
 
 
 def add_overwrite_argument(parser, what="--out"):

@@ -11,19 +11,22 @@ Examples:
 
 from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
                                             batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
-                                            length_int, ratio_float, seed_int, steps_int)
+                                            length_int, outputs_epilog, ratio_float, seed_int, steps_int)
 from keras_bert_zoo.tasks.options import BATCHINGS
 
 __all__ = ["add_arguments", "run"]
+
+_EPILOG = outputs_epilog("metrics.json (dev scores) and training_curve.png")
 
 
 def add_arguments(parser):
     from keras_bert_zoo.tasks import get_task, task_names
 
+    parser.epilog = _EPILOG
     sub = parser.add_subparsers(dest="task", metavar="TASK", required=True)
     for name in task_names(finetunable=True):
         spec = get_task(name)
-        task_parser = sub.add_parser(name, help=spec.description, description=spec.description)
+        task_parser = sub.add_parser(name, help=spec.description, description=spec.description, epilog=_EPILOG)
         _add_recipe_arguments(task_parser, spec)
         spec.add_arguments(task_parser)
 

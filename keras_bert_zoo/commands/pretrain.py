@@ -9,12 +9,15 @@ Examples:
 
 from keras_bert_zoo.commands.common import (MAX_VOCABULARY, add_checkpoint_arguments, add_distribution_arguments,
                                             add_overwrite_argument, batch_int, checkpoint_options, count_int, float_in,
-                                            int_in, jit_flag, learning_rate_float, length_int, seed_int, steps_int)
+                                            int_in, jit_flag, learning_rate_float, length_int, outputs_epilog, seed_int,
+                                            steps_int)
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser):
+    parser.epilog = outputs_epilog("metrics.json, loss_curves.png and logs/ (TensorBoard scalars, written as it "
+                                   "trains: tensorboard --logdir OUT/logs)")
     parser.add_argument("--corpus", nargs="+", required=True,
                         help="text files (or .tfrecord files in the original BERT feature format)")
     parser.add_argument("--corpus-format", choices=("bert", "lines", "wikitext"), default="bert",

@@ -97,7 +97,8 @@ def _not_cached(what, label, reason=None, partly=False):
              f"{label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})")
     return CheckpointError(
         f"{what}: {where} and {reason}; "
-        "go online once to cache it (unset HF_HUB_OFFLINE), or pass a local directory holding "
+        f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "
+        "local directory holding "
         f"config.json + {' or '.join(HF_WEIGHT_FILES)} + vocab.txt."
     )
 

@@ -3,10 +3,10 @@
 A task module subclasses it (`tasks/tag.py`'s `TaggerServing`, ...) and names the
 subclass in its `TaskSpec.serving()`; `export_saved_model` finds it through the task
 registry by the model's class. This module holds only the base class, so the task
-modules can import it without importing the exporter (which imports the registry).
+modules can import it without importing the exporter (which imports the registry), and
+it imports TensorFlow only when a serving is built: the task registry (and with it
+`bert-zoo finetune --help`) loads without TensorFlow.
 """
-
-import tensorflow as tf
 
 __all__ = ["TaskServing"]
 
@@ -52,6 +52,8 @@ class TaskServing:
         signature returns, so every value must be a dense tensor). Default: the
         preprocessor's packing, cast to int32. Tasks whose inputs are not one packed
         row per text (e.g. the tagger's word windows) override it."""
+        import tensorflow as tf
+
         features = self.preprocessor((text, text_pair) if text_pair is not None else text)
         return {k: tf.cast(v, tf.int32) for k, v in features.items()}
 
@@ -59,6 +61,8 @@ class TaskServing:
         """`tf.TensorSpec`s of `serving_default`'s raw-string inputs, in the order `preprocess`
         takes them: `text` (and `text_pair`). Tasks with other inputs (a context and its
         choices) override it."""
+        import tensorflow as tf
+
         specs = [tf.TensorSpec([None], tf.string, name="text")]
         if self.text_pair:
             specs.append(tf.TensorSpec([None], tf.string, name="text_pair"))

@@ -27,7 +27,7 @@ one line each on stderr, so the `bert-zoo` command shows them as they happen.
 import sys
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS, PRETRAINED_REPOS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
 
 __all__ = ["CONFIG_SECTION", "register_resolver", "register_keras_hub_writer", "register_checkpoint_reader",
@@ -129,8 +129,12 @@ def is_preset_name(name_or_path):
 
 
 def note_random_init(name):
-    note(f"{name}: architecture only, random initialisation (load_weights=False; "
-         "load_weights=True loads its pretrained checkpoint)")
+    if PRETRAINED_REPOS.get(name):
+        weights = "load_weights=True loads its pretrained checkpoint"
+    else:  # the small cased sizes: Turc et al. released them uncased only
+        weights = (f"Google released no pretrained checkpoint of this size and casing; "
+                   f"{name.replace('_cased', '_uncased')} has one")
+    note(f"{name}: architecture only, random initialisation (load_weights=False; {weights})")
 
 
 def report_unused(checkpoint, owner, accounted=(), backbone_only=False):

@@ -55,7 +55,8 @@ class BertPretrainer(Task):
     `compile` needs only an optimizer: the loss is built in, MLM cross-entropy
     averaged over real mask positions plus NSP cross-entropy (the NSP term is
     dropped when the labels have no `next_sentence_labels`, the "No NSP"
-    ablation). Metrics: `mlm_loss`, `mlm_accuracy`, `nsp_loss`, `nsp_accuracy`.
+    ablation). Metrics: `mlm_loss`, `mlm_accuracy`, `nsp_loss`, `nsp_accuracy` (the last two only
+    when the labels have `next_sentence_labels`).
 
     Inputs: dict of int Tensors `token_ids`, `segment_ids`, `padding_mask`
     `[batch, seq]` and `mask_positions` `[batch, max_predictions]`.
@@ -203,7 +204,11 @@ class BertPretrainer(Task):
                 next_sentence_loss(y[_NSP_LABELS], y_pred["nsp_logits"]), sample_weight=ops.shape(weights)[0]
             )
             self.nsp_accuracy_tracker.update_state(y[_NSP_LABELS], y_pred["nsp_logits"])
-        return self.get_metrics_result()
+            return self.get_metrics_result()
+        # MLM alone (no `next_sentence_labels`: `--nsp none`, `continue_pretraining`): the NSP
+        # trackers see nothing, and their 0.0 would read as a perfect NSP loss, so they are not
+        # shown (Keras' progress bar, `History` and `evaluate` take the step's dict).
+        return {k: v for k, v in self.get_metrics_result().items() if not k.startswith("nsp_")}
 
     # --- checkpoints --------------------------------------------------------------------
     def head_weight_specs(self):

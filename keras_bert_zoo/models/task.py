@@ -20,7 +20,7 @@ import os
 
 import keras
 
-from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.raw_inputs import RawInputs
@@ -140,18 +140,22 @@ class Task(RawInputs, keras.Model):
             **kwargs: task constructor arguments, and backbone overrides under
                 `backbone_kwargs={...}`.
         """
+        source = name_or_path
         # A preset name or hf:// address becomes the cached snapshot's directory.
         name_or_path = loading.resolve(name_or_path, load_weights)
         from keras_bert_zoo.models.backbone import BertBackbone
 
         backbone_kwargs = kwargs.pop("backbone_kwargs", {})
         if loading.is_preset_name(name_or_path):
+            cls._check_head_arguments(kwargs, source, "a preset name is a backbone architecture")
             backbone = BertBackbone.from_preset(name_or_path, load_weights=False, **backbone_kwargs)  # says "random"
             if preprocessor == "auto":
                 preprocessor = None
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
         checkpoint = loading.open_checkpoint(name_or_path)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
+        cls._check_head_arguments({**saved, **kwargs}, source, f"it holds no {cls.__name__} head or label table "
+                                                               "that gives it")
         backbone = BertBackbone.from_checkpoint(checkpoint, load_weights=load_weights,
                                                 pooler_needed=cls._pooler_needed({**saved, **kwargs}),
                                                 **backbone_kwargs)
@@ -164,6 +168,21 @@ class Task(RawInputs, keras.Model):
             tied = [name for name, _ in model._tied_tensors()]
             loading.report_unused(checkpoint, cls.__name__, accounted=tied)
         return model
+
+    @classmethod
+    def _check_head_arguments(cls, given, source, why):
+        """Raises `UsageError` naming the head's size arguments (`num_classes`, `num_labels`) that
+        neither the caller nor the checkpoint gives, before the constructor's bare `TypeError`."""
+        import inspect
+
+        required = [name for name, p in inspect.signature(cls.__init__).parameters.items()
+                    if name not in ("self", "backbone", "preprocessor") and p.default is p.empty
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        missing = [name for name in required if name not in given]
+        if missing:
+            example = ", ".join(f"{name}=2" for name in missing)
+            raise UsageError(f"{cls.__name__}.from_preset({source!r}) needs {' and '.join(missing)}: {why}. Pass "
+                             f"it, e.g. {cls.__name__}.from_preset({source!r}, {example}).")
 
     @classmethod
     def _pooler_needed(cls, task_kwargs):

@@ -9,6 +9,7 @@ is the fallback when `tokenizers` cannot be imported.
 
 import collections
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -150,9 +151,27 @@ def learn_vocabulary(
         if len(vocab) <= len(reserved):
             raise InvalidInputError("the corpus has no words after normalisation (empty or blank files?); "
                                     "give UTF-8 text files with one sentence or paragraph a line.")
-        return vocab
-    return _learn_with_tensorflow_text(dataset_or_files, vocabulary_size, reserved, lowercase, strip_accents,
-                                       tokenize_chinese_chars, min_count, max_token_length, batch_size)
+    else:
+        vocab = _learn_with_tensorflow_text(dataset_or_files, vocabulary_size, reserved, lowercase, strip_accents,
+                                            tokenize_chinese_chars, min_count, max_token_length, batch_size)
+    _note_if_smaller(len(vocab), vocabulary_size, learner, min_count)
+    return vocab
+
+
+def _note_if_smaller(learned, asked, learner, min_count):
+    """One line on stderr when the vocabulary is smaller than asked, and why: a model built on
+    it has that many embedding rows, which a user who asked for 8,000 would not guess."""
+    if learned >= asked:
+        return
+    if learner != "tokenizers":
+        why = ("tensorflow-text's learner keeps only pieces above a count threshold (learner='tokenizers' "
+               "fills the size when the text allows)")
+    elif min_count:
+        why = f"no pair of pieces left occurs at least min_count={min_count} times"
+    else:
+        why = "every word of the text is already one token, so nothing is left to merge; a larger text gives more"
+    print(f"note: learned a vocabulary of {learned:,} tokens, not the {asked:,} asked for: {why}.",
+          file=sys.stderr, flush=True)
 
 
 def _learn_with_tensorflow_text(dataset_or_files, vocabulary_size, reserved, lowercase, strip_accents,

@@ -12,6 +12,7 @@ data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them toge
 """
 
 import dataclasses
+import importlib
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.tasks.options import add_option_flags, option_values, values_from_args
@@ -51,6 +52,7 @@ class TaskSpec:
         checkpoint_heads: `{format: tensor names}` ("hf", "google") that show a checkpoint
             holds this task's head; `bert-zoo convert` keeps the head only when they are all
             there (`convert.tasks.detect_task`). Formats not listed are not checked.
+        model_path: the task model class by its dotted path, imported by `model_class()`.
         head_priority: for a checkpoint that names no class (Google's, an HF config without
             `architectures`), tasks are tried by their head tensors in this order, lowest first.
     """
@@ -65,8 +67,16 @@ class TaskSpec:
     batchings = ("auto", "fixed")
     checkpoint_heads = {}
     head_priority = 100
+    # The task model class by its dotted path ("keras_bert_zoo.models.classifier.BertClassifier"):
+    # the registry is built (and `bert-zoo finetune --help` printed) without importing Keras.
+    model_path = None
 
     # --- the model ------------------------------------------------------------------
+    @property
+    def model_name(self):
+        """The task model class's name (`"BertClassifier"`), without importing it."""
+        return self.model_path.rpartition(".")[2]
+
     def model_class(self):
         """The task model class (`BertClassifier`), imported when first needed.
 
@@ -74,7 +84,8 @@ class TaskSpec:
         `__name__` (what a preset's `config.json` records), and `task_of_model` matches a
         model to its task by class, so a user's subclass keeps its task.
         """
-        raise NotImplementedError
+        module, _, name = self.model_path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
 
     def load_model(self, model_dir):
         """The model saved in `model_dir`, with the preprocessor it was trained with."""

@@ -20,6 +20,7 @@ _CHOICE_SEPARATORS = (" ||| ", "\t")
 
 class ChoiceTask(TaskSpec):
     name = "choice"
+    model_path = "keras_bert_zoo.models.multiple_choice.BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     # "auto": training batches grouped by length; "packed": the (context, choice) pairs of a
     # batch end to end in shared rows (`BertMultipleChoice` reads `cls_index`).
@@ -27,11 +28,6 @@ class ChoiceTask(TaskSpec):
     # HF only (google-research/bert has no multiple-choice script); an HF config names the class.
     checkpoint_heads = {"hf": ("classifier.weight", "classifier.bias")}
     head_priority = 2
-
-    def model_class(self):
-        from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
-
-        return BertMultipleChoice
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):

@@ -17,6 +17,7 @@ _PAIR_SEPARATORS = ("\t", " ||| ")
 
 class ClassifyTask(TaskSpec):
     name = "classify"
+    model_path = "keras_bert_zoo.models.classifier.BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
@@ -33,11 +34,6 @@ class ClassifyTask(TaskSpec):
                    choices=("single_label", "multi_label", "regression")),
         TaskOption("header", bool, True, "CSV/TSV files have no header row", flag="--no-header"),
     )
-
-    def model_class(self):
-        from keras_bert_zoo.models.classifier import BertClassifier
-
-        return BertClassifier
 
     # --- command line ---------------------------------------------------------------
     def make_layout(self, glue, text_column, label_column, problem_type, header):

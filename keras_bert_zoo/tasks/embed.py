@@ -14,13 +14,9 @@ __all__ = ["EmbedTask", "similarity_scores", "EmbedderServing", "TASK"]
 
 class EmbedTask(TaskSpec):
     name = "embed"
+    model_path = "keras_bert_zoo.models.embedder.BertSentenceEmbedder"
     description = "sentence embeddings (mean / cls / pooled / max pooling)"
     finetunable = False
-
-    def model_class(self):
-        from keras_bert_zoo.models.embedder import BertSentenceEmbedder
-
-        return BertSentenceEmbedder
 
     def evaluate(self, model_dir, data_paths, batch_size=64):
         """Unsupervised STS of a saved embedder: Spearman / Pearson of cosine vs gold."""

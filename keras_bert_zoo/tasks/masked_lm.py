@@ -70,6 +70,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
 
 class PretrainTask(TaskSpec):
     name = "pretrain"
+    model_path = "keras_bert_zoo.models.pretrainer.BertPretrainer"
     description = "masked-LM + next-sentence pretraining"
     finetunable = False
     checkpoint_heads = {
@@ -78,11 +79,6 @@ class PretrainTask(TaskSpec):
     }
     head_priority = 0  # its cls.* tensors are specific; tried before a classifier's
     default_learning_rate = 1e-4
-
-    def model_class(self):
-        from keras_bert_zoo.models.pretrainer import BertPretrainer
-
-        return BertPretrainer
 
     def evaluate(self, model_dir, data_paths, batch_size=32):
         return evaluate_pretrainer(model_dir, data_paths, batch_size=batch_size)

@@ -191,7 +191,7 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
     _check_arguments(corpus, records, preset=preset, model=model, eval_corpus=eval_corpus, corpus_format=corpus_format,
                      nsp=nsp, steps=steps, batch_size=batch_size, eval_every=eval_every, eval_batches=eval_batches,
                      learning_rate=learning_rate, sequence_length=sequence_length, input_shards=input_shards,
-                     strategy=strategy)
+                     strategy=strategy, holdout_every=holdout_every)
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     batch_size = job.start(batch_size)  # the global batch: --batch-size is per replica
     # Held-out documents stay out of training and out of the vocabulary.
@@ -250,7 +250,8 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
 
 
 def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_format, nsp, steps, batch_size,
-                     eval_every, eval_batches, learning_rate, sequence_length, input_shards, strategy):
+                     eval_every, eval_batches, learning_rate, sequence_length, input_shards, strategy,
+                     holdout_every):
     """Raises `UsageError` / `InvalidInputError` for what would fail later, before any work."""
     if not records:
         check_corpus(corpus, corpus_format, nsp)
@@ -266,6 +267,9 @@ def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_form
         raise UsageError(f"--learning-rate {learning_rate} must be a positive number.")
     if sequence_length < 16 or sequence_length > 512:
         raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
+    if holdout_every == 1:
+        raise UsageError("--holdout-every 1 holds out every document and leaves none to train on; use 2 or more "
+                         "(every N-th document is held out) or --eval-corpus FILE.")
     if input_shards > 1 and not records:
         raise UsageError("--input-shards splits TFRecord files; a text corpus is read as one stream. Write "
                          "the records once (keras_bert_zoo.preprocessing.records.write_pretraining_records).")
@@ -330,8 +334,27 @@ def _text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, train_do
                                       **common).take(eval_batches).cache()
     if heldout is not None:
         # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
-        heldout, _ = with_known_cardinality(heldout)
+        heldout, batches = with_known_cardinality(heldout)
+        if not batches:  # evaluating nothing: an empty "held-out" line and Keras' "ran out of data"
+            raise InvalidInputError(_no_heldout_message(corpus, data_layout["corpus_format"], holdout_every,
+                                                        eval_corpus))
     return train, heldout
+
+
+def _no_heldout_message(corpus, corpus_format, holdout_every, eval_corpus):
+    """Why the held-out set is empty, and the flags that fix it."""
+    from keras_bert_zoo.preprocessing.corpus import read_documents
+
+    if eval_corpus:
+        return (f"--eval-corpus {' '.join(map(str, eval_corpus))} makes no pretraining examples in the "
+                f"{corpus_format!r} format; give held-out text with sentences, or check --corpus-format.")
+    documents = sum(1 for _ in read_documents(corpus, corpus_format))
+    if documents < holdout_every:
+        return (f"--holdout-every {holdout_every} holds out every {holdout_every}th document, but the corpus has "
+                f"{documents}, so none is held out and there is nothing to evaluate on; use --holdout-every "
+                f"{max(2, documents)} or less, --eval-corpus FILE, or --holdout-every 0 (no held-out evaluation).")
+    return (f"the documents --holdout-every {holdout_every} holds out make no pretraining examples (too short); "
+            "use --eval-corpus FILE or --holdout-every 0 (no held-out evaluation).")
 
 
 def _pretraining_metrics(history, log, evaluation, batch_size, sequence_length):

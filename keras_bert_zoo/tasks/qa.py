@@ -34,6 +34,7 @@ class QALayout:
 
 class QATask(TaskSpec):
     name = "qa"
+    model_path = "keras_bert_zoo.models.span_qa.BertSpanQA"
     # "auto" packs the training batches; "bucketed" pads each to its bucket with the softmax over
     # the padded row, as the original; evaluation batches are bucketed under both.
     batchings = ("auto", "packed", "bucketed", "fixed")
@@ -50,11 +51,6 @@ class QATask(TaskSpec):
     description = "extractive question answering (SQuAD v1.1 / v2.0 JSON)"
     default_sequence_length = 384
     default_epochs = 2
-
-    def model_class(self):
-        from keras_bert_zoo.models.span_qa import BertSpanQA
-
-        return BertSpanQA
 
     # --- command line ---------------------------------------------------------------
     def make_layout(self, **values):

@@ -1,12 +1,10 @@
 """The task registry: every `TASK` defined by a module of `keras_bert_zoo.tasks`.
 
 Modules are discovered, not listed, so adding a task is adding a module. Discovery
-imports every task module, and they are not light: they import
-`keras_bert_zoo.export.serving` (TensorFlow) and `tag` imports
-`preprocessing.tagging_preprocessor` (TensorFlow Text). Nothing can be found without TensorFlow
-anyway: importing any module of the package first runs `keras_bert_zoo/__init__.py`,
-which loads TensorFlow, Keras and every model, so discovery itself only adds the
-task modules (a fraction of a second after that).
+imports every task module, and they are light: a task module imports TensorFlow, Keras
+and its model class only inside the methods that use them (its `TaskSpec` names the
+model class by its dotted path), so `bert-zoo finetune --help`, which lists the tasks
+and their flags, starts without TensorFlow. `tests/test_cli_startup.py` checks it.
 """
 
 import importlib
@@ -34,7 +32,7 @@ def _discover():
             spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
             if spec is None:
                 continue
-            for key in (spec.name, spec.model_class().__name__):
+            for key in (spec.name, spec.model_name):
                 if key in tasks:
                     raise RuntimeError(f"two task modules declare {key!r}.")
                 tasks[key] = spec
@@ -72,7 +70,7 @@ def task_of_model(model):
         for spec in specs:
             if spec.model_class() is klass:
                 return spec
-    known = sorted(s.model_class().__name__ for s in specs)
+    known = sorted(s.model_name for s in specs)
     raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
                      f"{', '.join(known)} (a new task is a module in keras_bert_zoo/tasks/ with its TaskSpec).")
 
@@ -89,13 +87,31 @@ def task_of_model_dir(model_dir, verb="this command"):
     from keras_bert_zoo.files import read_json
 
     fix = "restore it from the checkpoint's source (or write the model again)"
-    saved = read_json(path, "config.json", fix).get("keras_bert_zoo", {})
+    config = read_json(path, "config.json", fix)
+    saved = config.get("keras_bert_zoo", {})
     if not isinstance(saved, dict):
         raise CheckpointError(f"{path}: \"keras_bert_zoo\" is not a JSON object; {fix}.")
     task = saved.get("task")
     tasks = _discover()
+    if task is None:
+        raise CheckpointError(_no_task_message(model_dir, verb, config))
     if task not in tasks:
-        known = sorted({s.model_class().__name__ for s in tasks.values()})
+        known = sorted({s.model_name for s in tasks.values()})
         raise CheckpointError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
                          "(fine-tune or pretrain one first).")
     return tasks[task]
+
+
+def _no_task_message(model_dir, verb, config):
+    """What a directory without a task model holds (an encoder alone, or an HF head not converted
+    yet) and what to run instead of `verb`."""
+    architectures = [a for a in config.get("architectures") or () if isinstance(a, str)]
+    head = next((a for a in architectures if a != "BertModel"), None)
+    if head is not None:
+        return (f"--model {model_dir!r} is an HF {head} checkpoint, not converted yet; convert it once "
+                f"(`bert-zoo convert --from {model_dir} --out DIR`, which keeps the heads this package reads) "
+                f"and give DIR to {verb}.")
+    return (f"--model {model_dir!r} holds a BERT encoder without a task head (a backbone preset, an HF BertModel "
+            f"or sentence-transformers checkpoint, or continue_pretraining's backbone.save_to_preset), so {verb} "
+            f"has nothing to run: fine-tune it first (`bert-zoo finetune TASK --model {model_dir} ...`), embed text "
+            "with it (`bert-zoo embed`), or for fill-mask save the whole BertPretrainer (pretrainer.save_to_preset).")

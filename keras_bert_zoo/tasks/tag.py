@@ -11,7 +11,6 @@ import dataclasses
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.export.serving import TaskServing
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
 
@@ -31,6 +30,7 @@ class TaggingLayout:
 
 class TagTask(TaskSpec):
     name = "tag"
+    model_path = "keras_bert_zoo.models.tagger.BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
     # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
@@ -41,14 +41,13 @@ class TagTask(TaskSpec):
         TaskOption("label_all_tokens", bool, False,
                    "label every word piece (later pieces get the I- tag), as run_ner.py's option"),
     )
-    # Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
-    # for the job and `BertTagger.fit` on raw words (`TaggingPreprocessor.raw_dataset`).
-    pack_width = TaggingPreprocessor.PACK_WIDTH
+    @property
+    def pack_width(self):
+        """Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
+        for the job and `BertTagger.fit` on raw words (`TaggingPreprocessor.raw_dataset`)."""
+        from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 
-    def model_class(self):
-        from keras_bert_zoo.models.tagger import BertTagger
-
-        return BertTagger
+        return TaggingPreprocessor.PACK_WIDTH
 
     # --- command line ---------------------------------------------------------------
     def make_layout(self, **values):
@@ -63,6 +62,8 @@ class TagTask(TaskSpec):
                            label_names=reference.label_names if reference is not None else None)
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
+        from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+
         layout = layout or TaggingLayout()
         return TaggingPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length,
                                                label_all_tokens=layout.label_all_tokens)

@@ -16,12 +16,10 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.flags import PRECISIONS, STRATEGIES  # the CLI's names, read there without TensorFlow
 
 __all__ = ["STRATEGIES", "PRECISIONS", "configure_replicas", "check_strategy", "make_strategy", "is_chief",
            "worker_info", "global_batch_size", "set_precision", "distribute_batch", "set_determinism"]
-
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
 def configure_replicas(replicas):

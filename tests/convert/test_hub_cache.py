@@ -96,6 +96,31 @@ def test_uncached_preset_name_is_one_line_naming_the_repo_and_the_fixes(hf_cache
     assert "go online once" in message and "local directory" in message
 
 
+def test_unreachable_hub_without_offline_mode_does_not_say_unset_it(hf_cache, monkeypatch):
+    """HF_HUB_OFFLINE never set, no network: the line says the Hub could not be reached, and does
+    not tell the user to unset a variable they never set."""
+    import huggingface_hub
+    from huggingface_hub import constants, errors
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def unreachable(*args, **kwargs):  # what huggingface_hub raises when the Hub cannot be reached
+        raise errors.LocalEntryNotFoundError("cannot reach huggingface.co and the file is not cached")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    with pytest.raises(CheckpointError) as e:
+        BertBackbone.from_preset("bert_base_uncased")
+    message = str(e.value)
+    assert "the Hub could not be reached" in message and "go online once to cache it" in message
+    assert "HF_HUB_OFFLINE" not in message
+    # With it set, the line names it (and how to turn it off).
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(CheckpointError, match=r"HF_HUB_OFFLINE=1; go online once to cache it \(unset HF_HUB_OFFLINE\)"):
+        BertBackbone.from_preset("bert_base_uncased")
+
+
 def test_preset_without_official_checkpoint_says_so(hf_cache):
     with pytest.raises(CheckpointError, match="no pretrained checkpoint.*load_weights=False"):
         BertBackbone.from_preset("bert_small_cased")

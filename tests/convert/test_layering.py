@@ -136,12 +136,15 @@ def test_training_registers_the_default_optimizer_with_the_models():
 def test_importing_the_package_alone_registers_the_default_optimizer():
     """`import keras_bert_zoo` and nothing else (a fresh process): `compile()` works, as
     the error message below promises (it once needed `keras_bert_zoo.training` imported
-    by something else first, so a test passed or failed with the order of the suite)."""
+    by something else first, so a test passed or failed with the order of the suite), and
+    `keras.saving.load_model` finds the task classes of a `.keras` file (the package root
+    resolves its names lazily for the `bert-zoo` command, never for a script)."""
     import subprocess
     import sys
 
-    code = ("import keras_bert_zoo, sys; from keras_bert_zoo.models import task; "
-            "sys.exit(task.default_optimizer_factory() is None)")
+    code = ("import keras_bert_zoo, sys; from keras_bert_zoo.models import task; import keras; "
+            "found = keras.saving.get_registered_object('keras_bert_zoo>BertClassifier'); "
+            "sys.exit(task.default_optimizer_factory() is None or found is None)")
     assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
 
 

@@ -114,6 +114,14 @@ RANDOM_INIT_LINE = ("bert_tiny_uncased: architecture only, random initialisation
                     "load_weights=True loads its pretrained checkpoint)")
 
 
+def test_a_preset_without_a_checkpoint_does_not_promise_one(capsys):
+    """The small cased sizes have no pretrained checkpoint: the line says so, and names the one that has."""
+    BertBackbone.from_preset("bert_tiny_cased", load_weights=False)
+    line = capsys.readouterr().err.strip()
+    assert line == ("bert_tiny_cased: architecture only, random initialisation (load_weights=False; Google released "
+                    "no pretrained checkpoint of this size and casing; bert_tiny_uncased has one)")
+
+
 def test_preset_name_says_it_is_random_initialisation(capsys, tmp_path):
     """A preset name with load_weights=False is the architecture alone, and says so once."""
     from keras_bert_zoo import BertClassifier, BertPretrainer

@@ -189,3 +189,23 @@ def test_google_run_classifier_head_loads(tmp_path):
                                        backbone_kwargs={"activation": "gelu"})
     x = int_inputs(batch=4, seq=9)
     np.testing.assert_allclose(model.predict(x, verbose=0), _hf_logits(hf, x), rtol=1e-5, atol=2e-5)
+
+
+def test_from_preset_without_num_classes_names_the_argument(tmp_path):
+    """A backbone directory (no head, no id2label) or a preset name cannot say how many classes:
+    the error names `num_classes=`, not the constructor's bare TypeError."""
+    from keras_bert_zoo.errors import UsageError
+    from keras_bert_zoo.models.tagger import BertTagger
+
+    path = str(tmp_path / "backbone")
+    tiny_backbone().save_to_preset(path)
+    with pytest.raises(UsageError, match=r"BertClassifier\.from_preset\('.*backbone'\) needs num_classes: it holds "
+                                         r"no BertClassifier head .*num_classes=2\)"):
+        BertClassifier.from_preset(path)
+    with pytest.raises(UsageError, match=r"needs num_classes: a preset name is a backbone architecture"):
+        BertClassifier.from_preset("bert_tiny_uncased", load_weights=False)
+    with pytest.raises(UsageError, match=r"BertTagger\.from_preset\(.*\) needs num_labels"):
+        BertTagger.from_preset(path)
+    assert BertClassifier.from_preset(path, num_classes=3, preprocessor=None).num_classes == 3
+    BertClassifier.from_preset(path, num_classes=3, preprocessor=None).save_to_preset(path + "_clf")
+    assert BertClassifier.from_preset(path + "_clf", preprocessor=None).num_classes == 3  # its own head says 3

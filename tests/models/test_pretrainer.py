@@ -178,6 +178,10 @@ def test_fit_lowers_loss_and_reports_metrics():
     y_mlm = {k: v for k, v in y.items() if k != "next_sentence_labels"}
     only = model.evaluate(x, y_mlm, return_dict=True, verbose=0)
     assert abs(only["loss"] - only["mlm_loss"]) < 1e-5
+    # ... and no NSP figures: the trackers saw nothing, a 0.0 loss would be a lie (continue_pretraining).
+    assert sorted(only) == ["loss", "mlm_accuracy", "mlm_loss"]
+    history = model.fit(x, y_mlm, epochs=1, verbose=0).history
+    assert sorted(history) == ["loss", "mlm_accuracy", "mlm_loss"]
 
 
 def test_bad_labels_and_loss_are_rejected():

@@ -94,6 +94,23 @@ def test_fills_the_size_and_hf_reads_it_like_us(tmp_path, size):
     assert BertTokenizer(str(out))(tf.constant(lines)).to_list() == expected
 
 
+def test_a_smaller_vocabulary_than_asked_says_so_and_why(tmp_path, capsys):
+    """A small text cannot fill 8,000 tokens: one line names both sizes and the reason (every word
+    is already one token), and the words then tokenize whole, which is that reason."""
+    pytest.importorskip("tokenizers")
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("the cat sat on the mat .\nthe dog ran in the park .\n" * 5, encoding="utf-8")
+    vocab = learn_vocabulary([str(corpus)], 8000)
+    err = capsys.readouterr().err
+    assert err.strip() == (f"note: learned a vocabulary of {len(vocab):,} tokens, not the 8,000 asked for: every "
+                           "word of the text is already one token, so nothing is left to merge; a larger text "
+                           "gives more.")
+    words = "the cat sat on the mat . the dog ran in the park ."
+    assert [vocab[i] for i in BertTokenizer(vocab)(tf.constant([words])).to_list()[0]] == words.split()
+    learn_vocabulary([str(corpus)], len(vocab))  # filled: nothing to say
+    assert capsys.readouterr().err == ""
+
+
 def test_learner_is_checked():
     with pytest.raises(ValueError, match="learner='bpe'"):
         learn_vocabulary(["x.txt"], 100, learner="bpe")

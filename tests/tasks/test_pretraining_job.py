@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 
@@ -59,3 +60,22 @@ def test_vocabulary_is_learned_on_training_documents_only(tmp_path, holdout_ever
     vocab = (out / "vocab.txt").read_text().split("\n")
     # Without a hold-out the word is frequent enough to be learned (so the test can fail).
     assert any("quokka" in token for token in vocab) == learned
+
+
+def test_a_holdout_that_holds_out_nothing_is_refused_with_the_fix(tmp_path, capsys):
+    """3 documents, every 10th held out: none is. Training used to go on and print an empty
+    "held-out" line after Keras' "Your input ran out of data" (evaluate on zero batches); now it
+    stops before training, naming the count and the flags that fix it. The vocabulary learned
+    first (1,119 tokens of the 8,000 asked for) says so."""
+    from keras_bert_zoo.errors import InvalidInputError, UsageError
+
+    corpus = shared_data("pretrain_text", "sample_text.txt")
+    out = tmp_path / "run"
+    with pytest.raises(InvalidInputError, match=r"--holdout-every 10 holds out every 10th document, but the corpus "
+                                                r"has 3, so none is held out .* use --holdout-every 3 or less, "
+                                                r"--eval-corpus FILE, or --holdout-every 0"):
+        pretrain(corpus, str(out), vocab_size=8000, steps=2, eval_every=1, holdout_every=10, **TINY)
+    assert not out.exists()
+    assert re.search(r"note: learned a vocabulary of 1,1\d\d tokens, not the 8,000 asked for", capsys.readouterr().err)
+    with pytest.raises(UsageError, match="--holdout-every 1 holds out every document"):
+        pretrain(corpus, str(out), vocab_size=300, steps=2, holdout_every=1, **TINY)

@@ -69,8 +69,17 @@ def test_commands_stay_thin_and_nothing_imports_them():
 def test_model_dir_without_a_known_task_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="has no config.json"):
         task_of_model_dir(str(tmp_path), "evaluate")
+    # No task at all: what the directory holds and what to run instead, never "holds task None".
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
-    with pytest.raises(ValueError, match="holds task None; evaluate handles"):
+    with pytest.raises(ValueError, match=r"holds a BERT encoder without a task head .*so evaluate has nothing to "
+                                         r"run: fine-tune it first \(`bert-zoo finetune TASK"):
+        task_of_model_dir(str(tmp_path), "evaluate")
+    (tmp_path / "config.json").write_text('{"architectures": ["BertForTokenClassification"]}')
+    with pytest.raises(ValueError, match=r"is an HF BertForTokenClassification checkpoint, not converted yet; "
+                                         r"convert it once \(`bert-zoo convert --from"):
+        task_of_model_dir(str(tmp_path), "predict")
+    (tmp_path / "config.json").write_text('{"keras_bert_zoo": {"task": "BertRanker"}}')
+    with pytest.raises(ValueError, match="holds task 'BertRanker'; evaluate handles"):
         task_of_model_dir(str(tmp_path), "evaluate")
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
