@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed
+from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed, predict_step, step_width
 from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 
@@ -127,8 +127,8 @@ def _bucketed_predict(model, windows, batch_size):
     out = None
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
-        cut = int(lengths[rows].max())
-        part = _logits_of(model.predict_function([{k: tf.constant(v[rows, :cut]) for k, v in features.items()}]))
+        cut = step_width(model, width, int(lengths[rows].max()))
+        part = _logits_of(predict_step(model, {k: tf.constant(v[rows, :cut]) for k, v in features.items()}))
         if out is None:
             out = np.zeros((len(order), width) + part.shape[2:], part.dtype)
         out[rows, :cut] = part
