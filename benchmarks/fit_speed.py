@@ -3,7 +3,8 @@
 What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, the whole
 `fit` (or loop) timed, one epoch, batch 32, length 128, the same first N training examples:
 
-- `ours`: `BertClassifier.from_preset(minilm, num_classes=2, preprocessor=BertPreprocessor
+- `ours`: (TensorFlow; `ours_jax` / `ours_torch`: the same script under `KERAS_BACKEND=jax` / `torch`)
+  `BertClassifier.from_preset(minilm, num_classes=2, preprocessor=BertPreprocessor
   .from_preset(minilm, sequence_length=128))`, `compile()` defaults, `fit(texts, labels,
   batch_size=32, epochs=1)` (tagger: `BertTagger` + `TaggingPreprocessor`, `fit(words,
   tags)`); then `evaluate` and `predict` on the raw dev texts (batch 64), timed each;
@@ -283,13 +284,20 @@ SYSTEMS = {
     "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
     "hf_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=2, autocast=True),
     "hf1_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=1, autocast=True),
+    "ours_jax": lambda task, n, seed: run_ours(task, n, seed),
+    "ours_torch": lambda task, n, seed: run_ours(task, n, seed),
 }
+# `ours` on Keras' other backends: the worker sets KERAS_BACKEND before anything imports keras
+# (every other system runs on TensorFlow, whatever the caller's environment says).
+KERAS_BACKENDS = {"ours_jax": "jax", "ours_torch": "torch"}
 
 
 def worker(args):
     load = os.getloadavg()
     result = SYSTEMS[args.worker](args.task, args.examples, args.seed)
     result.update(system=args.worker, seed=args.seed, loadavg_before=list(load), loadavg_after=list(os.getloadavg()))
+    if "keras" in sys.modules:
+        result["keras_backend"] = sys.modules["keras"].backend.backend()
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -311,6 +319,8 @@ def main(argv=None):
     parser.add_argument("--worker", default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.worker:  # first, before anything (the choice questions' writer too) imports keras
+        os.environ["KERAS_BACKEND"] = KERAS_BACKENDS.get(args.worker, "tensorflow")
     if args.task == "choice":
         write_choice_questions()
     if args.worker:

@@ -143,3 +143,38 @@ def _hf_step(model, batch, optimizer, schedule, clip_norm):
     schedule.step()
     optimizer.zero_grad()
     return loss.item()
+
+
+# The lines a `run_on_backend` script starts with: the backend chosen before keras is imported,
+# `ARGS` (the JSON-able keyword arguments) and `save(**arrays)`, which hands numpy arrays back.
+_BACKEND_PREAMBLE = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = sys.argv[1]
+import keras, numpy as np
+assert keras.backend.backend() == sys.argv[1], keras.backend.backend()
+ARGS = json.load(open(sys.argv[2]))
+def save(**arrays):
+    np.savez(sys.argv[3], **{k: np.asarray(v) for k, v in arrays.items()})
+"""
+
+
+def run_on_backend(backend, script, tmp_path, timeout=600, **args):
+    """Runs `script` (Python source) in a fresh process under `KERAS_BACKEND=backend` and
+    returns the arrays it passed to `save(...)`, as a dict of numpy arrays.
+
+    The script sees `ARGS` (`args`, through JSON), `keras` and `np`. One process per backend
+    pays ~10-20 s of imports, so a test should check all it can in one script.
+    """
+    import json
+    import subprocess
+    import sys
+
+    base = os.path.join(str(tmp_path), f"on_{backend}")
+    with open(base + ".json", "w") as f:
+        json.dump(args, f)
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", _BACKEND_PREAMBLE + script, backend, base + ".json", base + ".npz"],
+                            capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT)
+    assert result.returncode == 0, f"the {backend} process failed:\n{result.stderr[-4000:]}"
+    with np.load(base + ".npz") as arrays:
+        return {k: arrays[k] for k in arrays.files}

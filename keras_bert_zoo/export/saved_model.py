@@ -40,6 +40,7 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_bert_zoo.backends import require_tensorflow
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
@@ -183,6 +184,7 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     served.signatures["serving_default"](text=tf.constant(["a fine film"]))["labels"]
     ```
     """
+    require_tensorflow("export_saved_model (a TensorFlow SavedModel)")
     check_output(path, overwrite)
     precision = precision_name(precision)
     name = type(model).__name__

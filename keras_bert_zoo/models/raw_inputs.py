@@ -93,8 +93,13 @@ class RawInputs:
         return True
 
     def compile(self, *args, jit_compile=None, **kwargs):
-        """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` (see there)."""
-        super().compile(*args, jit_compile=RAW_INPUT_JIT_COMPILE if jit_compile is None else jit_compile, **kwargs)
+        """Keras' `compile`; `jit_compile=None` takes `RAW_INPUT_JIT_COMPILE` on TensorFlow (see
+        there) and Keras' `"auto"` on the other backends: JAX without `jax.jit` dispatches
+        every op on its own (a tiny classifier's first `fit` step took minutes), and torch's
+        `"auto"` is eager."""
+        if jit_compile is None:
+            jit_compile = RAW_INPUT_JIT_COMPILE if keras.backend.backend() == "tensorflow" else "auto"
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
 
     def build_optimizer(self):
         """Creates the optimizer's slot variables now, outside any traced step.

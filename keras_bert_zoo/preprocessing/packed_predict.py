@@ -22,6 +22,7 @@ predict_packed(model, features, batch_size=2, width=16).shape  # (2, 16, 3), as 
 ```
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -29,7 +30,7 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.keras_compat import distribute_strategy, predict_function
 from keras_bert_zoo.preprocessing.unpacking import unpack_sequences
 
-__all__ = ["PREDICT_BATCHINGS", "check_predict_batching", "predict_packed"]
+__all__ = ["PREDICT_BATCHINGS", "check_predict_batching", "predict_packed", "predict_step", "step_width"]
 
 PREDICT_BATCHINGS = ("auto", "packed")
 
@@ -69,11 +70,10 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
     packed = bucketing.finish_in_memory(bucketing.map_as_written(packed, lambda x: pack_for_pooling(x, width)))
     spec = {k: tf.TensorSpec([None, None], s.dtype) for k, s in packed.element_spec.items() if k != "cls_index"}
     model.trace_predict(spec)
-    step = predict_function(model)
     out = None
     for start, batch in zip(range(0, n, batch_size), packed):
         cls_index = batch.pop("cls_index")
-        part = step([batch])
+        part = predict_step(model, batch)
         part = part if isinstance(part, dict) else {None: part}
         if out is None:
             out = {k: np.full((n, seq) + tuple(v.shape[2:]), fill, np.asarray(v).dtype) for k, v in part.items()}
@@ -85,3 +85,27 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
             own = own.reshape(own.shape + (1,) * (tokens.ndim - 2))
             out[k][start:start + len(span), :cut] = np.where(own, tokens, fill)
     return out[None] if None in out else out
+
+
+def predict_step(model, batch):
+    """Keras' predict step of `model` on one batch (a dict of tensors), for the loops that feed
+    batches of their own widths.
+
+    On TensorFlow it is the traced `predict_function` itself (one shape-generic trace,
+    `Task.trace_predict`). JAX's predict function takes the model's state and an iterator,
+    so the other backends go through `predict_on_batch`, on numpy arrays.
+    """
+    if keras.backend.backend() == "tensorflow":
+        return predict_function(model)([batch])
+    return model.predict_on_batch({k: np.asarray(v) for k, v in batch.items()})
+
+
+def step_width(model, width, longest):
+    """The width a batch whose longest window is `longest` is cut to (at most `width`).
+
+    Its own longest, except under JAX's `jax.jit`, which compiles a program per width: there
+    the next multiple of 8, as `Task`'s sorted batches under XLA, so few widths compile.
+    """
+    if keras.backend.backend() != "tensorflow" and getattr(model, "jit_compile", False) is True:
+        return min(width, -(-longest // 8) * 8)
+    return longest

@@ -21,9 +21,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.keras_compat import distribute_strategy, predict_function
+from keras_bert_zoo.keras_compat import distribute_strategy
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed
+from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed, predict_step, step_width
 from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
 from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
 
@@ -123,13 +123,12 @@ def _bucketed_predict(model, windows, batch_size):
     trace = getattr(model, "trace_predict", None)
     if trace is not None:
         trace(spec)
-    step = predict_function(model)
     order = np.argsort(lengths, kind="stable")
     out = None
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size]
-        cut = int(lengths[rows].max())
-        part = _logits_of(step([{k: tf.constant(v[rows, :cut]) for k, v in features.items()}]))
+        cut = step_width(model, width, int(lengths[rows].max()))
+        part = _logits_of(predict_step(model, {k: tf.constant(v[rows, :cut]) for k, v in features.items()}))
         if out is None:
             out = np.zeros((len(order), width) + part.shape[2:], part.dtype)
         out[rows, :cut] = part

@@ -160,8 +160,10 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     metrics["accuracy"]
     ```
     """
+    from keras_bert_zoo.backends import require_tensorflow
     from keras_bert_zoo.training.job import TrainingJob
 
+    require_tensorflow("finetune (the fine-tuning job)")
     spec = get_task(task) if isinstance(task, str) else task
     if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
         from keras_bert_zoo.models import loading

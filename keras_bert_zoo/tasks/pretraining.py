@@ -180,9 +180,11 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
                               vocab_size=8000, corpus_format="wikitext", steps=2000, holdout_every=10)
     ```
     """
+    from keras_bert_zoo.backends import require_tensorflow
     from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
     from keras_bert_zoo.training.job import TrainingJob
 
+    require_tensorflow("pretrain (the pretraining job)")
     corpus = _check_paths(corpus)
     job = TrainingJob(out, overwrite=overwrite, resume=resume, strategy=strategy, tpu=tpu, replicas=replicas,
                       mixed_precision=mixed_precision, jit_compile=jit_compile, checkpoint_every=checkpoint_every,

@@ -15,6 +15,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_bert_zoo.backends import require_tensorflow
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.flags import PRECISIONS, STRATEGIES  # the CLI's names, read there without TensorFlow
 
@@ -93,6 +94,7 @@ def make_strategy(name="default", tpu=None, replicas=None):
         replicas: int, `"mirrored"` only: that many local devices (GPUs, or logical
             CPU devices, see `configure_replicas`); None: every local GPU, or the CPU.
     """
+    require_tensorflow("make_strategy (tf.distribute)")
     check_strategy(name, tpu=tpu, replicas=replicas)
     if name == "default":
         return tf.distribute.get_strategy()
