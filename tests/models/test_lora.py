@@ -263,3 +263,28 @@ def test_bad_arguments():
         backbone.enable_lora(4)
     with pytest.raises(UsageError, match="no LoRA layers"):
         tiny_backbone().save_lora_weights("x.lora.h5")
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no_weights", "adapter_config.json but no adapter_model.safetensors"),
+    ("dora", "use_dora=True is not supported"),
+    ("some_layers", "in only some layers"),
+])
+def test_damaged_or_unsupported_adapters_are_refused(tmp_path, damage, message):
+    import json
+
+    from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+    from keras_bert_zoo.errors import CheckpointError
+
+    model = lora_classifier()
+    model.save_to_preset(str(tmp_path))
+    config_path, weights_path = tmp_path / "adapter_config.json", str(tmp_path / "adapter_model.safetensors")
+    if damage == "no_weights":
+        os.remove(weights_path)
+    elif damage == "dora":
+        config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "use_dora": True}))
+    else:
+        tensors = read_safetensors(weights_path)
+        write_safetensors({k: v for k, v in tensors.items() if ".layer.1." not in k}, weights_path)
+    with pytest.raises(CheckpointError, match=message):
+        BertClassifier.from_preset(str(tmp_path))
