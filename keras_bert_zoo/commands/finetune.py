@@ -57,7 +57,7 @@ def _add_recipe_arguments(parser, spec):
                              + "; ".join(f"{name}: {BATCHINGS[name]}" for name in spec.batchings))
     parser.add_argument("--lora-rank", type=positive_int, default=None, metavar="R",
                         help="train LoRA adapters of rank R on the query and value projections (and the head), "
-                             "the rest frozen; use a higher --learning-rate (e.g. 1e-3)")
+                             "the rest frozen; use a higher --learning-rate (2e-3 measured on SST-2)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
