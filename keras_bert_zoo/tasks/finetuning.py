@@ -224,7 +224,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                  "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
                  "steps_per_epoch": steps_per_epoch, "seed": seed,
                  "batching": batching,
-                 "select": select, "mixed_precision": mixed_precision, "lora_rank": lora_rank}
+                 "select": select, "mixed_precision": mixed_precision}
+    if lora_rank:  # only then: checkpoints of runs without LoRA keep their signature
+        signature["lora_rank"] = lora_rank
     history = job.train(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, signature=signature,
                         callbacks=[steps, evaluation, *callbacks])
     if select == "best":  # the returned model is the one saved
