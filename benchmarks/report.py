@@ -39,6 +39,7 @@ SUITE = [
     ("input_pipeline", "pretraining input pipeline throughput", "nice python benchmarks/input_pipeline.py"),
     ("adaptive_pretraining", "task-adaptive MLM before fine-tuning vs fine-tuning directly (5 seeds)",
      "nice python benchmarks/adaptive_pretraining.py"),
+    ("lora", "LoRA (rank 8) vs full fine-tuning and vs HF PEFT, SST-2 (3 seeds)", "nice python benchmarks/lora.py"),
 ]
 
 

@@ -31,6 +31,7 @@ COVERED = {
     "BertBackbone": "backbone",
     "BertEmbeddings": "backbone",
     "BertEncoderBlock": "backbone",
+    "LoraDense": "backbone",  # and backbone_with_lora, its adapters
     "AttentionLayout": "backbone",
     "BertClassifier": "classifier",
     "BertTokenizer": "classifier",
@@ -104,8 +105,25 @@ def test_backbone(tmp_path):
         restored = _save_load(m, tmp_path, "backbone")
         got = restored.predict(x, verbose=0)
         tf.nest.map_structure(np.testing.assert_array_equal, expected, got)
-        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout"} <= _all_layers(restored)
+        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout",
+                "LoraDense"} <= _all_layers(restored)
         assert restored.get_config() == m.get_config()
+
+
+def test_backbone_with_lora(tmp_path):
+    """A LoRA backbone reloads with LoRA on and its adapters as they were (not merged)."""
+    keras.utils.set_random_seed(0)
+    model = _backbone(50)
+    model.enable_lora(4)
+    for w in model.weights:
+        if "lora_kernel" in w.path:
+            w.assign(np.random.default_rng(1).normal(0, 0.2, w.shape).astype("float32"))
+    x = _ids(50)
+    restored = _save_load(model, tmp_path, "backbone_lora")
+    tf.nest.map_structure(np.testing.assert_array_equal, model.predict(x, verbose=0), restored.predict(x, verbose=0))
+    assert restored.get_config() == model.get_config() and restored.get_config()["lora"]["rank"] == 4
+    for a, b in zip(model.weights, restored.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def test_classifier_with_preprocessor(tmp_path):

@@ -12,6 +12,7 @@ Examples:
 from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
                                             batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
                                             length_int, outputs_epilog, ratio_float, seed_int, steps_int)
+from keras_bert_zoo.flags import positive_int
 from keras_bert_zoo.tasks.options import BATCHINGS
 
 __all__ = ["add_arguments", "run"]
@@ -57,6 +58,9 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--batching", choices=spec.batchings, default="auto",
                         help="how examples become batches: "
                              + "; ".join(f"{name}: {BATCHINGS[name]}" for name in spec.batchings))
+    parser.add_argument("--lora-rank", type=positive_int, default=None, metavar="R",
+                        help="train LoRA adapters of rank R on the query and value projections (and the head), "
+                             "the rest frozen; use a higher --learning-rate (2e-3 measured on SST-2)")
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
     parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
@@ -79,6 +83,7 @@ def run(args):
         eval_every=args.eval_every, select=args.select, seed=args.seed, batching=args.batching,
         jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
         check_tpu_compat=args.check_tpu_compat, mixed_precision=args.mixed_precision, overwrite=args.overwrite,
+        lora_rank=args.lora_rank,
         **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))

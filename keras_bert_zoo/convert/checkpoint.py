@@ -6,7 +6,8 @@ Three layouts are read:
 - Google (google-research/bert): `bert_config.json` + `bert_model.ckpt.*`, read with
   `tf.train.load_checkpoint`.
 - Ours, written by `save_to_preset`: the HF layout plus a `keras_bert_zoo` section
-  in `config.json` (task, labels, preprocessing), so HF can load it too.
+  in `config.json` (task, labels, preprocessing), so HF can load it too; with LoRA, HF
+  PEFT's adapter files beside it (`lora_adapters`).
 """
 
 import json
@@ -22,7 +23,9 @@ from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CONFIG_SECTION
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
-from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name
+from keras_bert_zoo.models.lora import lora_settings
+from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name, spec_value
+from keras_bert_zoo.convert.lora_adapters import read_adapter, write_adapter
 
 __all__ = ["HF_WEIGHT_FILES", "hf_weights_file", "Checkpoint", "refuse_pickles", "open_checkpoint",
            "read_architecture", "load_backbone", "save_preset"]
@@ -160,6 +163,12 @@ class Checkpoint:
         self.backbone_kwargs = _backbone_kwargs(self.config, self.format, os.path.join(path, config_name))
         self.extra = self.config.get(CONFIG_SECTION, {})
         self._used = set()
+        # LoRA adapters in PEFT's files beside the weights: their tensors are read as the model file's.
+        self.lora = None
+        adapter = read_adapter(path, self.backbone_kwargs["num_layers"]) if self.format == "hf" else None
+        if adapter is not None:
+            self.lora, tensors = adapter
+            self._tensors.update(tensors)
 
     def tensor_names(self):
         """Every tensor name stored in the checkpoint, sorted."""
@@ -348,7 +357,7 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
     prefix = "" if architecture == "BertModel" else "bert."
     specs = [s for s in backbone_weight_specs(backbone) if include_pooler or not s.name.startswith("pooler.")]
     for spec in specs + list(head_specs):
-        value = np.asarray(spec.variable.numpy(), dtype=np.float32)
+        value = spec_value(spec)
         if spec.kind == "kernel":
             value = value.T
         tensors[(prefix if spec.in_backbone else "") + spec.name] = value
@@ -359,6 +368,8 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
     config[CONFIG_SECTION] = dict(extra or {})
     write_safetensors(tensors, os.path.join(path, "model.safetensors"))
     write_json(os.path.join(path, "config.json"), config)
+    # With LoRA: the kernels above are the frozen ones, the adapters go to PEFT's files.
+    write_adapter(path, backbone, lora_settings(backbone), architecture, prefix, head_specs)
 
 
 # Models load and save through keras_bert_zoo.models.loading; these are its file formats.

@@ -39,9 +39,10 @@ def _group(parent, key, name, values=()):
 
 
 def _backbone_tensors(backbone):
-    from keras_bert_zoo.models.weight_names import backbone_weight_specs
+    from keras_bert_zoo.models.weight_names import backbone_weight_specs, spec_value
 
-    return {s.name: np.asarray(s.variable.numpy(), dtype=np.float32) for s in backbone_weight_specs(backbone)}
+    # LoRA adapters merged into their kernels, as KerasHub's own preset saving does.
+    return {s.name: spec_value(s, merged=True) for s in backbone_weight_specs(backbone)}
 
 
 def _einsum(value, sub, heads):

@@ -5,9 +5,10 @@ from keras import ops
 
 from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.models.layers.encoder_block import AttentionLayout, BertEncoderBlock, attention_layout
-from keras_bert_zoo.models import loading
+from keras_bert_zoo.models import loading, lora
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.presets import backbone_config
+from keras_bert_zoo.models.weight_names import lora_weight_specs
 
 __all__ = ["BertBackbone"]
 
@@ -178,13 +179,51 @@ class BertBackbone(keras.Model):
             query_index = ops.stack([rows, ops.zeros_like(rows)], axis=1)
         return self.pooler(self.encoder_layers[-1](x, bias, query_index=query_index, training=training))
 
+    # --- LoRA (KerasHub's API; see keras_bert_zoo.models.lora) ---------------------------
+    def default_lora_layer_names(self):
+        """The sub-layers `enable_lora` targets by default: `["query", "value"]`."""
+        return list(lora.DEFAULT_TARGETS)
+
+    def enable_lora(self, rank, target_layer_names=None, lora_alpha=None):
+        """Freezes the backbone and adds trainable LoRA adapters, as KerasHub's `enable_lora`.
+
+        Every weight is frozen except, in each encoder layer, the targeted projections'
+        adapters (`lora_kernel_a` `[in, rank]`, `lora_kernel_b` `[rank, out]`, the second
+        zero so the outputs do not change) and their biases. A task model's head stays
+        trainable. The adapters are saved with the model (`.keras`, `save_to_preset`,
+        training checkpoints) and `from_preset` / `load_model` restore them.
+
+        Args:
+            rank: int, the rank of the update `alpha / rank * a @ b` added to each kernel.
+            target_layer_names: names among `query`, `key`, `value`, `attention_output`,
+                `intermediate`, `output_dense`; default `default_lora_layer_names()`.
+            lora_alpha: float, the update's scale numerator; default `rank` (scale 1,
+                Keras' default).
+
+        Examples:
+        >>> from keras_bert_zoo import BertBackbone
+        >>> backbone = BertBackbone.from_preset("bert_tiny_uncased", load_weights=False)
+        >>> backbone.enable_lora(8)
+        >>> sum(w.numpy().size for w in backbone.trainable_weights)  # 2 layers x (q, v) x (8x128 + 8x128 + 128)
+        8704
+        """
+        lora.enable_lora(self, rank, target_layer_names, lora_alpha)
+
+    def save_lora_weights(self, filepath):
+        """Writes the LoRA adapters alone (a `.lora.h5` file, as KerasHub's), with their settings."""
+        lora.save_lora_weights(self, filepath)
+
+    def load_lora_weights(self, filepath):
+        """Reads `save_lora_weights`' file; enables LoRA with its settings first if it is off."""
+        lora.load_lora_weights(self, filepath)
+
     @property
     def token_embedding(self):
         """The word-embedding layer (the MLM decoder is tied to its matrix)."""
         return self.embeddings.word_embeddings
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
@@ -201,14 +240,22 @@ class BertBackbone(keras.Model):
             "initializer_range": self.initializer_range,
             "output_hidden_states": self.output_hidden_states,
         }
+        settings = lora.lora_settings(self)
+        if settings:  # {"rank", "alpha", "target_layer_names"}, re-enabled by from_config
+            config["lora"] = settings
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         dtype = config.pop("dtype", None)
+        settings = config.pop("lora", None)
         if isinstance(dtype, dict):
             dtype = keras.dtype_policies.deserialize(dtype)
-        return cls(dtype=dtype, **config)
+        backbone = cls(dtype=dtype, **config)
+        if settings:
+            backbone.enable_lora(settings["rank"], settings["target_layer_names"], settings["alpha"])
+        return backbone
 
     @classmethod
     def from_preset(cls, name_or_path, load_weights=True, **kwargs):
@@ -269,8 +316,13 @@ class BertBackbone(keras.Model):
         Task models call this with their checkpoint, then load their heads from it.
         """
         backbone = cls(**{**checkpoint.backbone_kwargs, **kwargs})
+        adapters = getattr(checkpoint, "lora", None)  # a preset saved with LoRA (PEFT adapter files)
+        if adapters:
+            backbone.enable_lora(adapters["rank"], adapters["target_layer_names"], adapters["alpha"])
         if load_weights:
             loading.load_backbone_weights(backbone, checkpoint, pooler_needed=pooler_needed)
+            if adapters:
+                loading.assign_weights(checkpoint, lora_weight_specs(backbone))
         return backbone
 
     def save_to_preset(self, path, format="keras_bert_zoo"):
@@ -283,6 +335,13 @@ class BertBackbone(keras.Model):
                 HF `transformers.BertModel.from_pretrained` too. `"keras_hub"`: a KerasHub
                 preset (`config.json`, `metadata.json`, `model.weights.h5`) that
                 `keras_hub.models.BertBackbone.from_preset(path)` loads.
+
+        With LoRA enabled, `"keras_bert_zoo"` writes the frozen weights to `model.safetensors`
+        and the adapters (and the targeted biases) as HF PEFT does, to `adapter_config.json`
+        + `adapter_model.safetensors`: `from_preset` restores the LoRA model, and
+        `peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(path), path)`
+        computes the same. `"keras_hub"` merges the adapters into the kernels, as KerasHub's
+        own preset saving does.
         """
         if loading.save_as(path, self, format):
             return

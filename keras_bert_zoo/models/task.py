@@ -74,6 +74,29 @@ class Task(RawInputs, keras.Model):
         self.backbone = backbone
         self.preprocessor = preprocessor
 
+    # --- Keras' step functions, retraced when the backbone's LoRA changes ---------------
+    # A step traced before `backbone.enable_lora` computes without the adapters (whether a
+    # Dense adds them is Python state read while tracing) and trains the old weights.
+    def make_train_function(self, force=False):
+        return super().make_train_function(force=self._lora_changed("train") or force)
+
+    def make_test_function(self, force=False):
+        return super().make_test_function(force=self._lora_changed("test") or force)
+
+    def make_predict_function(self, force=False):
+        return super().make_predict_function(force=self._lora_changed("predict") or force)
+
+    def _lora_changed(self, kind):
+        layers = getattr(self.backbone, "encoder_layers", None) or ()
+        state = tuple(block.lora_state() for block in layers)
+        seen = self.__dict__.get("_lora_seen_by_step")
+        if seen is None:
+            seen = {}
+            object.__setattr__(self, "_lora_seen_by_step", seen)  # plain bookkeeping, not tracked by Keras
+        changed = kind in seen and seen[kind] != state
+        seen[kind] = state
+        return changed
+
     # --- what subclasses describe -------------------------------------------------
     def head_weight_specs(self):
         return []

@@ -17,7 +17,18 @@ Google loaders share this table and differ only in how they look a name up.
 import dataclasses
 import re
 
-__all__ = ["WeightSpec", "backbone_weight_specs", "head_dense_specs", "google_name"]
+__all__ = ["WeightSpec", "BLOCK_DENSE_NAMES", "backbone_weight_specs", "lora_weight_specs", "head_dense_specs",
+           "google_name", "spec_value"]
+
+# An encoder block's Dense sub-layers and their names inside `encoder.layer.N.`.
+BLOCK_DENSE_NAMES = {
+    "query": "attention.self.query",
+    "key": "attention.self.key",
+    "value": "attention.self.value",
+    "attention_output": "attention.output.dense",
+    "intermediate": "intermediate.dense",
+    "output_dense": "output.dense",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,11 +39,25 @@ class WeightSpec:
     google_name: str = None  # overrides the derived TF1 name
     google_transposed: bool = False  # Google stores this kernel as [out, in] too
     in_backbone: bool = True  # HF prefixes backbone weights with "bert." in task models
+    lora_layer: object = None  # the LoRA-enabled layer whose frozen kernel `variable` is
+
+
+def spec_value(spec, merged=False):
+    """The float32 numpy value of `spec`'s variable; `merged=True` folds a LoRA layer's
+    adapters into its kernel (`kernel + alpha / rank * a @ b`, what the layer computes with)."""
+    import numpy as np
+    from keras import ops
+
+    value = spec.lora_layer.kernel if merged and spec.lora_layer is not None else spec.variable
+    return np.asarray(ops.convert_to_numpy(value), dtype=np.float32)
 
 
 def _dense(prefix, layer):
+    # Under LoRA `layer.kernel` is the merged tensor: the checkpoint holds the frozen kernel.
+    lora = getattr(layer, "lora_enabled", False)
+    kernel = layer.kernel_variable if lora else layer.kernel
     return [
-        WeightSpec(f"{prefix}.weight", layer.kernel, "kernel"),
+        WeightSpec(f"{prefix}.weight", kernel, "kernel", lora_layer=layer if lora else None),
         WeightSpec(f"{prefix}.bias", layer.bias, "vector"),
     ]
 
@@ -55,17 +80,28 @@ def backbone_weight_specs(backbone):
     ]
     for i, block in enumerate(backbone.encoder_layers):
         p = f"encoder.layer.{i}"
+        dense = {name: _dense(f"{p}.{hf}", getattr(block, name)) for name, hf in BLOCK_DENSE_NAMES.items()}
         specs += [
-            *_dense(f"{p}.attention.self.query", block.query),
-            *_dense(f"{p}.attention.self.key", block.key),
-            *_dense(f"{p}.attention.self.value", block.value),
-            *_dense(f"{p}.attention.output.dense", block.attention_output),
+            *dense["query"], *dense["key"], *dense["value"], *dense["attention_output"],
             *_layer_norm(f"{p}.attention.output.LayerNorm", block.attention_layer_norm),
-            *_dense(f"{p}.intermediate.dense", block.intermediate),
-            *_dense(f"{p}.output.dense", block.output_dense),
+            *dense["intermediate"], *dense["output_dense"],
             *_layer_norm(f"{p}.output.LayerNorm", block.output_layer_norm),
         ]
     specs += _dense("pooler.dense", backbone.pooler)
+    return specs
+
+
+def lora_weight_specs(backbone):
+    """The LoRA adapters of a backbone (none without LoRA), named as HF PEFT names them:
+    `encoder.layer.N.attention.self.query.lora_A.weight` `[rank, in]` (ours, `lora_kernel_a`,
+    is `[in, rank]`: a "kernel", stored transposed) and `...lora_B.weight` `[out, rank]`."""
+    specs = []
+    for i, block in enumerate(backbone.encoder_layers):
+        for name, hf in BLOCK_DENSE_NAMES.items():
+            layer = getattr(block, name)
+            if layer.lora_enabled:
+                specs += [WeightSpec(f"encoder.layer.{i}.{hf}.lora_A.weight", layer.lora_kernel_a, "kernel"),
+                          WeightSpec(f"encoder.layer.{i}.{hf}.lora_B.weight", layer.lora_kernel_b, "kernel")]
     return specs
 
 

@@ -87,7 +87,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
              batching="auto", jit_compile="auto", strategy="default", tpu=None, replicas=None,
              mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose="auto", overwrite=False, callbacks=(), **task_options):
+             verbose="auto", overwrite=False, callbacks=(), lora_rank=None, **task_options):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -142,6 +142,12 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
             to a temporary sibling of `out` first, so a failed run leaves `out` as it was.
         callbacks: more Keras callbacks, run after the job's own (step log, dev
             evaluation) at every step.
+        lora_rank: train LoRA adapters of this rank instead of the whole model
+            (`BertBackbone.enable_lora`: the `query` and `value` projections' adapters and
+            biases, and the task head; the rest frozen). LoRA wants a higher learning rate
+            than full fine-tuning (2e-3 on SST-2 with MiniLM, benchmarks/lora.py, docs/decisions.md). `out`
+            holds the frozen model and the adapters (HF PEFT's files); `from_preset(out)`
+            restores both.
         **task_options: the task's layout options, applied to `layout` (e.g. qa's
             `doc_stride=128, stride_mode="overlap"`).
 
@@ -165,6 +171,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     require_tensorflow("finetune (the fine-tuning job)")
     spec = get_task(task) if isinstance(task, str) else task
+    if lora_rank is not None and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
+        raise UsageError(f"--lora-rank {lora_rank!r} must be a positive integer (4 to 16 is usual).")
     if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
         from keras_bert_zoo.models import loading
 
@@ -187,6 +195,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
     with job.scope():
         task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+        if lora_rank:
+            task_model.backbone.enable_lora(lora_rank)
 
     # --- data: a TPU (and its dry run) needs one XLA program, so fixed shapes and full batches --
     static = check_tpu_compat or strategy == "tpu"
@@ -217,6 +227,8 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
                  "steps_per_epoch": steps_per_epoch, "seed": seed,
                  "batching": batching,
                  "select": select, "mixed_precision": mixed_precision}
+    if lora_rank:  # only then: checkpoints of runs without LoRA keep their signature
+        signature["lora_rank"] = lora_rank
     history = job.train(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, signature=signature,
                         callbacks=[steps, evaluation, *callbacks])
     if select == "best":  # the returned model is the one saved
@@ -224,6 +236,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     metrics = _finetuning_metrics(evaluation, primary, select, steps, history, epochs=epochs,
                                   steps_per_epoch=steps_per_epoch, train_examples=len(train_examples),
                                   dev_examples=len(dev_examples))
+    if lora_rank:
+        metrics.update(lora_rank=lora_rank, parameters=task_model.count_params(),
+                       trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights))
     with job.staged_output() as staged:
         task_model.save_to_preset(staged)
         if job.chief:

@@ -75,6 +75,9 @@ CASES = [
     ("finetune-multi-worker-without-tf-config",
      lambda m, f: _classify(m, f, "--glue", "sst2", "--strategy", "multi_worker"),
      r"--strategy multi_worker needs the TF_CONFIG environment variable"),
+    # commands/finetune.py: a LoRA rank is a positive integer.
+    ("finetune-lora-rank-zero", lambda m, f: _classify(m, f, "--glue", "sst2", "--lora-rank", "0"),
+     r"argument --lora-rank: .*0"),
     ("pretrain-tpu-without-address", lambda m, f: _pretrain(f, "--strategy", "tpu"),
      r"--strategy tpu needs --tpu ADDRESS"),
     # preprocessing/squad.py: the window has no room for the passage after the question.

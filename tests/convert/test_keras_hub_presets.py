@@ -203,6 +203,20 @@ def test_our_backbone_alone_is_a_keras_hub_backbone(tmp_path):
                                atol=1e-5, rtol=0)
 
 
+def test_a_lora_backbone_goes_to_keras_hub_merged(tmp_path):
+    """KerasHub's preset saving merges LoRA adapters into the kernels; ours does the same for
+    format="keras_hub", so KerasHub computes what our LoRA model computes."""
+    backbone, _ = _ours(seed=8)
+    backbone.enable_lora(2)
+    _perturb(backbone, seed=9)  # non-zero adapters too
+    backbone.save_to_preset(str(tmp_path / "kh"), format="keras_hub")
+    theirs = _load_without_warnings(keras_hub.models.BertBackbone, str(tmp_path / "kh"))
+    x = {"token_ids": np.array([[2, 5, 9, 3, 0]], "int32"), "segment_ids": np.zeros((1, 5), "int32"),
+         "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
+    np.testing.assert_allclose(np.asarray(theirs(x)["sequence_output"]), np.asarray(backbone(x)["sequence_output"]),
+                               atol=1e-5, rtol=0)
+
+
 # --- the command -------------------------------------------------------------------------------
 def test_cli_converts_keras_hub_to_ours_and_back(presets, tmp_path, capsys):
     ours_dir, kh_dir = str(tmp_path / "ours"), str(tmp_path / "kh")

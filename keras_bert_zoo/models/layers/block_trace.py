@@ -11,8 +11,8 @@ MiniLM's traced inference forward goes from 1,063 to 573 ops; the outputs are th
 It applies only where nothing else differs: the TensorFlow backend, inside a traced
 function, built blocks, float inputs of known rank, outside distribution strategies,
 float32 variables computing in float32 or (mixed precision) bfloat16 / float16, not quantized,
-one trace per block class (a subclass may compute something
-else from the same configuration), and not the
+one trace per block class (a subclass may compute something else from the same configuration)
+and LoRA setting (`lora_state`: the adapters are weights passed in like the others), and not the
 `[CLS]`-only path of the last block (`query_index`). Training calls trace as before (their
 dropout has random state to carry). JAX and eager calls never come here.
 
@@ -90,7 +90,11 @@ def inference_call(block, x, attention_bias):
     bias_spec = tf.TensorSpec([None] * attention_bias.shape.rank, attention_bias.dtype)
     # The class too: a subclass may compute something else from the same configuration.
     cls = f"{type(block).__module__}.{type(block).__qualname__}"
-    key = json.dumps([cls, config, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True, default=str)
+    # LoRA too: which sub-layers add `alpha / rank * a @ b` to their kernel is Python state
+    # read while tracing, and two blocks with adapters of one shape may scale them differently.
+    lora = block.lora_state() if hasattr(block, "lora_state") else ()
+    key = json.dumps([cls, config, lora, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True,
+                     default=str)
     if key not in _TRACES:
         template = _weights(block)
         mixed = compute_dtype != block.variable_dtype

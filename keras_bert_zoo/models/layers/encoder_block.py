@@ -9,8 +9,13 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.layers.lora_dense import LoraDense
 
-__all__ = ["BertEncoderBlock", "AttentionLayout", "attention_layout"]
+__all__ = ["BertEncoderBlock", "AttentionLayout", "attention_layout", "DENSE_LAYERS"]
+
+# The block's Dense sub-layers, by attribute name: the layers `BertBackbone.enable_lora`
+# can target.
+DENSE_LAYERS = ("query", "key", "value", "attention_output", "intermediate", "output_dense")
 
 # The original BERT code adds -10000.0 to the attention scores of padding keys: after
 # the softmax their weight is exp(-10000) == 0 in float32, without the overflow risk
@@ -79,8 +84,8 @@ class BertEncoderBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.head_dim = hidden_dim // num_heads
 
-        def dense(units, name):
-            return keras.layers.Dense(
+        def dense(units, name):  # LoraDense: Dense that saves LoRA adapters unmerged
+            return LoraDense(
                 units, kernel_initializer=bert_initializer(initializer_range),
                 dtype=self.dtype_policy, name=name,
             )
@@ -166,6 +171,11 @@ class BertEncoderBlock(keras.layers.Layer):
         h = self.residual_dropout(self.output_dense(h), training=training)
         out = self.output_layer_norm(rows + h)
         return out if query_index is not None else ops.reshape(out, (b, s, self.hidden_dim))
+
+    def lora_state(self):
+        """`((name, rank, alpha), ...)` of the Dense sub-layers with LoRA enabled (empty: none)."""
+        return tuple((name, layer.lora_rank, layer.lora_alpha)
+                     for name in DENSE_LAYERS if (layer := getattr(self, name)).lora_enabled)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None, query_index_shape=None):
         if query_index_shape is not None:
