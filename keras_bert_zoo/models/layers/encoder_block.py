@@ -9,6 +9,7 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.layers.int8 import Int8Dense
 
 __all__ = ["BertEncoderBlock", "AttentionLayout", "attention_layout"]
 
@@ -80,7 +81,8 @@ class BertEncoderBlock(keras.layers.Layer):
         self.head_dim = hidden_dim // num_heads
 
         def dense(units, name):
-            return keras.layers.Dense(
+            # Keras' Dense; quantized to int8, its matmul runs oneDNN's int8 kernel (`int8`).
+            return Int8Dense(
                 units, kernel_initializer=bert_initializer(initializer_range),
                 dtype=self.dtype_policy, name=name,
             )
