@@ -12,6 +12,7 @@ import json
 import os
 import re
 
+import keras
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
@@ -334,7 +335,7 @@ def save_preset(path, backbone, head_specs=(), architecture="BertModel", extra=N
     prefix = "" if architecture == "BertModel" else "bert."
     specs = [s for s in backbone_weight_specs(backbone) if include_pooler or not s.name.startswith("pooler.")]
     for spec in specs + list(head_specs):
-        value = np.asarray(spec.variable.numpy(), dtype=np.float32)
+        value = np.asarray(keras.ops.convert_to_numpy(spec.variable), dtype=np.float32)
         if spec.kind == "kernel":
             value = value.T
         tensors[(prefix if spec.in_backbone else "") + spec.name] = value

@@ -281,7 +281,7 @@ class BertBackbone(keras.Model):
         backbone = cls.from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
         if load_weights:
             loading.report_unused(checkpoint, cls.__name__, backbone_only=True)
-        return backbone
+        return int8.requantize(backbone, checkpoint.extra.get("quantization"))
 
     @classmethod
     def from_checkpoint(cls, checkpoint, load_weights=True, pooler_needed=True, **kwargs):
@@ -309,4 +309,4 @@ class BertBackbone(keras.Model):
         """
         if loading.save_as(path, self, format):
             return
-        loading.write_preset(path, backbone=self)
+        loading.write_preset(path, backbone=self, extra=int8.preset_extra(self))

@@ -185,7 +185,9 @@ class Task(RawInputs, keras.Model):
             # Tensors a task writes for HF (the tied MLM decoder) are accounted for.
             tied = [name for name, _ in model._tied_tensors()]
             loading.report_unused(checkpoint, cls.__name__, accounted=tied)
-        return model
+        # A quantized model's preset holds its dequantized weights: quantizing them again
+        # gives back its int8 weights (abs-max of a dequantized channel is its old maximum).
+        return int8.requantize(model, checkpoint.extra.get("quantization"))
 
     @classmethod
     def _pooler_needed(cls, task_kwargs):
@@ -244,7 +246,7 @@ class Task(RawInputs, keras.Model):
             self.backbone,
             head_specs=self.head_weight_specs(),
             architecture=self.hf_architecture,
-            extra={"task": type(self).__name__, "task_config": self.task_config()},
+            extra={"task": type(self).__name__, "task_config": self.task_config(), **int8.preset_extra(self)},
             tied=self._tied_tensors(),
             include_pooler=self.uses_pooler,
         )

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPretrainer,
                             BertSentenceEmbedder, BertSpanQA, BertTagger)
+from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni
 
@@ -132,3 +133,36 @@ def test_filters_keep_their_keras_meaning_and_survive_reload(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "ffn.keras")
     assert loaded.backbone.encoder_layers[0].query.quantization_mode is None
     np.testing.assert_allclose(loaded.predict(INPUTS, verbose=0), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("task", ["classifier", "pretrainer"])
+def test_quantized_preset_round_trip(task, tmp_path):
+    make, inputs = TASKS[task]
+    model = make(_backbone())
+    model.quantize("int8")
+    expected = model.predict(inputs, verbose=0)
+    model.save_to_preset(str(tmp_path / "preset"))
+    loaded = type(model).from_preset(str(tmp_path / "preset"))
+    assert loaded.backbone.encoder_layers[0].query.quantization_mode == "int8"
+    # Dequantized weights quantize back to the same int8 weights and scales.
+    np.testing.assert_array_equal(np.asarray(loaded.backbone.encoder_layers[0].intermediate.kernel),
+                                  np.asarray(model.backbone.encoder_layers[0].intermediate.kernel))
+    np.testing.assert_allclose(_flat(loaded.predict(inputs, verbose=0)), _flat(expected), rtol=1e-5, atol=1e-5)
+    with pytest.raises(UsageError, match="quantized; a KerasHub preset holds float weights"):
+        model.save_to_preset(str(tmp_path / "hub"), format="keras_hub")
+
+
+def test_quantized_preset_loads_in_hf_close_to_float(tmp_path):
+    """The preset's weights are the dequantized int8 ones: HF's BertModel reads them as floats."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    backbone = _backbone()
+    float_out = np.asarray(backbone(INPUTS)["sequence_output"])
+    backbone.quantize("int8")
+    backbone.save_to_preset(str(tmp_path / "preset"))
+    hf = transformers.BertModel.from_pretrained(str(tmp_path / "preset")).eval()
+    with torch.no_grad():
+        got = hf(input_ids=torch.tensor(TOKENS, dtype=torch.long),
+                 attention_mask=torch.tensor(INPUTS["padding_mask"], dtype=torch.long)).last_hidden_state.numpy()
+    mask = INPUTS["padding_mask"].astype(bool)
+    assert _relative_gap(got[mask], float_out[mask]) <= REL_TOLERANCE

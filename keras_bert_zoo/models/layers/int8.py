@@ -40,7 +40,7 @@ import keras
 from keras import ops
 
 __all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
-           "quantization_config", "requantize",
+           "quantization_config", "requantize", "dense_kernel", "preset_extra",
            "one_garbage_collection"]
 
 
@@ -137,6 +137,20 @@ class Int8Dense(keras.layers.Dense):
         return -128.0 * tf.reduce_sum(tf.cast(kernel, tf.float32), axis=0)
 
 
+def dense_kernel(layer):
+    """The float `[in, out]` kernel of a `keras.layers.Dense`, quantized or not (`Dense.kernel`
+    is the raw int8 kernel once quantized; each output channel carries a scale). The
+    variable itself when not quantized (checkpoint loading assigns to it)."""
+    if layer.quantization_mode is None:
+        return layer.kernel
+    if layer.quantization_mode != "int8":
+        from keras_bert_zoo.errors import UsageError
+
+        raise UsageError(f"layer {layer.name!r} is quantized as {layer.quantization_mode!r}; presets hold "
+                         'float weights of int8 models only: quantize with mode="int8" or save with model.save().')
+    return ops.divide(ops.cast(layer.kernel, "float32"), ops.cast(layer.kernel_scale, "float32"))
+
+
 def embedding_matrix(layer):
     """The float `[input_dim, output_dim]` matrix of a `keras.layers.Embedding`, quantized
     or not (`Embedding.embeddings` is the raw int8 table once quantized; its rows carry
@@ -214,3 +228,11 @@ def one_garbage_collection():
     finally:
         gc.collect = collect
         collect()
+
+
+def preset_extra(model):
+    """What a preset's `config.json` records of a quantized model (`{"quantization": ...}`, or
+    nothing): its weights are written dequantized (HF reads them as any float checkpoint) and
+    `from_preset` quantizes the same layers again."""
+    quantization = quantization_config(model)
+    return {"quantization": quantization} if quantization else {}
