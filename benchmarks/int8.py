@@ -14,8 +14,9 @@ once as a preset (HF layout). Then, each system in its own process, rounds inter
   torch on 2 threads;
 - `int8_export` (once): the quantized model through `export_saved_model`, loaded back with
   `tf.saved_model.load` and served the raw dev strings (batches of 32 in file order): its
-  probabilities and labels against the quantized model's `predict`, and, for scale, the same
-  model's `predict` at batch 16 against batch 32.
+  probabilities and labels against the quantized model's `predict` (all 872 at once: sorted by
+  length, so other batches and widths) and against `predict` on the server's own batches, and,
+  for scale, the same model's `predict` at batch 16 against batch 32.
 
 Ratios are medians of per-round ratios. Dev accuracy on all 872 dev sentences.
 
@@ -99,13 +100,16 @@ def _export_check(model, texts, logits):
 
     path = export_saved_model(model, os.path.join(tempfile.mkdtemp(), "served"))
     served = tf.saved_model.load(path).signatures["serving_default"]
-    probs = np.concatenate([served(text=tf.constant(texts[i:i + BATCH]))["probabilities"].numpy()
-                            for i in range(0, len(texts), BATCH)])
+    batches = [texts[i:i + BATCH] for i in range(0, len(texts), BATCH)]
+    probs = np.concatenate([served(text=tf.constant(b))["probabilities"].numpy() for b in batches])
     expected = model.logits_to_probabilities(logits)
+    # The same batches through `predict` (each padded as the server pads it): equal up to float rounding.
+    same_batches = np.concatenate([model.logits_to_probabilities(model.predict(b, verbose=0)) for b in batches])
     # The same model at another batch size: how far int8 answers move when only the float
     # rounding before each row's quantization changes (a flipped int8 rounding is a 1/127 step).
     other = model.logits_to_probabilities(model.predict(texts, batch_size=BATCH // 2, verbose=0))
     return {"export_max_abs_diff": float(np.abs(probs - expected).max()),
+            "export_same_batches_max_abs_diff": float(np.abs(probs - same_batches).max()),
             "batch16_vs_batch32_max_abs_diff": float(np.abs(other - expected).max()),
             "export_same_labels": int(np.sum(probs.argmax(-1) == expected.argmax(-1))), "export_examples": len(texts)}
 
@@ -198,7 +202,8 @@ def main(argv=None):
         print(f"round {round_ + 1}: " + ", ".join(
             f"{s} {r['predict_second_s']:.2f} s / acc {r['dev_accuracy']:.4f}" for s, r in runs[-1].items()), flush=True)
     export = _run("int8_export")
-    print(f"export: max |p_served - p_model| {export['export_max_abs_diff']:.2e} (batch 16 vs 32: "
+    print(f"export: max |p_served - p_model| {export['export_max_abs_diff']:.2e} (same batches: "
+          f"{export['export_same_batches_max_abs_diff']:.2e}; model at batch 16 vs 32: "
           f"{export['batch16_vs_batch32_max_abs_diff']:.2e}), "
           f"same label {export['export_same_labels']}/{export['export_examples']}", flush=True)
     command = "python benchmarks/int8.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -32,6 +32,7 @@ COVERED = {
     "BertEmbeddings": "backbone",
     "BertEncoderBlock": "backbone",
     "AttentionLayout": "backbone",
+    "Int8Dense": "backbone",  # float here; quantized: tests/models/test_int8.py
     "BertClassifier": "classifier",
     "BertTokenizer": "classifier",
     "SegmentPacker": "classifier",
@@ -104,7 +105,8 @@ def test_backbone(tmp_path):
         restored = _save_load(m, tmp_path, "backbone")
         got = restored.predict(x, verbose=0)
         tf.nest.map_structure(np.testing.assert_array_equal, expected, got)
-        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout"} <= _all_layers(restored)
+        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout",
+                "Int8Dense"} <= _all_layers(restored)
         assert restored.get_config() == m.get_config()
 
 

@@ -76,6 +76,7 @@ class BertBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
+        int8.check_float_policy(dtype)
         # === Layers ===
         embeddings = BertEmbeddings(
             vocabulary_size=vocabulary_size,

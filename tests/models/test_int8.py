@@ -166,3 +166,9 @@ def test_quantized_preset_loads_in_hf_close_to_float(tmp_path):
                  attention_mask=torch.tensor(INPUTS["padding_mask"], dtype=torch.long)).last_hidden_state.numpy()
     mask = INPUTS["padding_mask"].astype(bool)
     assert _relative_gap(got[mask], float_out[mask]) <= REL_TOLERANCE
+
+
+def test_a_quantized_policy_in_the_constructor_is_a_clear_error():
+    with pytest.raises(UsageError, match=r"quantized policy; build the model in float32.*model.quantize\('int8'\)"):
+        BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                     dtype="int8_from_float32")

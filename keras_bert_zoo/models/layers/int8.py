@@ -41,6 +41,7 @@ from keras import ops
 
 __all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
+           "check_float_policy",
            "one_garbage_collection"]
 
 
@@ -236,3 +237,19 @@ def preset_extra(model):
     `from_preset` quantizes the same layers again."""
     quantization = quantization_config(model)
     return {"quantization": quantization} if quantization else {}
+
+
+def check_float_policy(dtype):
+    """Refuses a quantized dtype policy (`"int8_from_float32"`, ...) given to a constructor.
+
+    Keras builds every sub-layer of such a model quantized from the start: the LayerNorms
+    and `BertEmbeddings` have no int8 call, checkpoints (float) cannot load into int8
+    kernels, and the task heads would inherit it. A model is quantized after it holds its
+    weights, with `model.quantize("int8")`."""
+    policy = keras.dtype_policies.get(dtype) if dtype is not None else None
+    mode = None if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else getattr(policy, "quantization_mode", None)
+    if mode:
+        from keras_bert_zoo.errors import UsageError
+
+        raise UsageError(f"dtype={getattr(policy, 'name', dtype)!r} is a quantized policy; build the model in "
+                         f"float32 (or mixed precision), load its weights, then call model.quantize({mode!r}).")
