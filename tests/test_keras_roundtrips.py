@@ -33,6 +33,7 @@ COVERED = {
     "BertEncoderBlock": "backbone",
     "LoraDense": "backbone",  # and backbone_with_lora, its adapters
     "AttentionLayout": "backbone",
+    "Int8Dense": "backbone",  # float here; quantized: tests/models/test_int8.py
     "BertClassifier": "classifier",
     "BertTokenizer": "classifier",
     "SegmentPacker": "classifier",
@@ -106,7 +107,7 @@ def test_backbone(tmp_path):
         got = restored.predict(x, verbose=0)
         tf.nest.map_structure(np.testing.assert_array_equal, expected, got)
         assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout",
-                "LoraDense"} <= _all_layers(restored)
+                "LoraDense", "Int8Dense"} <= _all_layers(restored)
         assert restored.get_config() == m.get_config()
 
 

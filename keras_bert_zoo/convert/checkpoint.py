@@ -14,6 +14,7 @@ import json
 import os
 import re
 
+import keras
 import numpy as np
 
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors

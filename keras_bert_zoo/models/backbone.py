@@ -7,6 +7,8 @@ from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.models.layers.encoder_block import AttentionLayout, BertEncoderBlock, attention_layout
 from keras_bert_zoo.models import loading, lora
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.layers import int8
+from keras_bert_zoo.models.layers.int8 import Int8Dense
 from keras_bert_zoo.models.presets import backbone_config
 from keras_bert_zoo.models.weight_names import lora_weight_specs
 
@@ -75,6 +77,7 @@ class BertBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
+        int8.check_float_policy(dtype)
         # === Layers ===
         embeddings = BertEmbeddings(
             vocabulary_size=vocabulary_size,
@@ -101,7 +104,7 @@ class BertBackbone(keras.Model):
             )
             for i in range(num_layers)
         ]
-        pooler = keras.layers.Dense(
+        pooler = Int8Dense(
             hidden_dim,
             activation="tanh",
             kernel_initializer=bert_initializer(initializer_range),
@@ -222,8 +225,29 @@ class BertBackbone(keras.Model):
         """The word-embedding layer (the MLM decoder is tied to its matrix)."""
         return self.embeddings.word_embeddings
 
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Keras' `Model.quantize` on the layers that have a quantized form (Dense and
+        Embedding; LayerNorm stays float32), without a warning for each of the others.
+        `"int8"`: int8 weights, one scale per output channel (per row for embeddings),
+        inputs quantized per row on the fly; on TensorFlow with VNNI the encoder's matmuls
+        run oneDNN's int8 kernel (`models.layers.int8`). `get_config` records the layers
+        quantized, so `.keras` files reload quantized.
+
+        Examples:
+        >>> from keras_bert_zoo import BertBackbone
+        >>> backbone = BertBackbone(vocabulary_size=100, num_layers=1, num_heads=2,
+        ...                         hidden_dim=8, intermediate_dim=16)
+        >>> backbone.quantize("int8")
+        >>> backbone.encoder_layers[0].query.quantization_mode
+        'int8'
+        """
+        with int8.one_garbage_collection():
+            super().quantize(mode, config=config, filters=int8.quantizable_filter(filters), **kwargs)
+
     def get_config(self):
+        quantization = int8.quantization_config(self)
         config = {
+            **({"quantization": quantization} if quantization else {}),
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
@@ -250,9 +274,10 @@ class BertBackbone(keras.Model):
         config = dict(config)
         dtype = config.pop("dtype", None)
         settings = config.pop("lora", None)
+        quantization = config.pop("quantization", None)
         if isinstance(dtype, dict):
             dtype = keras.dtype_policies.deserialize(dtype)
-        backbone = cls(dtype=dtype, **config)
+        backbone = int8.requantize(cls(dtype=dtype, **config), quantization)
         if settings:
             backbone.enable_lora(settings["rank"], settings["target_layer_names"], settings["alpha"])
         return backbone
@@ -305,7 +330,7 @@ class BertBackbone(keras.Model):
         backbone = cls.from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
         if load_weights:
             loading.report_unused(checkpoint, cls.__name__, backbone_only=True)
-        return backbone
+        return int8.requantize(backbone, checkpoint.extra.get("quantization"))
 
     @classmethod
     def from_checkpoint(cls, checkpoint, load_weights=True, pooler_needed=True, **kwargs):
@@ -345,4 +370,4 @@ class BertBackbone(keras.Model):
         """
         if loading.save_as(path, self, format):
             return
-        loading.write_preset(path, backbone=self)
+        loading.write_preset(path, backbone=self, extra=int8.preset_extra(self))

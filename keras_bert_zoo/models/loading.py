@@ -100,6 +100,10 @@ def save_as(path, model, format):
     """Writes `model` as a KerasHub preset when `format="keras_hub"` and returns True;
     returns False for `"keras_bert_zoo"` (ours, HF layout: the caller writes it)."""
     if format == "keras_hub":
+        if any(layer.quantization_mode for layer in model._flatten_layers()):
+            raise UsageError(f"{model.name} is quantized; a KerasHub preset holds float weights. Save it with "
+                             "format='keras_bert_zoo' (it records the quantization) or model.save('m.keras'), "
+                             "or write the float model and quantize after loading it.")
         _hook("keras_hub_writer")(path, model)
         return True
     if format != "keras_bert_zoo":

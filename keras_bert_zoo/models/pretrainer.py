@@ -6,6 +6,7 @@ from keras import ops
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.heads import MaskedLMHead, NextSentenceHead
+from keras_bert_zoo.models.layers.int8 import dense_kernel, embedding_matrix
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.models.weight_names import WeightSpec, head_dense_specs
@@ -215,7 +216,7 @@ class BertPretrainer(Task):
         """HF `cls.predictions.*` / `cls.seq_relationship.*`; Google `cls/...`."""
         mlm = self.mlm_head
         return [
-            WeightSpec("cls.predictions.transform.dense.weight", mlm.dense.kernel, "kernel", in_backbone=False),
+            WeightSpec("cls.predictions.transform.dense.weight", dense_kernel(mlm.dense), "kernel", in_backbone=False),
             WeightSpec("cls.predictions.transform.dense.bias", mlm.dense.bias, "vector", in_backbone=False),
             WeightSpec("cls.predictions.transform.LayerNorm.weight", mlm.layer_norm.gamma, "vector",
                        in_backbone=False),
@@ -246,7 +247,7 @@ class BertPretrainer(Task):
         # HF's BertForPreTraining ties the decoder to the word embeddings; writing the
         # decoder tensors too makes the preset load in HF without "newly initialized".
         return (
-            ("cls.predictions.decoder.weight", self.backbone.token_embedding.embeddings.numpy()),
+            ("cls.predictions.decoder.weight", keras.ops.convert_to_numpy(embedding_matrix(self.backbone.token_embedding))),
             ("cls.predictions.decoder.bias", self.mlm_head.bias.numpy()),
         )
 

@@ -23,6 +23,7 @@ import keras
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
+from keras_bert_zoo.models.layers import int8
 from keras_bert_zoo.models.raw_inputs import RawInputs
 from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
@@ -104,13 +105,32 @@ class Task(RawInputs, keras.Model):
     def task_config(self):
         """Constructor arguments other than backbone/preprocessor (JSON-able)."""
         config = self.get_config()
-        for key in ("backbone", "preprocessor", "name", "trainable", "dtype"):
+        for key in ("backbone", "preprocessor", "name", "trainable", "dtype", "quantization"):
             config.pop(key, None)
         return config
 
     # --- serialization ------------------------------------------------------------
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Keras' `Model.quantize` on the layers with a quantized form (the backbone's Dense
+        and Embedding layers and the head's Dense), without a warning for each of the
+        others; see `BertBackbone.quantize`. `get_config` records the layers quantized, so
+        `.keras` files reload quantized; `save_to_preset` writes the dequantized weights
+        and the mode, and `from_preset` quantizes them again.
+
+        Examples:
+        >>> from keras_bert_zoo.models.classifier import BertClassifier
+        >>> model = BertClassifier.from_preset("bert_tiny_uncased", load_weights=False, num_classes=2)
+        >>> model.quantize("int8")
+        >>> model.classifier.quantization_mode, model.backbone.pooler.quantization_mode
+        ('int8', 'int8')
+        """
+        with int8.one_garbage_collection():
+            keras.Model.quantize(self, mode, config=config, filters=int8.quantizable_filter(filters), **kwargs)
+
     def get_config(self):
+        quantization = int8.quantization_config(self)
         return {
+            **({"quantization": quantization} if quantization else {}),
             "backbone": keras.saving.serialize_keras_object(self.backbone),
             "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)
             if self.preprocessor is not None
@@ -122,10 +142,12 @@ class Task(RawInputs, keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        quantization = config.pop("quantization", None)
         for key in ("backbone", "preprocessor"):
             if isinstance(config.get(key), dict):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
-        return cls(**config)
+        # The backbone came back quantized (its own config); the head's layers follow.
+        return int8.requantize(cls(**config), quantization)
 
     # --- presets --------------------------------------------------------------------
     def compile_from_config(self, config):
@@ -190,7 +212,9 @@ class Task(RawInputs, keras.Model):
             # Tensors a task writes for HF (the tied MLM decoder) are accounted for.
             tied = [name for name, _ in model._tied_tensors()]
             loading.report_unused(checkpoint, cls.__name__, accounted=tied)
-        return model
+        # A quantized model's preset holds its dequantized weights: quantizing them again
+        # gives back its int8 weights (abs-max of a dequantized channel is its old maximum).
+        return int8.requantize(model, checkpoint.extra.get("quantization"))
 
     @classmethod
     def _check_head_arguments(cls, given, source, why):
@@ -264,7 +288,7 @@ class Task(RawInputs, keras.Model):
             self.backbone,
             head_specs=self.head_weight_specs(),
             architecture=self.hf_architecture,
-            extra={"task": type(self).__name__, "task_config": self.task_config()},
+            extra={"task": type(self).__name__, "task_config": self.task_config(), **int8.preset_extra(self)},
             tied=self._tied_tensors(),
             include_pooler=self.uses_pooler,
         )

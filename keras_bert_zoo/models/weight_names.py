@@ -17,6 +17,8 @@ Google loaders share this table and differ only in how they look a name up.
 import dataclasses
 import re
 
+from keras_bert_zoo.models.layers.int8 import dense_kernel, embedding_matrix
+
 __all__ = ["WeightSpec", "BLOCK_DENSE_NAMES", "backbone_weight_specs", "lora_weight_specs", "head_dense_specs",
            "google_name", "spec_value"]
 
@@ -34,7 +36,7 @@ BLOCK_DENSE_NAMES = {
 @dataclasses.dataclass(frozen=True)
 class WeightSpec:
     name: str  # HF name without the "bert." prefix
-    variable: object  # the keras.Variable it fills
+    variable: object  # the keras.Variable it fills (a quantized layer's: its float value, written only)
     kind: str  # "kernel" | "embedding" | "vector"
     google_name: str = None  # overrides the derived TF1 name
     google_transposed: bool = False  # Google stores this kernel as [out, in] too
@@ -73,9 +75,9 @@ def backbone_weight_specs(backbone):
     """Every variable of a `BertBackbone`, with its checkpoint name."""
     emb = backbone.embeddings
     specs = [
-        WeightSpec("embeddings.word_embeddings.weight", emb.word_embeddings.embeddings, "embedding"),
-        WeightSpec("embeddings.position_embeddings.weight", emb.position_embeddings.embeddings, "embedding"),
-        WeightSpec("embeddings.token_type_embeddings.weight", emb.token_type_embeddings.embeddings, "embedding"),
+        WeightSpec("embeddings.word_embeddings.weight", embedding_matrix(emb.word_embeddings), "embedding"),
+        WeightSpec("embeddings.position_embeddings.weight", embedding_matrix(emb.position_embeddings), "embedding"),
+        WeightSpec("embeddings.token_type_embeddings.weight", embedding_matrix(emb.token_type_embeddings), "embedding"),
         *_layer_norm("embeddings.LayerNorm", emb.layer_norm),
     ]
     for i, block in enumerate(backbone.encoder_layers):
@@ -116,7 +118,7 @@ def head_dense_specs(prefix, layer, google_prefix=None, google_transposed=False)
         kernel_name = f"{google_prefix}/output_weights"
         bias_name = f"{google_prefix}/output_bias"
     return [
-        WeightSpec(f"{prefix}.weight", layer.kernel, "kernel", kernel_name,
+        WeightSpec(f"{prefix}.weight", dense_kernel(layer), "kernel", kernel_name,
                    google_transposed, in_backbone=False),
         WeightSpec(f"{prefix}.bias", layer.bias, "vector", bias_name, in_backbone=False),
     ]

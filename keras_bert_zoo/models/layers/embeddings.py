@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.layers.int8 import embedding_matrix
 
 __all__ = ["BertEmbeddings"]
 
@@ -81,7 +82,8 @@ class BertEmbeddings(keras.layers.Layer):
         if position_ids is None:
             # Positions 0..seq-1 in every row: slice the table instead of a gather.
             seq_len = ops.shape(token_ids)[1]
-            table = ops.convert_to_tensor(self.position_embeddings.embeddings)
+            # The float table, also once quantized (`.embeddings` is then the raw int8 one).
+            table = ops.convert_to_tensor(embedding_matrix(self.position_embeddings))
             positions = ops.slice(table, (0, 0), (seq_len, self.hidden_dim))[None, :, :]
         else:
             positions = self.position_embeddings(position_ids)

@@ -9,7 +9,7 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
-from keras_bert_zoo.models.layers.lora_dense import LoraDense
+from keras_bert_zoo.models.layers.int8 import Int8Dense
 
 __all__ = ["BertEncoderBlock", "AttentionLayout", "attention_layout", "DENSE_LAYERS"]
 
@@ -84,8 +84,10 @@ class BertEncoderBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.head_dim = hidden_dim // num_heads
 
-        def dense(units, name):  # LoraDense: Dense that saves LoRA adapters unmerged
-            return LoraDense(
+        def dense(units, name):
+            # Int8Dense: Keras' Dense that saves LoRA adapters unmerged (`LoraDense`) and, quantized
+            # to int8, multiplies with oneDNN's int8 kernel (`int8`).
+            return Int8Dense(
                 units, kernel_initializer=bert_initializer(initializer_range),
                 dtype=self.dtype_policy, name=name,
             )

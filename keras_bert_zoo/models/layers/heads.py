@@ -11,6 +11,7 @@ from keras import ops
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.activations import get_activation
 from keras_bert_zoo.models.layers.initializers import bert_initializer
+from keras_bert_zoo.models.layers.int8 import embedding_matrix
 
 __all__ = ["MaskedLMHead", "NextSentenceHead"]
 
@@ -88,7 +89,8 @@ class MaskedLMHead(keras.layers.Layer):
             sequence_output, ops.cast(mask_positions, "int32")[:, :, None], axis=1
         )
         x = self.layer_norm(self._activation_fn(self.dense(x)))
-        kernel = ops.cast(self.token_embedding.embeddings, x.dtype)
+        # The float matrix, also once quantized (`.embeddings` is then the raw int8 table).
+        kernel = ops.cast(embedding_matrix(self.token_embedding), x.dtype)
         logits = ops.matmul(x, ops.transpose(kernel))
         # Logits in float32 under mixed precision: the softmax over 30k ids needs it.
         return ops.cast(logits, "float32") + ops.cast(self.bias, "float32")

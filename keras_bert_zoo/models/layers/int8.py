@@ -1,0 +1,257 @@
+"""int8 inference: Keras' `quantize("int8")` arithmetic, run by oneDNN's u8s8 kernel on TensorFlow.
+
+`model.quantize("int8")` turns every `Dense` into int8 weights with one scale per output
+channel (abs-max) and quantizes each input row on the fly (abs-max over the features,
+[-127, 127]); the matmul is int8 x int8 -> int32, then divided by both scales. On
+TensorFlow Keras runs that matmul as `MatMul(int8, int8, output_type=int32)`, which is
+not a oneDNN kernel: it ran at 0.3x the float32 matmul here (docs/decisions.md, "int8
+inference"). `Int8Dense` keeps Keras' variables, quantizer and numbers and runs the same
+integer product through `QuantizedMatMulWithBiasAndDequantize`, oneDNN's u8 x s8 inner
+product (VNNI): the int8 rows shifted by +128 to uint8, the shift taken back by a bias of
+-128 x each column's sum of the int8 kernel, scales of 1 so the kernel sees plain
+integers. The sums are exact integers, so the outputs equal Keras' own int8 path
+(tests/models/test_int8.py); a MiniLM layer's matmuls run 1.5-5x faster than float32.
+
+The fast path applies on the TensorFlow backend, outside XLA, on a CPU with VNNI (without
+it, oneDNN's u8 x s8 product may saturate 16-bit pair sums; the shift puts uint8 values
+up to 255), with Keras' default activation quantizer and no LoRA; everywhere else
+`Int8Dense` is Keras' `Dense`. Float layers are untouched: `Int8Dense` only adds an int8
+call and lets Keras' `quantize` accept the subclass.
+
+Examples:
+>>> import numpy as np
+>>> from keras_bert_zoo.models.layers.int8 import Int8Dense
+>>> layer = Int8Dense(4)
+>>> x = np.random.default_rng(0).normal(size=(3, 8)).astype("float32")
+>>> before = np.asarray(layer(x))
+>>> layer.quantize("int8")
+>>> layer.quantization_mode
+'int8'
+>>> bool(np.abs(np.asarray(layer(x)) - before).max() < 0.05)
+True
+"""
+
+import contextlib
+import functools
+import gc
+import re
+
+import keras
+from keras import ops
+
+from keras_bert_zoo.models.layers.lora_dense import LoraDense
+
+__all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
+           "quantization_config", "requantize", "dense_kernel", "preset_extra",
+           "check_float_policy",
+           "one_garbage_collection"]
+
+
+@functools.lru_cache(maxsize=1)
+def host_has_vnni():
+    """True where the CPU has 8-bit dot products without 16-bit saturation (AVX512-VNNI,
+    AVX-VNNI or AMX-INT8): the oneDNN int8 path is exact there."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
+
+
+def _in_xla(tf):
+    try:
+        from tensorflow.python.ops import control_flow_util
+
+        return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+    except (ImportError, AttributeError):  # pragma: no cover - private TF API moved
+        return True
+
+
+def _default_activation_quantizer(quantizer):
+    return (isinstance(quantizer, keras.quantizers.AbsMaxQuantizer) and tuple(quantizer.value_range) == (-127, 127)
+            and quantizer.output_dtype == "int8" and getattr(quantizer, "axis", None) in (None, (-1,)))
+
+
+@keras.saving.register_keras_serializable(package="keras_bert_zoo")
+class Int8Dense(LoraDense):
+    """`keras.layers.Dense` whose int8 mode runs oneDNN's int8 kernel on TensorFlow.
+
+    The same constructor, variables, float call and `quantize("int8")` as `Dense` (Keras'
+    own `quantize` refuses subclasses of `Dense` unless told; this one accepts). Quantized,
+    its call computes Keras' int8 result through `QuantizedMatMulWithBiasAndDequantize`
+    where that applies (see the module docstring), Keras' own int8 call elsewhere.
+    """
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        # Keras' `Dense.quantize` skips subclasses with `type_check`; the variables and
+        # the arithmetic here are its own, so the check does not concern this class.
+        super().quantize(mode, type_check=False, config=config)
+
+    def _int8_call(self, inputs, training=None):
+        if not self._fast_int8(inputs):
+            return super()._int8_call(inputs, training=training)
+        import tensorflow as tf
+
+        kernel = tf.convert_to_tensor(self._kernel)
+        kernel_scale = tf.convert_to_tensor(self.kernel_scale)
+        shift = self._zero_point_bias(kernel)
+
+        @tf.custom_gradient
+        def product(x):
+            rows = tf.reshape(x, [-1, x.shape[-1]])
+            # Keras' AbsMaxQuantizer: scale = 127 / (max|row| + eps), round half to even.
+            scale = 127.0 / (tf.reduce_max(tf.abs(rows), axis=-1, keepdims=True) + keras.backend.epsilon())
+            q = tf.clip_by_value(tf.round(rows * scale), -127.0, 127.0)
+            as_uint8 = tf.bitcast(tf.cast(q + 128.0, tf.uint8), tf.quint8)
+            # Scales 1 (min/max 0..255 and -127..127): the kernel multiplies the integers as
+            # they are; the bias takes the +128 shift back out, exactly.
+            out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+                a=as_uint8, b=tf.bitcast(kernel, tf.qint8), bias=shift, min_a=0.0, max_a=255.0,
+                min_b=-127.0, max_b=127.0, min_freezed_output=0.0, max_freezed_output=1.0,
+                Toutput=tf.float32, input_quant_mode="SCALED")
+            out = tf.reshape(out / (kernel_scale * scale), tf.concat([tf.shape(x)[:-1], [self.units]], 0))
+
+            def grad(upstream):  # as Keras' int8 call: through the dequantized kernel
+                return tf.matmul(upstream, tf.cast(kernel, upstream.dtype) / kernel_scale, transpose_b=True)
+
+            return out, grad
+
+        x = product(ops.cast(inputs, "float32"))
+        if self.bias is not None:
+            x = ops.add(x, self.bias)
+        if self.activation is not None:
+            x = self.activation(x)
+        return x
+
+    def _fast_int8(self, inputs):
+        if keras.backend.backend() != "tensorflow" or not host_has_vnni() or self.lora_enabled:
+            return False
+        import tensorflow as tf
+
+        return (self.compute_dtype == "float32" and _default_activation_quantizer(self.inputs_quantizer)
+                and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
+                and not _in_xla(tf))
+
+    def _zero_point_bias(self, kernel):
+        import tensorflow as tf
+
+        # -128 x column sums of the int8 kernel: integers below 2^24, exact in float32.
+        return -128.0 * tf.reduce_sum(tf.cast(kernel, tf.float32), axis=0)
+
+
+def dense_kernel(layer):
+    """The float `[in, out]` kernel of a `keras.layers.Dense`, quantized or not (`Dense.kernel`
+    is the raw int8 kernel once quantized; each output channel carries a scale). The
+    variable itself when not quantized (checkpoint loading assigns to it)."""
+    if layer.quantization_mode is None:
+        return layer.kernel
+    if layer.quantization_mode != "int8":
+        from keras_bert_zoo.errors import UsageError
+
+        raise UsageError(f"layer {layer.name!r} is quantized as {layer.quantization_mode!r}; presets hold "
+                         'float weights of int8 models only: quantize with mode="int8" or save with model.save().')
+    return ops.divide(ops.cast(layer.kernel, "float32"), ops.cast(layer.kernel_scale, "float32"))
+
+
+def embedding_matrix(layer):
+    """The float `[input_dim, output_dim]` matrix of a `keras.layers.Embedding`, quantized
+    or not (`Embedding.embeddings` is the raw int8 table once quantized; its rows carry
+    one scale each, `embeddings_scale`). Readers of the whole table (the tied MLM decoder,
+    the position slice) call this."""
+    mode = layer.quantization_mode
+    if mode is None:
+        return layer.embeddings
+    if mode in ("int8", "int4") and len(layer.embeddings_scale.shape) == 1:
+        return ops.divide(ops.cast(layer.embeddings, layer.compute_dtype),
+                          ops.expand_dims(ops.cast(layer.embeddings_scale, layer.compute_dtype), -1))
+    from keras_bert_zoo.errors import UsageError
+
+    raise UsageError(f"embedding {layer.name!r} is quantized as {mode!r}, which BERT's tied decoder cannot read; "
+                     'quantize with mode="int8".')
+
+
+# The layer classes `quantize` acts on (the others, LayerNorm, Dropout, ..., have no quantized form).
+QUANTIZABLE = (keras.layers.Dense, keras.layers.EinsumDense, keras.layers.Embedding)
+
+
+def quantizable_filter(filters=None):
+    """A `filters` callable for `keras.Model.quantize` that keeps Keras' meaning of `filters`
+    (a regex on the layer name, a list of them, or a callable) and passes only the layers
+    with a quantized form that are not quantized yet, so `quantize` does not warn once per
+    LayerNorm, Dropout and input layer (33 warnings for a 2-layer classifier)."""
+    def wanted(layer):
+        if not isinstance(layer, QUANTIZABLE) or layer.quantization_mode is not None:
+            return False
+        if filters is None:
+            return True
+        if isinstance(filters, str):
+            return bool(re.search(filters, layer.name))
+        if isinstance(filters, (list, tuple)):
+            return any(re.search(p, layer.name) for p in filters)
+        return bool(filters(layer))
+
+    return wanted
+
+
+def quantization_config(model):
+    """`{"mode": ..., "layers": [paths]}` of a model's quantized layers, None when it has none:
+    what a model's `get_config` records so that `from_config` (and `.keras` loading) builds
+    the same layers quantized before their int8 weights are loaded."""
+    layers = [layer for layer in model._flatten_layers() if layer.quantization_mode is not None]
+    if not layers:
+        return None
+    modes = sorted({layer.quantization_mode for layer in layers})
+    if len(modes) > 1:
+        from keras_bert_zoo.errors import UsageError
+
+        raise UsageError(f"{model.name} mixes quantization modes {modes}; quantize it with one mode to save it.")
+    return {"mode": modes[0], "layers": sorted(layer.path for layer in layers)}
+
+
+def requantize(model, quantization):
+    """Quantizes the layers a `quantization_config` lists (with Keras' default settings of
+    its mode); a no-op for None. Their weights are then overwritten by the loaded ones."""
+    if quantization:
+        paths = set(quantization["layers"])
+        model.quantize(quantization["mode"], filters=lambda layer: layer.path in paths)
+    return model
+
+
+@contextlib.contextmanager
+def one_garbage_collection():
+    """Runs the body with `gc.collect` deferred to one call at its end. Keras' `quantize`
+    deletes each float kernel with `Layer.__delattr__`, which runs a full collection per
+    variable: 0.7 s each in a process holding TensorFlow and a test session, 12 s for a
+    2-layer classifier, which this makes one collection."""
+    collect = gc.collect
+    gc.collect = lambda *args, **kwargs: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        collect()
+
+
+def preset_extra(model):
+    """What a preset's `config.json` records of a quantized model (`{"quantization": ...}`, or
+    nothing): its weights are written dequantized (HF reads them as any float checkpoint) and
+    `from_preset` quantizes the same layers again."""
+    quantization = quantization_config(model)
+    return {"quantization": quantization} if quantization else {}
+
+
+def check_float_policy(dtype):
+    """Refuses a quantized dtype policy (`"int8_from_float32"`, ...) given to a constructor.
+
+    Keras builds every sub-layer of such a model quantized from the start: the LayerNorms
+    and `BertEmbeddings` have no int8 call, checkpoints (float) cannot load into int8
+    kernels, and the task heads would inherit it. A model is quantized after it holds its
+    weights, with `model.quantize("int8")`."""
+    policy = keras.dtype_policies.get(dtype) if dtype is not None else None
+    mode = None if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else getattr(policy, "quantization_mode", None)
+    if mode:
+        from keras_bert_zoo.errors import UsageError
+
+        raise UsageError(f"dtype={getattr(policy, 'name', dtype)!r} is a quantized policy; build the model in "
+                         f"float32 (or mixed precision), load its weights, then call model.quantize({mode!r}).")

@@ -1,0 +1,51 @@
+"""int8 export: a quantized model's SavedModel takes raw strings and answers as the model does.
+
+References: the quantized Keras model's own `predict` (its tf.data preprocessing), and the
+float32 model's answers, which the int8 ones must differ from (or the check proves nothing)
+yet stay close to.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor, cli, export_saved_model
+from tests.helpers import minilm_path
+
+TEXTS = ["is it raining?", "", "ça va très bien", "a good film, truly great " * 3, "bad and boring"]
+
+
+def _classifier():
+    keras.utils.set_random_seed(0)
+    pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
+    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
+                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32, initializer_range=0.2)
+    model = BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"], preprocessor=pre)
+    model.classifier.kernel.assign(model.classifier.kernel * 20.0)  # spreads the probabilities
+    return model
+
+
+def _served(path):
+    return tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(TEXTS))
+
+
+def test_quantized_export_serves_raw_strings_as_the_model(tmp_path):
+    model = _classifier()
+    float_probs = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    model.quantize("int8")
+    expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    assert np.abs(expected - float_probs).max() > 1e-4  # quantized: the answers moved
+    assert np.abs(expected - float_probs).max() < 0.05
+    got = _served(export_saved_model(model, str(tmp_path / "served")))
+    np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
+    assert [s.decode() for s in got["labels"].numpy()] == [["a", "b", "c"][i] for i in expected.argmax(-1)]
+
+
+def test_export_command_quantizes(tmp_path, capsys):
+    model = _classifier()
+    model.save_to_preset(str(tmp_path / "model"))
+    model.quantize("int8")
+    expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"),
+                     "--quantize", "int8"]) == 0
+    np.testing.assert_allclose(_served(str(tmp_path / "served"))["probabilities"].numpy(), expected, atol=1e-5)

@@ -1,0 +1,175 @@
+"""int8 inference (`model.quantize("int8")`, `models.layers.int8`).
+
+References nobody here wrote: Keras' own `Dense` quantized to int8 (its variables and its
+int8 call) for the arithmetic of `Int8Dense`, and each model's float32 forward for the
+quantized one. The traced `predict` of a quantized model must equal its eager forward:
+before, the shared block trace (`block_trace`) captured layer 0's int8 kernels and ran every
+layer with them (SST-2 dev accuracy 0.80 -> 0.52).
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPretrainer,
+                            BertSentenceEmbedder, BertSpanQA, BertTagger)
+from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.models.layers import block_trace
+from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni
+
+# int8 outputs against float32 ones, relative to the float outputs' largest magnitude. Per-row
+# int8 inputs and per-channel int8 weights (Keras' scheme) keep each matmul within ~1 % (2^-7);
+# over three layers and the heads the tiny models below stay under 3 %.
+REL_TOLERANCE = 0.03
+
+TOKENS = np.array([[2, 17, 9, 33, 41, 3, 0, 0], [2, 5, 3, 12, 50, 7, 3, 0], [2, 8, 3, 0, 0, 0, 0, 0]], "int32")
+INPUTS = {"token_ids": TOKENS, "segment_ids": np.zeros_like(TOKENS), "padding_mask": (TOKENS > 0).astype("int32")}
+
+
+def _backbone(seed=0):
+    keras.utils.set_random_seed(seed)
+    # initializer_range 0.2: weights and activations of a trained model's size, not 0.02's near-zero outputs.
+    # Three layers: the classifier's last block has its own [CLS]-only path, two others share a trace.
+    return BertBackbone(vocabulary_size=60, num_layers=3, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                        max_sequence_length=16, initializer_range=0.2, dropout=0.0)
+
+
+def _choice_inputs():
+    return {k: np.stack([v[:2], v[1:]]) for k, v in INPUTS.items()}  # [2 questions, 2 choices, seq]
+
+
+TASKS = {
+    "classifier": (lambda b: BertClassifier(b, num_classes=3, dropout=0.0), INPUTS),
+    "tagger": (lambda b: BertTagger(b, num_labels=5, dropout=0.0), INPUTS),
+    "span_qa": (lambda b: BertSpanQA(b), INPUTS),
+    "multiple_choice": (lambda b: BertMultipleChoice(b, dropout=0.0), _choice_inputs()),
+    "embedder": (lambda b: BertSentenceEmbedder(b), INPUTS),
+    "pretrainer": (lambda b: BertPretrainer(b), {**INPUTS, "mask_positions": np.array([[1, 3], [2, 4], [1, 0]])}),
+}
+
+
+def _flat(outputs):
+    return np.concatenate([np.asarray(t, "float64").ravel() for t in tf.nest.flatten(outputs)])
+
+
+def _relative_gap(a, b):
+    a, b = _flat(a), _flat(b)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def test_int8_dense_equals_keras_int8_dense():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 7, 24)).astype("float32") * np.array([1.0] * 23 + [40.0], "float32")  # one outlier feature
+    ours, keras_dense = Int8Dense(12, activation="gelu"), keras.layers.Dense(12, activation="gelu")
+    ours.build(x.shape), keras_dense.build(x.shape)
+    keras_dense.set_weights([rng.normal(size=(24, 12)).astype("float32") * 0.1, rng.normal(size=12).astype("float32")])
+    ours.set_weights(keras_dense.get_weights())
+    float_out = np.asarray(keras_dense(x))
+    for layer in (ours, keras_dense):
+        layer.quantize("int8")
+    reference = np.asarray(keras_dense(x))
+    assert np.abs(reference - float_out).max() > 1e-4  # quantization changed something: the check below can fail
+    for got in (np.asarray(ours(x)), np.asarray(tf.function(ours)(x))):
+        np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not host_has_vnni(), reason="oneDNN's int8 kernel is used on VNNI hosts only")
+def test_int8_dense_runs_onednn_int8_kernel():
+    layer = Int8Dense(8)
+    layer.build((None, 16))
+    layer.quantize("int8")
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 16], tf.float32)).graph
+    ops = {op.type for op in graph.get_operations()}
+    assert "QuantizedMatMulWithBiasAndDequantize" in ops
+    assert "BatchMatMulV3" not in ops and "MatMul" not in ops  # no int8 MatMul of Keras' path
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_task_int8_close_to_float32_and_predict_equals_eager(task):
+    make, inputs = TASKS[task]
+    model = make(_backbone())
+    float_out = model(inputs, training=False)
+    model.quantize("int8")
+    quantized = [layer for layer in model._flatten_layers() if layer.quantization_mode == "int8"]
+    assert len(quantized) >= 3 * 6 + 1 + 3  # every Dense of the blocks, the pooler, the three embeddings
+    eager = model(inputs, training=False)
+    gap = _relative_gap(eager, float_out)
+    assert 0 < gap <= REL_TOLERANCE, gap
+    # The traced forward (`predict`: the shared block trace) equals the eager one.
+    block_trace.clear_shared_block_traces()
+    predicted = model.predict(inputs, verbose=0)
+    np.testing.assert_allclose(_flat(predicted), _flat(eager), rtol=1e-5, atol=1e-5)
+
+
+def test_quantize_warns_not_for_layers_without_quantized_form():
+    import warnings
+
+    model = BertClassifier(_backbone(), num_classes=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.quantize("int8")
+    assert not [w for w in caught if "quantize" in str(w.message)]
+    assert model.backbone.encoder_layers[0].attention_layer_norm.quantization_mode is None
+
+
+def test_quantized_keras_file_round_trip(tmp_path):
+    model = BertClassifier(_backbone(), num_classes=3, dropout=0.0)
+    model.quantize("int8")
+    expected = model.predict(INPUTS, verbose=0)
+    model.save(tmp_path / "q.keras")
+    loaded = keras.saving.load_model(tmp_path / "q.keras")
+    assert loaded.backbone.encoder_layers[1].intermediate.quantization_mode == "int8"
+    assert loaded.classifier.quantization_mode == "int8"
+    np.testing.assert_allclose(loaded.predict(INPUTS, verbose=0), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_filters_keep_their_keras_meaning_and_survive_reload(tmp_path):
+    model = BertTagger(_backbone(), num_labels=3, dropout=0.0)
+    model.quantize("int8", filters=["intermediate", "output_dense"])  # the feed-forward only
+    modes = {layer.name: layer.quantization_mode for layer in model._flatten_layers()}
+    assert modes["intermediate"] == modes["output_dense"] == "int8" and modes["query"] is None
+    expected = model.predict(INPUTS, verbose=0)
+    model.save(tmp_path / "ffn.keras")
+    loaded = keras.saving.load_model(tmp_path / "ffn.keras")
+    assert loaded.backbone.encoder_layers[0].query.quantization_mode is None
+    np.testing.assert_allclose(loaded.predict(INPUTS, verbose=0), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("task", ["classifier", "pretrainer"])
+def test_quantized_preset_round_trip(task, tmp_path):
+    make, inputs = TASKS[task]
+    model = make(_backbone())
+    model.quantize("int8")
+    expected = model.predict(inputs, verbose=0)
+    model.save_to_preset(str(tmp_path / "preset"))
+    loaded = type(model).from_preset(str(tmp_path / "preset"))
+    assert loaded.backbone.encoder_layers[0].query.quantization_mode == "int8"
+    # Dequantized weights quantize back to the same int8 weights and scales.
+    np.testing.assert_array_equal(np.asarray(loaded.backbone.encoder_layers[0].intermediate.kernel),
+                                  np.asarray(model.backbone.encoder_layers[0].intermediate.kernel))
+    np.testing.assert_allclose(_flat(loaded.predict(inputs, verbose=0)), _flat(expected), rtol=1e-5, atol=1e-5)
+    with pytest.raises(UsageError, match="quantized; a KerasHub preset holds float weights"):
+        model.save_to_preset(str(tmp_path / "hub"), format="keras_hub")
+
+
+def test_quantized_preset_loads_in_hf_close_to_float(tmp_path):
+    """The preset's weights are the dequantized int8 ones: HF's BertModel reads them as floats."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    backbone = _backbone()
+    float_out = np.asarray(backbone(INPUTS)["sequence_output"])
+    backbone.quantize("int8")
+    backbone.save_to_preset(str(tmp_path / "preset"))
+    hf = transformers.BertModel.from_pretrained(str(tmp_path / "preset")).eval()
+    with torch.no_grad():
+        got = hf(input_ids=torch.tensor(TOKENS, dtype=torch.long),
+                 attention_mask=torch.tensor(INPUTS["padding_mask"], dtype=torch.long)).last_hidden_state.numpy()
+    mask = INPUTS["padding_mask"].astype(bool)
+    assert _relative_gap(got[mask], float_out[mask]) <= REL_TOLERANCE
+
+
+def test_a_quantized_policy_in_the_constructor_is_a_clear_error():
+    with pytest.raises(UsageError, match=r"quantized policy; build the model in float32.*model.quantize\('int8'\)"):
+        BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                     dtype="int8_from_float32")
