@@ -20,7 +20,8 @@ True
 """
 
 __all__ = ["OPTIMIZER_HOOKS", "distribute_strategy", "symbolic_build", "predict_function", "metrics_result",
-           "sublayers", "learning_rate_value", "adam_moments", "decays", "autocast_scope"]
+           "sublayers", "learning_rate_value", "adam_moments", "decays", "autocast_scope",
+           "dense_kernel_variable", "forget_steps", "all_layers"]
 
 # Keras optimizer methods `BertAdamW` overrides -> their arguments (after self).
 OPTIMIZER_HOOKS = {
@@ -94,3 +95,22 @@ def autocast_scope(dtype):
     from keras.src.backend import AutocastScope
 
     return AutocastScope(dtype)
+
+
+def dense_kernel_variable(layer):
+    """A `keras.layers.Dense`'s own kernel variable (`_kernel`): under LoRA the public `kernel`
+    is the merged tensor, and quantized it is the int8 table; saving adapters apart and the
+    int8 matmul need the variable itself."""
+    return layer._kernel
+
+
+def forget_steps(model):
+    """Drops `model`'s traced train / test / predict steps, so the next call traces them anew
+    (after a change Python state decides while tracing, e.g. LoRA). Keras has no public reset:
+    setting the attributes to None is what its own `compile` does."""
+    model.train_function = model.test_function = model.predict_function = None
+
+
+def all_layers(model):
+    """`model` and every layer inside it, at any depth (`_flatten_layers()`)."""
+    return list(model._flatten_layers())

@@ -170,3 +170,20 @@ def test_autocast_scope_casts_variable_reads_as_keras_call_does():
     with autocast_scope("bfloat16"):
         assert keras.backend.standardize_dtype(variable.value.dtype) == "bfloat16"
     assert keras.backend.standardize_dtype(variable.value.dtype) == "float32"
+
+
+def test_dense_kernel_variable_forget_steps_and_all_layers():
+    from keras_bert_zoo.keras_compat import all_layers, dense_kernel_variable, forget_steps
+
+    inputs = keras.Input((3,))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inputs, dense(inputs))
+    assert dense_kernel_variable(dense) is dense.kernel  # no LoRA: the variable is the kernel
+    dense.enable_lora(1)
+    assert dense_kernel_variable(dense) is not dense.kernel and tuple(dense_kernel_variable(dense).shape) == (3, 2)
+    model.compile(loss="mse")
+    model.predict(np.ones((1, 3)), verbose=0)
+    assert model.predict_function is not None
+    forget_steps(model)
+    assert model.predict_function is None and model.train_function is None
+    assert dense in all_layers(model) and model in all_layers(model)

@@ -67,7 +67,8 @@ def _all_layers(model):
     pre = getattr(model, "preprocessor", None)
     if pre is not None:
         layers += [pre, pre.tokenizer] + ([pre.packer] if hasattr(pre, "packer") else [])
-    return {type(layer).__name__ for layer in layers}
+    # A class and the package's classes it derives from (Int8Dense is a LoraDense).
+    return {cls.__name__ for layer in layers for cls in type(layer).__mro__}
 
 
 def _backbone(vocabulary_size):

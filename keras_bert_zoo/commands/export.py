@@ -62,13 +62,14 @@ def _signature_summary(path):
 
 def run(args):
     from keras_bert_zoo.export.saved_model import export_saved_model
+    from keras_bert_zoo.keras_compat import all_layers
     from keras_bert_zoo.files import check_output
     from keras_bert_zoo.tasks import task_of_model_dir
 
     check_output(args.out, args.overwrite)  # before loading the model
     spec = task_of_model_dir(args.model, "export")
     model = spec.load_model(args.model)
-    if args.quantize and not any(layer.quantization_mode for layer in model._flatten_layers()):
+    if args.quantize and not any(layer.quantization_mode for layer in all_layers(model)):
         model.quantize(args.quantize)
     options = {option.name: getattr(args, option.name) for _, option in serving_options()
                if getattr(args, option.name) is not None}

@@ -29,6 +29,7 @@ import sys
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, PRETRAINED_REPOS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
+from keras_bert_zoo.keras_compat import all_layers
 
 __all__ = ["CONFIG_SECTION", "register_resolver", "register_keras_hub_writer", "register_checkpoint_reader",
            "register_preset_writer", "registered_hooks", "resolve", "save_as", "open_checkpoint", "write_preset",
@@ -100,7 +101,7 @@ def save_as(path, model, format):
     """Writes `model` as a KerasHub preset when `format="keras_hub"` and returns True;
     returns False for `"keras_bert_zoo"` (ours, HF layout: the caller writes it)."""
     if format == "keras_hub":
-        if any(layer.quantization_mode for layer in model._flatten_layers()):
+        if any(layer.quantization_mode for layer in all_layers(model)):
             raise UsageError(f"{model.name} is quantized; a KerasHub preset holds float weights. Save it with "
                              "format='keras_bert_zoo' (it records the quantization) or model.save('m.keras'), "
                              "or write the float model and quantize after loading it.")

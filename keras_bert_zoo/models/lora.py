@@ -29,6 +29,7 @@ import os
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.models.layers.encoder_block import DENSE_LAYERS
 from keras_bert_zoo.models.weight_names import lora_weight_specs
+from keras_bert_zoo.keras_compat import forget_steps
 
 __all__ = ["DEFAULT_TARGETS", "lora_settings", "enable_lora", "save_lora_weights", "load_lora_weights"]
 
@@ -69,7 +70,7 @@ def enable_lora(backbone, rank, target_layer_names=None, lora_alpha=None):
             layer.trainable = True
             layer.enable_lora(rank, lora_alpha=lora_alpha)
     # Steps traced before ran without the adapters (task models check this themselves).
-    backbone.train_function = backbone.test_function = backbone.predict_function = None
+    forget_steps(backbone)
 
 
 def save_lora_weights(backbone, filepath):

@@ -57,7 +57,7 @@ def spec_value(spec, merged=False):
 def _dense(prefix, layer):
     # Under LoRA `layer.kernel` is the merged tensor: the checkpoint holds the frozen kernel.
     lora = getattr(layer, "lora_enabled", False)
-    kernel = layer.kernel_variable if lora else layer.kernel
+    kernel = layer.kernel_variable if lora else dense_kernel(layer)
     return [
         WeightSpec(f"{prefix}.weight", kernel, "kernel", lora_layer=layer if lora else None),
         WeightSpec(f"{prefix}.bias", layer.bias, "vector"),

@@ -82,6 +82,19 @@ def _batching_hint(batching):
 
 
 @locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
+def _check_lora_rank(lora_rank):
+    if lora_rank is not None and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
+        raise UsageError(f"--lora-rank {lora_rank!r} must be a positive integer (4 to 16 is usual).")
+
+
+def _lora_metrics(task_model, lora_rank):
+    """`lora_rank` and the model's total and trainable parameter counts, for metrics.json (none without LoRA)."""
+    if not lora_rank:
+        return {}
+    return dict(lora_rank=lora_rank, parameters=task_model.count_params(),
+                trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights))
+
+
 def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
              learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
              max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
@@ -171,8 +184,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
 
     require_tensorflow("finetune (the fine-tuning job)")
     spec = get_task(task) if isinstance(task, str) else task
-    if lora_rank is not None and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
-        raise UsageError(f"--lora-rank {lora_rank!r} must be a positive integer (4 to 16 is usual).")
+    _check_lora_rank(lora_rank)
     if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
         from keras_bert_zoo.models import loading
 
@@ -236,9 +248,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     metrics = _finetuning_metrics(evaluation, primary, select, steps, history, epochs=epochs,
                                   steps_per_epoch=steps_per_epoch, train_examples=len(train_examples),
                                   dev_examples=len(dev_examples))
-    if lora_rank:
-        metrics.update(lora_rank=lora_rank, parameters=task_model.count_params(),
-                       trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights))
+    metrics.update(_lora_metrics(task_model, lora_rank))
     with job.staged_output() as staged:
         task_model.save_to_preset(staged)
         if job.chief:

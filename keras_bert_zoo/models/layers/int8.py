@@ -40,6 +40,7 @@ import keras
 from keras import ops
 
 from keras_bert_zoo.models.layers.lora_dense import LoraDense
+from keras_bert_zoo.keras_compat import all_layers, dense_kernel_variable
 
 __all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
@@ -93,7 +94,7 @@ class Int8Dense(LoraDense):
             return super()._int8_call(inputs, training=training)
         import tensorflow as tf
 
-        kernel = tf.convert_to_tensor(self._kernel)
+        kernel = tf.convert_to_tensor(dense_kernel_variable(self))
         kernel_scale = tf.convert_to_tensor(self.kernel_scale)
         shift = self._zero_point_bias(kernel)
 
@@ -198,7 +199,7 @@ def quantization_config(model):
     """`{"mode": ..., "layers": [paths]}` of a model's quantized layers, None when it has none:
     what a model's `get_config` records so that `from_config` (and `.keras` loading) builds
     the same layers quantized before their int8 weights are loaded."""
-    layers = [layer for layer in model._flatten_layers() if layer.quantization_mode is not None]
+    layers = [layer for layer in all_layers(model) if layer.quantization_mode is not None]
     if not layers:
         return None
     modes = sorted({layer.quantization_mode for layer in layers})

@@ -23,6 +23,7 @@ Examples:
 import keras
 
 from keras_bert_zoo.errors import CheckpointError
+from keras_bert_zoo.keras_compat import dense_kernel_variable
 
 __all__ = ["LoraDense"]
 
@@ -34,10 +35,10 @@ class LoraDense(keras.layers.Dense):
     @property
     def kernel_variable(self):
         """The kernel's own variable (frozen under LoRA); `kernel` is then the merged tensor."""
-        return self._kernel
+        return dense_kernel_variable(self)
 
     def _lora_state(self):
-        return [v for v in (self._kernel, self.bias, self.lora_kernel_a, self.lora_kernel_b) if v is not None]
+        return [v for v in (dense_kernel_variable(self), self.bias, self.lora_kernel_a, self.lora_kernel_b) if v is not None]
 
     def save_own_variables(self, store):
         if not self.lora_enabled or self.quantization_mode:
