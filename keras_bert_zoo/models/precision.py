@@ -10,6 +10,7 @@ changed. Used by `export_saved_model(..., precision="bfloat16")`.
 Examples:
 >>> import numpy as np
 >>> from keras_bert_zoo import BertBackbone, BertClassifier
+>>> from keras_bert_zoo.models.precision import with_precision
 >>> backbone = BertBackbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
 ...                         intermediate_dim=16, max_sequence_length=8)
 >>> model = BertClassifier(backbone, num_classes=2)
