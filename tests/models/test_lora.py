@@ -91,6 +91,13 @@ def test_trainable_weights_as_keras_hub():
     assert set(ours.default_lora_layer_names()) <= set(hub.default_lora_layer_names())
 
 
+def _hf_config(transformers):
+    """HF's config of the tiny model these tests build (3 labels)."""
+    return transformers.BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                   num_attention_heads=2, intermediate_size=16, max_position_embeddings=16,
+                                   num_labels=3)
+
+
 def test_trainable_count_as_peft():
     """PEFT's LoRA on HF `BertForSequenceClassification` with KerasHub's choice (q and v, their
     biases, the classifier) trains exactly as many parameters as ours."""
@@ -98,9 +105,7 @@ def test_trainable_count_as_peft():
     peft = pytest.importorskip("peft")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                     num_attention_heads=2, intermediate_size=16, max_position_embeddings=16,
-                                     num_labels=3)
+    config = _hf_config(transformers)
     hf = peft.get_peft_model(transformers.BertForSequenceClassification(config), peft.LoraConfig(
         r=4, lora_alpha=4, target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS"))
     peft_trainable = sum(p.numel() for p in hf.parameters() if p.requires_grad)
@@ -210,9 +215,7 @@ def test_we_load_a_peft_adapter(tmp_path):
     peft = pytest.importorskip("peft")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                     num_attention_heads=2, intermediate_size=16, max_position_embeddings=16,
-                                     num_labels=3)
+    config = _hf_config(transformers)
     base = transformers.BertForSequenceClassification(config)
     base.save_pretrained(str(tmp_path))
     hf = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"],
