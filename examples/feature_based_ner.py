@@ -26,8 +26,8 @@ direction, Adam lr 1e-3 on the head only; dev = eng.testa, end of training), mea
     /tmp/ex_fbner_full.log. This file builds its own `tf.data` batches (`make_tagging_dataset`,
     grouped by length) for a plain `keras.Model`, so the task models' `fit` path does not apply:
     the same figure to the digit; the slower head training is the machine's load.
-(`benchmarks/conll_features.py` trains the same kind of head on cached features, 0.849 after one
-epoch: a close but not identical recipe.)
+(`benchmarks/conll_features.py`, retired and in git history (docs/decisions.md), trained the same kind
+of head on cached features, 0.849 after one epoch: a close but not identical recipe.)
 
     python examples/feature_based_ner.py
     python examples/feature_based_ner.py --smoke

@@ -26,7 +26,8 @@ and decay, end of training; chance is 0.25), measured:
     3d5137f, AVX-512, load 3.1 -> 2.1 (another session's job on the other core): a slower, loaded run
     before the fast path: 0.7250, 159 s of training (pinned to one core beside a CI run),
     2026-11-30, commit 54137b2, log /tmp/ex_mc_full.log
-(`benchmarks/next_sentence_choice.py` builds its questions differently: not the same recipe.)
+(The retired `benchmarks/next_sentence_choice.py`, in git history, built its questions differently: not the same
+recipe; its figures: docs/decisions.md, "One benchmark harness".)
 
     python examples/multiple_choice.py
     python examples/multiple_choice.py --smoke

@@ -29,7 +29,7 @@ Smaller budget (`--train-sentences 2000`, otherwise the same: 63 steps), measure
     command: `python examples/named_entity_recognition.py --train-sentences 2000` (nice 5),
     2026-12-03 17:08-17:10 UTC, commit 7e288fb, AVX-512, 2 cores, TF matmul 62 GFLOP/s (numpy 60),
     load 3.0 -> 3.4, log /tmp/ex_ner_2000.log
-`benchmarks/conll.py --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md: entity
+`benchmarks/run.py conll --epochs 1` runs the same recipe through `finetune()` (docs/benchmarks.md: entity
 F1 0.822-0.840 over six seeds, mean 0.832; HF transformers: mean 0.833). `fit` on raw words packs
 each random batch's windows end to end into rows of 64 pieces, as `finetune()` does (the same windows
 and loss as padded batches, `preprocessing/packing.py`); `predict_tags` runs the windows bucketed by length.

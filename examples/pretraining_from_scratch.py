@@ -33,7 +33,7 @@ WikiText-2 article held out), measured:
     widens the MLM softmax, so accuracies and losses do not compare one to one (this file trains on
     `pretraining_dataset` batches, not raw inputs). The slower training (564 s vs 310 s, similar
     load) is not explained here: the machine was shared (load about 3) both times.
-(`benchmarks/pretrain_wikitext.py` trains the same model on a wall-clock budget instead; its figures
+(`benchmarks/run.py pretrain` trains the same model on a wall-clock budget instead; its figures
 are a different recipe.)
 
     python examples/pretraining_from_scratch.py

@@ -28,7 +28,7 @@ lr 1e-4 with BERT's warm-up and decay; scored on all 1,423 dev questions, end of
     were taken under different loads and say nothing about the code's speed.
 (The previous recipe, 1,500 questions for 1 epoch at 5e-5 = 107 steps, reached only EM 0.032 / F1
 0.097: too few steps for the fresh head and a checkpoint trained for sentence similarity. For a
-comparison with HF on the whole split, see `benchmarks/squad.py`.)
+comparison with HF on the whole split, see `benchmarks/run.py squad`.)
 
     python examples/question_answering.py
     python examples/question_answering.py --smoke

@@ -17,7 +17,7 @@ Full run (STS-B dev, all 1,500 pairs, unsupervised cosine), measured:
     Spearman 0.8672 with mean pooling, 0.7973 with the [CLS] vector
     command: `python examples/semantic_search.py` (nice 10), 2026-11-30 14:50-14:51 UTC, commit c67a8e5,
     load 18 -> 13, log /tmp/ex_semantic_search.log
-`benchmarks/stsb.py unsupervised` measures the same thing (docs/benchmarks.md: mean 0.867, [CLS]
+`benchmarks/run.py glue embeddings` measures the same thing (docs/benchmarks.md: mean 0.867, [CLS]
 0.797; sentence-transformers' own `encode`: 0.867).
 
     python examples/semantic_search.py

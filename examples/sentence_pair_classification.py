@@ -19,7 +19,7 @@ lr 5e-5, end of training; batches grouped by length), measured:
     sessions' jobs), log /tmp/ex_mrpc.log
     before the fast path: F1 0.8553, accuracy 0.7819, 922 s of training (pinned to one core beside
     a CI run), 2026-11-30, commit 54137b2, log /tmp/ex_mrpc_full.log
-`benchmarks/glue.py mrpc` runs the same recipe through `finetune()` (docs/benchmarks.md: F1 0.865,
+`benchmarks/run.py glue mrpc` runs the same recipe through `finetune()` (docs/benchmarks.md: F1 0.865,
 accuracy 0.809; HF transformers on the same checkpoint and recipe: 0.856 / 0.789).
 
     python examples/sentence_pair_classification.py

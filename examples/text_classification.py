@@ -22,7 +22,7 @@ order), measured:
     before the fast path: 0.8750 in 658 s (30.4 sentences/s; every batch padded to 128), 2026-12-01,
     commit e23acaf, quiet machine, log /tmp/ex_tc_full.log
     HF transformers on the same checkpoint and recipe (random batches): 0.872 (REFERENCE_RESULTS.md,
-    another session); `benchmarks/glue.py sst2` (the same recipe through `finetune()`): 0.868. One
+    another session); `benchmarks/run.py glue sst2` (the same recipe through `finetune()`): 0.868. One
     seed each: 1.3 points below the run before the fast path and 1 below HF's; this recipe's seed
     spread is not measured. The same run with random batches (`fit(..., batching="bucketed")`, each
     cut to its bucket width; /tmp/h3runs/tc_random_batches.py, 2026-12-03 18:15-18:27 UTC, commit

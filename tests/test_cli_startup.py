@@ -3,7 +3,7 @@
 Importing TensorFlow takes 5-15 s on 2 cores; the parser needs none of it. Each check
 runs the console script's steps (`argv[0]` is `bert-zoo`, then `keras_bert_zoo.cli.main`)
 in a fresh process and reads `sys.modules` afterwards: untimed, so it cannot flake on a
-loaded machine. `benchmarks/cli_startup.py` measures the wall time.
+loaded machine. `benchmarks/run.py cli_startup` measures the wall time.
 """
 
 import json

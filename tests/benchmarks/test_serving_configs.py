@@ -1,4 +1,4 @@
-"""`benchmarks/serving.py` measures every configuration of both sides and picks each side's best
+"""`benchmarks/run.py serving` measures every configuration of both sides and picks each side's best
 thread setting per figure, by the same rule for ours and HF. Run as a user runs it: `--plan`
 (the configurations, nothing measured) and `--table` on a made-up run record (no timing here)."""
 
@@ -9,11 +9,11 @@ import sys
 
 from tests.helpers import REPO_ROOT
 
-SCRIPT = os.path.join(REPO_ROOT, "benchmarks", "serving.py")
+SCRIPT = os.path.join(REPO_ROOT, "benchmarks", "run.py")
 
 
 def _serving(*args):
-    done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, SCRIPT, "serving", *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -30,7 +30,7 @@ def test_every_configuration_of_both_sides_is_measured_in_alternating_order():
 def _run_record(figures):
     rounds = {name: [{"load_before": 1.0, "load_after": 2.0, "throughput": f["throughput"], "latencies": []}]
               for name, f in figures.items()}
-    return {"command": "python benchmarks/serving.py --tasks classify", "started": "2026-12-01T10:00:00+00:00",
+    return {"command": "python benchmarks/run.py serving --tasks classify", "started": "2026-12-01T10:00:00+00:00",
             "commit": "abc1234", "batch_size": 64, "threads": [2, 1], "tf_inter_op": None,
             "tasks": {"classify": {"figures": figures, "rounds": rounds}}}
 
@@ -44,7 +44,8 @@ def test_each_side_gets_its_best_configuration_per_figure(tmp_path):
     out = _serving("--table", "--out", str(tmp_path), "--results", str(tmp_path / "results"))
     # The table: ours 470 (2 threads) vs HF 149 (2 threads); p50 6.2 (ours, 1 thread) vs 7.7 (HF, 2 threads).
     assert "| classify | 470.0 | 149.0 | 3.15x | 6.2 / 10.9 | 7.7 / 9.0 | 1.24x |" in out
-    record = json.loads((tmp_path / "results" / "serving.json").read_text())
+    (path,) = (tmp_path / "results").glob("serving.*.json")  # serving.HOSTKIND.json
+    record = json.loads(path.read_text())
     rows = {row["what"].rpartition(", ")[2]: row for row in record["rows"]}
     assert set(rows) == {"batch 64", "batch 1 p50", "batch 1 p99"}
     assert (rows["batch 64"]["ours"], rows["batch 64"]["peer"]) == (470.0, 149.0)
@@ -54,5 +55,5 @@ def test_each_side_gets_its_best_configuration_per_figure(tmp_path):
     assert rows["batch 1 p99"]["peer_name"] == "HF transformers, 1 thread (its best)"
     assert "ours here 1 thread" in rows["batch 1 p50"]["note"] and "ours here 2 threads" in rows["batch 64"]["note"]
     # The run's thread settings are in the recorded command, so it reproduces the run.
-    assert record["command"] == "python benchmarks/serving.py --tasks classify --threads 2 1"
+    assert record["command"] == "python benchmarks/run.py serving --tasks classify --threads 2 1"
     assert record["run_load"] == [1.0, 2.0] and record["commit"] == "abc1234"

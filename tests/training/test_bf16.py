@@ -1,6 +1,6 @@
 """bf16 training on CPU: `jit_compile="auto"` leaves XLA out (its CPU backend has no bf16 matmul
 kernels), the non-XLA step really multiplies in bfloat16, and its gradients stay near float32's.
-No timing here: the speed figures are benchmarks/bf16_speed.py's (docs/benchmarks.md)."""
+No timing here: the speed figures are docs/decisions.md's ("bf16 training on CPU")."""
 
 import keras
 import numpy as np

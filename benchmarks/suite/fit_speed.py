@@ -1,0 +1,344 @@
+"""The user's script, timed: `model.fit(texts, labels)` vs KerasHub's `fit` vs HF's training loop.
+
+What a user of each library writes to fine-tune all-MiniLM-L6-v2 on raw text, the whole
+`fit` (or loop) timed, one epoch, batch 32, length 128, the same first N training examples:
+
+- `ours`: (TensorFlow; `ours_jax` / `ours_torch`: the same script under `KERAS_BACKEND=jax` / `torch`)
+  `BertClassifier.from_preset(minilm, num_classes=2, preprocessor=BertPreprocessor
+  .from_preset(minilm, sequence_length=128))`, `compile()` defaults, `fit(texts, labels,
+  batch_size=32, epochs=1)` (tagger: `BertTagger` + `TaggingPreprocessor`, `fit(words,
+  tags)`); then `evaluate` and `predict` on the raw dev texts (batch 64), timed each;
+  `ours_bucketed` is the same with `fit(..., batching="bucketed")` (random batches, each
+  padded to its longest: the padded path's batches and loss), for the accuracy check;
+  `ours_packed` / `ours_by_length` name the batching of `fit` (`batching="packed"`: each
+  random batch laid end to end in rows of 128; `"by_length"`: grouped by length), to
+  choose the default by measurement;
+  `ours_xla` is `compile(jit_compile=True)` (the XLA decision, measured);
+  `ours_packed_everywhere` packs `evaluate` and `predict` too (`batching="packed"`);
+- `keras_hub`: `keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=
+  BertTextClassifierPreprocessor(BertTokenizer(vocab.txt), sequence_length=128))`, its
+  `compile()` defaults, `fit(texts, labels, batch_size=32)`; the backbone has MiniLM's shape
+  (6 layers, hidden 384, 12 heads, FFN 1536) with random weights (KerasHub reads no local HF
+  directory offline): the same compute, so its speed, not its accuracy, is reported;
+- `hf` / `hf1`: `AutoTokenizer(truncation, max_length=128)` + `DataCollatorWithPadding` +
+  `DataLoader(shuffle=True)` + torch `AdamW` with linear warm-up/decay and clipping at 1.0
+  (what `Trainer` does), at 2 threads (`hf`) and 1 thread (`hf1`, often faster on this shared
+  2-core machine); then the dev set through the tokenizer + model under `torch.no_grad`
+  (batch 64, dynamic padding), its time the reference for `predict` and `evaluate`.
+
+Each system runs in its own process (nothing else of the benchmark loaded), rounds
+interleaved (ours, keras_hub, hf, hf1, ours, ...) so machine load hits all alike; ratios are
+medians of per-round ratios, of wall time and of the process's CPU time (the work done, which
+other processes on a loaded machine disturb less). Sentences/s count examples, never padded tokens.
+`ours_bf16` / `hf_bf16` are each side at its best on a bf16 host: `keras.mixed_precision.
+set_global_policy("mixed_bfloat16")` before the model is built, and `torch.autocast("cpu",
+dtype=torch.bfloat16)` around HF's forward passes (`--reference ours_bf16` reports ratios to it);
+`ours_jax_bf16` / `ours_torch_bf16` are `ours_bf16` on the JAX / torch backends (the record's rows
+name each system's backend and precision).
+
+    python benchmarks/run.py fit_speed --task classify --rounds 2
+    python benchmarks/run.py fit_speed --task tag --rounds 2 --examples 800
+    python benchmarks/run.py fit_speed --task classify --systems ours,ours_bucketed --seeds 0,1,2   # accuracy
+    python benchmarks/run.py fit_speed --task classify --systems ours_jax,ours_torch,ours_jax_bf16,ours_torch_bf16
+    python benchmarks/run.py fit_speed --smoke    # every system on 64 examples, 1 round, no record: a check
+
+Writes `benchmarks/results/fit_speed_TASK.HOSTKIND.json` (rows + every run) and prints a markdown table.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+import common
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
+
+DATA = common.DATA
+FILES = {"classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
+         "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa"))}
+BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
+DEV_EXAMPLES = None  # all; a worker's `--dev-examples`
+
+
+def read(task, path, n=None):
+    """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag."""
+    if task == "classify":
+        DataLayout, read_examples = common.lib("DataLayout", "read_examples")
+
+        data = read_examples(path, DataLayout.for_task("sst2"), max_examples=n)
+        return list(data.texts[0]), [int(v) for v in data.labels], list(data.label_names)
+    read_tagged = common.lib("read_tagged")
+
+    data = read_tagged(path, max_examples=n)
+    return data.words, data.tags, list(data.label_names)
+
+
+def accuracy(task, true, pred):
+    if task == "classify":
+        return sum(int(a == b) for a, b in zip(true, pred)) / len(true)
+    from seqeval.metrics import f1_score
+
+    return float(f1_score(true, pred))
+
+
+# --- workers: one system, one process -----------------------------------------------------------------
+def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto", policy=None):
+    import keras
+    import numpy as np
+
+    if policy:  # what a user writes for bf16: the global policy, before the model is built
+        keras.mixed_precision.set_global_policy(policy)
+
+    from keras_bert_zoo import BertClassifier, BertPreprocessor, BertTagger, TaggingPreprocessor
+
+    minilm = common.minilm_path()
+    x, y, names = read(task, FILES[task][0], n)
+    dev_x, dev_y, _ = read(task, FILES[task][1], DEV_EXAMPLES)
+    keras.utils.set_random_seed(seed)
+    if task == "classify":
+        model = BertClassifier.from_preset(minilm, num_classes=2,
+                                           preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+    else:
+        model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
+                                       preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+    model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
+    _, fit_s, fit_cpu_s = common.timed(model.fit, x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
+    _, evaluate_s, evaluate_cpu_s = common.timed(model.evaluate, dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0,
+                                                 batching=eval_batching)
+    if task == "classify":
+        pred, predict_s, predict_cpu_s = common.timed(model.predict, dev_x, batch_size=EVAL_BATCH, verbose=0,
+                                                      batching=eval_batching)
+        pred = np.argmax(pred, -1).tolist()
+    else:
+        pred, predict_s, predict_cpu_s = common.timed(model.predict_tags, dev_x, batch_size=EVAL_BATCH)
+    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, fit_cpu_s=fit_cpu_s,
+                evaluate_cpu_s=evaluate_cpu_s, predict_cpu_s=predict_cpu_s, train_examples=len(y),
+                dev_examples=len(dev_y), dev_score=accuracy(task, dev_y, pred))
+
+
+def run_keras_hub(task, n, seed):
+    import keras
+    import keras_hub
+
+    x, y, _ = read(task, FILES[task][0], n)
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=6, num_heads=12, hidden_dim=384,
+                                             intermediate_dim=1536, max_sequence_length=512)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.path.join(common.minilm_path(), "vocab.txt"),
+                                               lowercase=True)
+    pre = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=LENGTH)
+    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=pre)
+    model.compile()
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+    return dict(fit_s=time.perf_counter() - t, train_examples=len(y))
+
+
+def run_hf(task, n, seed, threads, autocast=False):
+    import torch
+    import transformers
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    # HF at its best on a bf16 host: one `torch.autocast` around the forward passes (train and dev).
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+    minilm = common.minilm_path()
+    x, y, names = read(task, FILES[task][0], n)
+    dev_x, dev_y, _ = read(task, FILES[task][1], DEV_EXAMPLES)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
+    recipe = dict(learning_rate=5e-5, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1)
+    if task == "classify":
+        model = transformers.BertForSequenceClassification.from_pretrained(minilm, num_labels=2)
+        collate = transformers.DataCollatorWithPadding(tokenizer)
+    else:
+        model = transformers.BertForTokenClassification.from_pretrained(minilm, num_labels=len(names))
+        collate = transformers.DataCollatorForTokenClassification(tokenizer)
+    index = {n_: i for i, n_ in enumerate(names or [])}
+
+    def features(texts, labels):
+        from suite import conll
+
+        if task == "classify":
+            enc = tokenizer(texts, truncation=True, max_length=LENGTH)
+            return [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
+                         attention_mask=enc["attention_mask"][i], labels=labels[i]) for i in range(len(texts))]
+        rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
+        return rows
+
+    t, c = time.perf_counter(), time.process_time()  # the whole user script: tokenize, batch, train
+    train = features(x, y)
+    train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
+    loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
+    optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
+    model.train()
+    for batch in loader:
+        common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
+    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
+
+    t, c = time.perf_counter(), time.process_time()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
+    model.eval()
+    dev = features(dev_x, dev_y)
+    word_ids = [f.pop("word_ids", None) for f in dev]
+    pred = []
+    with torch.no_grad():
+        for start in range(0, len(dev), EVAL_BATCH):
+            batch = collate(dev[start:start + EVAL_BATCH])
+            with precision():
+                out = model(**batch)
+            out.loss.item()
+            pred.extend(out.logits.argmax(-1).tolist())
+    eval_s, eval_cpu_s = time.perf_counter() - t, time.process_time() - c
+    if task == "tag":  # first piece of each word; words cut by truncation get "O"
+        tags = []
+        for ids, row, words in zip(word_ids, pred, dev_x):
+            seen, out = {}, ["O"] * len(words)
+            for pos, w in enumerate(ids):
+                if w is not None and w not in seen:
+                    seen[w] = True
+                    out[w] = names[row[pos]]
+            tags.append(out)
+        pred = tags
+    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, fit_cpu_s=fit_cpu_s, evaluate_cpu_s=eval_cpu_s,
+                predict_cpu_s=eval_cpu_s, train_examples=len(y), dev_examples=len(dev_y),
+                dev_score=accuracy(task, dev_y, pred), threads=threads)
+
+
+SYSTEMS = {
+    "ours": lambda task, n, seed: run_ours(task, n, seed),
+    "ours_bucketed": lambda task, n, seed: run_ours(task, n, seed, batching="bucketed"),
+    "ours_packed": lambda task, n, seed: run_ours(task, n, seed, batching="packed"),
+    "ours_by_length": lambda task, n, seed: run_ours(task, n, seed, batching="by_length"),
+    "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
+    "ours_packed_everywhere": lambda task, n, seed: run_ours(task, n, seed, batching="packed", eval_batching="packed"),
+    "ours_bf16": lambda task, n, seed: run_ours(task, n, seed, policy="mixed_bfloat16"),
+    "keras_hub": run_keras_hub,
+    "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
+    "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
+    "hf_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=2, autocast=True),
+    "hf1_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=1, autocast=True),
+}
+# `ours` / `ours_bf16` on Keras' other backends: the worker sets KERAS_BACKEND before anything imports
+# keras (every other system runs on TensorFlow, whatever the caller's environment says).
+KERAS_BACKENDS = {"ours_jax": "jax", "ours_torch": "torch", "ours_jax_bf16": "jax", "ours_torch_bf16": "torch"}
+for _name, _backend in KERAS_BACKENDS.items():
+    SYSTEMS[_name] = SYSTEMS["ours_bf16" if _name.endswith("_bf16") else "ours"]
+
+
+def worker(args):
+    global DEV_EXAMPLES
+    DEV_EXAMPLES = args.dev_examples
+    load = os.getloadavg()
+    result = SYSTEMS[args.worker](args.task, args.examples, args.seed)
+    result.update(system=args.worker, seed=args.seed, loadavg_before=list(load), loadavg_after=list(os.getloadavg()))
+    if "keras" in sys.modules:
+        result["keras_backend"] = sys.modules["keras"].backend.backend()
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="run.py fit_speed", description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(FILES), default="classify")
+    parser.add_argument("--systems", default="ours,keras_hub,hf,hf1", help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument("--reference", default="ours", help="the system whose speed-ups over the others are reported")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--examples", type=int, default=1600)
+    parser.add_argument("--dev-examples", type=int, default=None, help="the first N dev examples (default: all)")
+    parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
+    parser.add_argument("--smoke", action="store_true", help="every system (or --systems) on 64 training and 64 dev "
+                        "examples, 1 round, no record: checks that each runs")
+    parser.add_argument("--worker", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.worker:  # first, before anything imports keras
+        os.environ["KERAS_BACKEND"] = KERAS_BACKENDS.get(args.worker, "tensorflow")
+        return worker(args)
+    if args.smoke:
+        args.examples, args.dev_examples, args.rounds = 64, 64, 1
+        args.systems = args.systems if "--systems" in (sys.argv if argv is None else argv) else ",".join(SYSTEMS)
+    systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
+    bf16_hardware = common.bf16_hardware()
+    if any("bf16" in s for s in systems) and not bf16_hardware:
+        print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
+              "bfloat16 here, slower than float32; compare them on a bf16 host", flush=True)
+    started, info_before = common.now(), common.machine_line()
+
+    def run_one(system, k):
+        extra = ["--dev-examples", args.dev_examples] if args.dev_examples else []
+        return common.run_worker(common.self_cmd("fit_speed", "--worker", system, "--task", args.task, "--examples",
+                                                 args.examples, "--seed", seeds[k % len(seeds)], *extra), system)
+
+    runs = common.interleave(systems, args.rounds, run_one)
+    record = dict(task=args.task, examples=args.examples, dev_examples=args.dev_examples, batch_size=BATCH,
+                  sequence_length=LENGTH, started=started, machine_before=info_before,
+                  versions=common.versions("tensorflow", "keras", "keras-hub", "torch", "transformers", "jax"),
+                  bf16_hardware=bf16_hardware, runs=runs, reference=args.reference,
+                  summary=summarize(runs, systems, args.reference))
+    print_table(record, info_before)
+    if not args.smoke:
+        print(common.write_result(f"fit_speed_{args.task}", rows(record), common.command_line("fit_speed", argv),
+                                  started=started, machine_info=info_before, detail=record))
+
+
+def summarize(runs, systems, reference="ours"):
+    """Per system: its backend and precision, median examples/s of fit, median seconds of evaluate/predict,
+    dev scores, and the median per-round ratios of `reference`'s speed to every other system's (wall and CPU)."""
+    out = {}
+    for s in systems:
+        mine = [r for r in runs if r["system"] == s]
+        out[s] = dict(fit_examples_per_s=statistics.median(r["train_examples"] / r["fit_s"] for r in mine),
+                      backend="torch" if s.startswith("hf") else KERAS_BACKENDS.get(s, "tensorflow"),
+                      precision="bf16" if "bf16" in s else "float32")
+        for key in ("evaluate_s", "predict_s"):
+            if all(key in r for r in mine):
+                out[s][key] = statistics.median(r[key] for r in mine)
+        if all("dev_score" in r for r in mine):
+            out[s]["dev_scores"] = [round(r["dev_score"], 4) for r in mine]
+        for key in ("fit", "evaluate", "predict", "fit_cpu", "evaluate_cpu", "predict_cpu"):
+            ratio = common.paired_ratios(runs, reference, s, f"{key}_s") if s != reference else None
+            if ratio is not None:
+                out[s][f"ours_{key}_speedup"] = ratio
+    return out
+
+
+def rows(record):
+    """The record's rows: the reference system against each peer (fit examples/s; `evaluate` and
+    `predict` seconds of the dev set, first call of the process), and each of our other systems (another
+    backend, precision or batching) in a row of its own; each names its backend and precision."""
+    ref, summary, task = record["reference"], record["summary"], record["task"]
+    mine, out = summary[ref], []
+    for s, v in summary.items():
+        setting = f"{s} ({v.get('backend', '?')}, {v.get('precision', '?')})"
+        if s.startswith("ours") or s == ref:
+            out.append(dict(what=f"{task} fit, {setting}", unit="examples/s", ours=round(v["fit_examples_per_s"], 1),
+                            peer=None, peer_name=None, higher_is_better=True))
+            continue
+        for key, unit in (("fit", "examples/s"), ("evaluate", "s"), ("predict", "s")):
+            figure = "fit_examples_per_s" if key == "fit" else f"{key}_s"
+            if figure in mine and figure in v:
+                wall, cpu = v.get(f"ours_{key}_speedup"), v.get(f"ours_{key}_cpu_speedup")
+                out.append(dict(what=f"{task} {key}, {ref} vs {setting}", unit=unit, ours=round(mine[figure], 1),
+                                peer=round(v[figure], 1), peer_name=s, higher_is_better=key == "fit",
+                                note=wall and f"median of per-round ratios: wall {wall}"
+                                + (f", CPU seconds {cpu}" if cpu else "")))
+    return out
+
+
+def print_table(record, machine):
+    print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
+          f"{record['sequence_length']}, 1 epoch; {machine}")
+    reference = record.get("reference", "ours")
+    print(f"| system | backend | precision | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / "
+          "evaluate / predict speed-up | the same in CPU seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s, v in record["summary"].items():
+        ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
+        cpu = "/".join(str(v.get(f"ours_{k}_cpu_speedup", "-")) for k in ("fit", "evaluate", "predict"))
+        print(f"| {s} | {v['backend']} | {v['precision']} | {v['fit_examples_per_s']:.1f} | "
+              f"{v.get('evaluate_s', float('nan')):.1f} | {v.get('predict_s', float('nan')):.1f} | "
+              f"{v.get('dev_scores', '-')} | {ups} | {cpu} |")
