@@ -5,6 +5,7 @@
     python benchmarks/run.py NAME --help             # its options (each has a smallest budget for a check)
     python benchmarks/run.py report                  # docs/benchmarks.md from benchmarks/results/*.json
     python benchmarks/run.py report --check          # exit 1 when docs/benchmarks.md is not what it writes
+    python benchmarks/run.py host-kind               # this host's kind, the suffix of its records
 
 Every benchmark is a module of `benchmarks/suite/` with a `main(argv)`; its systems run in their own
 processes (`python benchmarks/run.py NAME --worker SYSTEM ...`, see `common.py`), and it writes its
@@ -237,6 +238,12 @@ def main(argv=None):
         return report(rest)
     if name == "cli_startup":
         return cli_startup(rest)
+    if name == "host-kind":  # `--cpuinfo FILE`: another host's /proc/cpuinfo
+        cpuinfo = None
+        if rest[:1] == ["--cpuinfo"]:
+            with open(rest[1], encoding="utf-8") as f:
+                cpuinfo = f.read()
+        return print(f"{common.host_kind(cpuinfo)} (bf16 hardware: {', '.join(common.bf16_hardware(cpuinfo)) or 'none'})")
     if name not in BENCHMARKS:
         raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}, report")
     return importlib.import_module(f"suite.{name}").main(rest)

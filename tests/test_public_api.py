@@ -12,7 +12,7 @@
   refactoring behind the public names cannot break it. Other libraries' internals (Keras'
   `_flatten_layers`, argparse's `_actions`) are theirs, not checked here.
 - No test imports a benchmark script or puts `benchmarks/` on `sys.path`: tests run a
-  benchmark as a user would (`python benchmarks/NAME.py ...`), and what both need lives
+  benchmark as a user would (`python benchmarks/run.py NAME ...`), and what both need lives
   on each side (the HF reference step of tests/helpers.py is the tests' own copy).
 
 The module checks read the sources (ast) and then import each module once.
@@ -224,7 +224,7 @@ def test_the_private_name_check_sees_each_kind_of_use():
 
 
 # --- tests do not import the benchmarks -------------------------------------------------------
-BENCHMARKS = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+BENCHMARKS = {p.stem for p in (ROOT / "benchmarks").rglob("*.py")} | {"suite"}
 
 
 def benchmark_uses(tree):
@@ -250,18 +250,19 @@ def benchmark_uses(tree):
 
 
 def test_no_test_imports_a_benchmark():
-    assert {"common", "report", "serving"} <= BENCHMARKS
+    assert {"common", "run", "suite", "serving"} <= BENCHMARKS
     problems = []
     for path in _test_files():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         problems += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in benchmark_uses(tree)]
-    assert not problems, "run benchmarks as a user would (python benchmarks/NAME.py):\n" + "\n".join(problems)
+    assert not problems, "run benchmarks as a user would (python benchmarks/run.py NAME):\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("source", [
     "import sys, os\nsys.path.insert(0, os.path.join(ROOT, 'benchmarks'))",
     "from common import hf_step",
-    "report = pytest.importorskip('report')",
+    "run = pytest.importorskip('run')",
+    "from suite import fit_speed",
     "import benchmarks.serving",
 ])
 def test_the_benchmark_check_sees_each_kind_of_import(source):

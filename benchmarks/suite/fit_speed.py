@@ -252,9 +252,13 @@ def main(argv=None):
     parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
     parser.add_argument("--smoke", action="store_true", help="every system (or --systems) on 64 training and 64 dev "
                         "examples, 1 round, no record: checks that each runs")
+    parser.add_argument("--table", metavar="RUN", help="the table of a run's detail JSON (its `runs`), re-summarized")
+    parser.add_argument("--record", action="store_true", help="with --table: write its rows as the current record")
     parser.add_argument("--worker", default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.table:
+        return table(args.table, args.record)
     if args.worker:  # first, before anything imports keras
         os.environ["KERAS_BACKEND"] = KERAS_BACKENDS.get(args.worker, "tensorflow")
         return worker(args)
@@ -274,15 +278,30 @@ def main(argv=None):
                                                  args.examples, "--seed", seeds[k % len(seeds)], *extra), system)
 
     runs = common.interleave(systems, args.rounds, run_one)
-    record = dict(task=args.task, examples=args.examples, dev_examples=args.dev_examples, batch_size=BATCH,
+    record = dict(task=args.task, command=common.command_line("fit_speed", argv), examples=args.examples,
+                  dev_examples=args.dev_examples, batch_size=BATCH,
                   sequence_length=LENGTH, started=started, machine_before=info_before,
                   versions=common.versions("tensorflow", "keras", "keras-hub", "torch", "transformers", "jax"),
                   bf16_hardware=bf16_hardware, runs=runs, reference=args.reference,
                   summary=summarize(runs, systems, args.reference))
     print_table(record, info_before)
     if not args.smoke:
-        print(common.write_result(f"fit_speed_{args.task}", rows(record), common.command_line("fit_speed", argv),
+        print(common.write_result(f"fit_speed_{args.task}", rows(record), record["command"],
                                   started=started, machine_info=info_before, detail=record))
+
+
+def table(path, record=False):
+    """Prints the table of a finished run (`detail` of a record, or a detail file) summarized again."""
+    run = common.read_json(path)
+    run = run.get("detail", run)
+    run["summary"] = summarize(run["runs"], list(dict.fromkeys(r["system"] for r in run["runs"])), run["reference"])
+    print_table(run, run.get("machine_before", ""))
+    for row in rows(run):
+        print(f"{row['what']}: {row['ours']} vs {row['peer']} {row['unit']}"
+              + (f" ({row['note']})" if row.get("note") else ""))
+    if record:
+        print(common.write_result(f"fit_speed_{run['task']}", rows(run), run.get("command", ""), source=path,
+                                  started=run.get("started"), machine_info=run.get("machine_before", "")))
 
 
 def summarize(runs, systems, reference="ours"):

@@ -21,6 +21,7 @@ once as a preset (HF layout). Then, each system in its own process, rounds inter
 Ratios are medians of per-round ratios. Dev accuracy on all 872 dev sentences.
 
     python benchmarks/run.py int8 --rounds 3
+    python benchmarks/run.py int8 --smoke        # 64 sentences, 1 round, no record: a check
 
 Writes `benchmarks/results/int8.HOSTKIND.json` (summary) and `benchmarks/results/detail/int8.HOSTKIND.json` (runs).
 """
@@ -37,13 +38,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SAVED = os.path.join("/tmp", "bert_zoo_int8_sst2")
-TRAIN_EXAMPLES, BATCH = 1600, 32
+TRAIN_EXAMPLES, DEV_EXAMPLES, BATCH = 1600, None, 32  # --smoke: 64, 64 and its own saved model
 SYSTEMS = ("float32", "int8", "hf_float32", "hf_int8")
 
 
 def _data(train=False):
     files = fit_speed.FILES["classify"]
-    return fit_speed.read("classify", files[0], TRAIN_EXAMPLES) if train else fit_speed.read("classify", files[1])
+    return fit_speed.read("classify", files[0], TRAIN_EXAMPLES if train else DEV_EXAMPLES)
 
 
 def finetune(seed=0):
@@ -146,7 +147,8 @@ WORKERS = {"finetune": lambda: finetune(), "float32": lambda: run_ours(False), "
 
 
 def _run(system):
-    return common.run_worker([*common.self_cmd("int8"), "--worker", system], system)
+    smoke = ["--smoke"] if DEV_EXAMPLES else []
+    return common.run_worker([*common.self_cmd("int8"), "--worker", system, *smoke], system)
 
 
 def _median_ratio(runs, a, b, key):
@@ -182,11 +184,15 @@ def summarize(runs, export, finetuned, started, command):
 
 
 def main(argv=None):
+    global TRAIN_EXAMPLES, DEV_EXAMPLES, SAVED
     parser = argparse.ArgumentParser(prog="run.py int8", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reuse", action="store_true", help="keep an already fine-tuned model in " + SAVED)
+    parser.add_argument("--smoke", action="store_true", help="64 training and dev sentences, 1 round, no record")
     parser.add_argument("--worker", default=None)
     args = parser.parse_args(argv)
+    if args.smoke:
+        TRAIN_EXAMPLES, DEV_EXAMPLES, SAVED, args.rounds = 64, 64, SAVED + "_smoke", 1
     if args.worker:
         import json
 
@@ -205,6 +211,8 @@ def main(argv=None):
           f"{export['export_same_batches_max_abs_diff']:.2e}; model at batch 16 vs 32: "
           f"{export['batch16_vs_batch32_max_abs_diff']:.2e}), "
           f"same label {export['export_same_labels']}/{export['export_examples']}", flush=True)
+    if args.smoke:
+        return print("smoke run: no record")
     command = common.command_line("int8", argv)
     path = summarize(runs, export, finetuned, started, command.strip())
     print(f"wrote {path}")
