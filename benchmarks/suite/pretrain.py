@@ -383,7 +383,7 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
                      ours=round(r["median_tokens_per_second"]), peer=round(tokens / statistics.median(times[base])),
                      peer_name=base, higher_is_better=True,
                      note=f"median of per-round ratios {r['median_ratio_vs_hf_same_work']:.2f}")
-                 for name, r in result["systems"].items() if name not in hf_names]
+                 for name, r in result["systems"].items() if name.startswith("ours")]
         if record:
             print(common.write_result("pretrain_speed", rows, command, source=os.path.join(out_dir, "speed.json")))
     keras.utils.clear_session()
