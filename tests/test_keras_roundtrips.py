@@ -164,7 +164,7 @@ def test_pretrainer(tmp_path):
 
 
 def test_tagger(tmp_path):
-    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
     keras.utils.set_random_seed(0)
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)

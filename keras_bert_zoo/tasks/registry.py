@@ -20,16 +20,26 @@ _NOT_TASKS = {"base", "options", "registry", "finetuning", "pretraining"}  # the
 _TASKS = None
 
 
+def _task_modules(package):
+    """`package.<task>.spec` for every task package, and (until every task is a package) the
+    task modules left in `package` itself."""
+    for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        if info.ispkg:
+            yield f"{package}.{info.name}.spec"
+        elif info.name not in _NOT_TASKS:
+            yield f"{package}.{info.name}"
+
+
 def _discover():
     global _TASKS
     if _TASKS is None:
         package = __name__.rpartition(".")[0]  # this module's package, found without importing it
 
         tasks = {}
-        for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
-            if info.name in _NOT_TASKS or info.name.startswith("_"):
-                continue
-            spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
+        for module in _task_modules(package):
+            spec = getattr(importlib.import_module(module), "TASK", None)
             if spec is None:
                 continue
             for key in (spec.name, spec.model_name):

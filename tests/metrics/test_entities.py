@@ -20,8 +20,8 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert_zoo.metrics import entities
-from keras_bert_zoo.metrics.entities import (
+from keras_bert_zoo.tasks.tagger import metrics as entities
+from keras_bert_zoo.tasks.tagger.metrics import (
     bioes_to_iob2,
     entity_scores,
     entity_spans,

@@ -32,7 +32,7 @@ def _classifier(v, pre):
 
 
 def _tagger(v, _):
-    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
     model = BertTagger(_backbone(v), num_labels=3, preprocessor=pre, label_names=["O", "B-X", "I-X"])

@@ -11,11 +11,11 @@ import tensorflow as tf
 from keras_bert_zoo import BertBackbone, BertTagger
 from keras_bert_zoo.models.layers.encoder_block import attention_layout
 from keras_bert_zoo.preprocessing.packing import first_fit_decreasing, pack_batch
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS
-from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
-from keras_bert_zoo.preprocessing.tag_windows import make_windows
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
+from keras_bert_zoo.tasks.tagger.windows import make_windows
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from tests.helpers import minilm_path, shared_data
 

@@ -90,7 +90,7 @@ def test_a_model_finds_its_task_by_class_not_by_name():
     """The exporter's lookup (`task_of_model`): a user's subclass of a task model is served as
     that task; a class that merely shares the name is refused with the list of task models."""
     from keras_bert_zoo.errors import UsageError
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.tasks.registry import task_of_model
 
     class MyTagger(BertTagger):

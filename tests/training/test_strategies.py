@@ -96,7 +96,7 @@ def classifier_case(rng, n):
 
 
 def tagger_case(rng, n):
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
 
     def build():
         model = BertTagger(_tiny_backbone(), num_labels=5, dropout=0.0)

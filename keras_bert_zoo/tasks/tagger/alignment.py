@@ -12,7 +12,7 @@ sentence (`TaggingPreprocessor.call`) and the overlapping windows of long senten
 
 Examples:
 >>> import tensorflow as tf
->>> from keras_bert_zoo.preprocessing.tag_alignment import inside_label_map, to_ragged
+>>> from keras_bert_zoo.tasks.tagger.alignment import inside_label_map, to_ragged
 >>> inside_label_map(["O", "B-PER", "I-PER", "B-MISC"])  # B-MISC has no I-MISC: kept
 [0, 2, 2, 3]
 >>> to_ragged([["EU", "rejects"], ["Peter"]], tf.string, "words")[0].row_lengths().numpy()

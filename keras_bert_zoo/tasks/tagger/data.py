@@ -25,7 +25,7 @@ and `label_all_tokens` always finds the `I-` form of a `B-` tag.
 
 Examples:
 >>> import os, tempfile
->>> from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+>>> from keras_bert_zoo.tasks.tagger.data import read_tagged
 >>> path = os.path.join(tempfile.mkdtemp(), "train.txt")
 >>> _ = open(path, "w").write("-DOCSTART- -X- O O\\n\\nEU NNP I-NP I-ORG\\nrejects VBZ I-VP O\\n")
 >>> ex = read_tagged(path)
@@ -41,7 +41,7 @@ import os
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 from keras_bert_zoo.files import read_text_file
-from keras_bert_zoo.metrics.entities import iob1_to_iob2
+from keras_bert_zoo.tasks.tagger.metrics import iob1_to_iob2
 
 __all__ = ["SCHEMES", "DOCSTART", "TaggedExamples", "normalize_scheme", "read_tagged", "write_tagged"]
 

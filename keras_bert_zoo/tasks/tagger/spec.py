@@ -1,10 +1,10 @@
 """Token classification (named entities): `tag`.
 
 Model `BertTagger`; data CoNLL column files (IOB1 read as IOB2), IOB2/BIOES column
-files and JSON Lines (`preprocessing.tagging_data`); words -> first-piece labels and
-overlapping windows (`preprocessing.tagging_preprocessor`); entity-level
-precision/recall/F1 by the conlleval rules (`metrics.entities`); serving `text` ->
-entity spans (`metrics.entity_graph`) and word tags.
+files and JSON Lines (`tasks.tagger.data`); words -> first-piece labels and
+overlapping windows (`tasks.tagger.preprocessor`); entity-level
+precision/recall/F1 by the conlleval rules (`tasks.tagger.metrics`); serving `text` ->
+entity spans (`tasks.tagger.entity_graph`) and word tags.
 """
 
 import dataclasses
@@ -30,7 +30,7 @@ class TaggingLayout:
 
 class TagTask(TaskSpec):
     name = "tag"
-    model_path = "keras_bert_zoo.models.tagger.BertTagger"
+    model_path = "keras_bert_zoo.tasks.tagger.model.BertTagger"
     description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
     # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
@@ -45,7 +45,7 @@ class TagTask(TaskSpec):
     def pack_width(self):
         """Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
         for the job and `BertTagger.fit` on raw words (`TaggingPreprocessor.raw_dataset`)."""
-        from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+        from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
         return TaggingPreprocessor.PACK_WIDTH
 
@@ -55,14 +55,14 @@ class TagTask(TaskSpec):
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
-        from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+        from keras_bert_zoo.tasks.tagger.data import read_tagged
 
         layout = layout or TaggingLayout()
         return read_tagged(path, scheme=layout.scheme, max_examples=max_examples,
                            label_names=reference.label_names if reference is not None else None)
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
-        from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+        from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
         layout = layout or TaggingLayout()
         return TaggingPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length,
@@ -77,7 +77,7 @@ class TagTask(TaskSpec):
             scheme=train_examples.scheme, data_layout=saved_layout, preprocessor=preprocessor)
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
-        from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
+        from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
 
         # Default: random batches (as HF's Trainer draws them) packed into rows of `pack_width`:
         # the same windows and loss as the batch padded to its longest ("bucketed"), without
@@ -96,15 +96,15 @@ class TagTask(TaskSpec):
         return ["precision", "recall", "f1"]
 
     def score(self, model, examples, dataset):
-        from keras_bert_zoo.metrics.entities import entity_scores
+        from keras_bert_zoo.tasks.tagger.metrics import entity_scores
 
         predicted = model.predict_tags(examples.words)
         return entity_scores(examples.tags, predicted, scheme=model.scheme)
 
     # --- evaluate / predict ---------------------------------------------------------------
     def evaluate(self, model_dir, data_paths, batch_size=64):
-        from keras_bert_zoo.metrics.entities import entity_scores
-        from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+        from keras_bert_zoo.tasks.tagger.metrics import entity_scores
+        from keras_bert_zoo.tasks.tagger.data import read_tagged
 
         model = self.load_model(model_dir)
         scheme = (model.data_layout or {}).get("scheme")
@@ -174,8 +174,8 @@ class TaggerServing(TaskServing):
     def __init__(self, model, preprocessor, text_pair=False):
         import tensorflow as tf
 
-        from keras_bert_zoo.metrics.entity_graph import label_tables
-        from keras_bert_zoo.preprocessing.words import python_whitespace
+        from keras_bert_zoo.tasks.tagger.entity_graph import label_tables
+        from keras_bert_zoo.tasks.tagger.words import python_whitespace
 
         if text_pair:
             raise UsageError("a BertTagger tags one text per example; it takes no text_pair.")
@@ -196,7 +196,7 @@ class TaggerServing(TaskServing):
     # --- text -> words -> windows ------------------------------------------------------
     def split_words(self, text):
         """`text` `[batch]` -> ragged `[batch, (words)]` words, character starts and ends (int64)."""
-        from keras_bert_zoo.preprocessing.words import split_words_tf
+        from keras_bert_zoo.tasks.tagger.words import split_words_tf
 
         return split_words_tf(text, self.whitespace)
 
@@ -225,7 +225,7 @@ class TaggerServing(TaskServing):
         """
         import tensorflow as tf
 
-        from keras_bert_zoo.metrics.entity_graph import entity_spans_tf
+        from keras_bert_zoo.tasks.tagger.entity_graph import entity_spans_tf
 
         tables = {"entity_types": self.entity_types, "prefix_codes": self.prefix_codes,
                   "type_codes": self.type_codes}
@@ -246,7 +246,7 @@ class TaggerServing(TaskServing):
     def outputs(self, logits, features):
         import tensorflow as tf
 
-        from keras_bert_zoo.preprocessing.tag_windows import merge_windows_tf
+        from keras_bert_zoo.tasks.tagger.windows import merge_windows_tf
 
         logits = tf.cast(logits, tf.float32)
         if "sentence_ids" not in features:  # predict_token_ids: token-level, no words to map to

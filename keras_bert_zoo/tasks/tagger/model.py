@@ -9,9 +9,9 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import replicas_in_sync, token_cross_entropy
 from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
-from keras_bert_zoo.preprocessing.words import as_words, word_spans
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.words import as_words, word_spans
 
 __all__ = ["BertTagger"]
 
@@ -28,7 +28,7 @@ class BertTagger(Task):
     word-piece convention of HF's `run_ner.py`: only the first piece of a word is
     labelled); the loss is the cross-entropy averaged over the labelled positions
     of the *global* batch, so N replicas train exactly like one device.
-    `keras_bert_zoo.preprocessing.tag_alignment` makes such labels from words and tags.
+    `keras_bert_zoo.tasks.tagger.alignment` makes such labels from words and tags.
 
     Args:
         backbone: `BertBackbone`.
@@ -71,7 +71,7 @@ class BertTagger(Task):
                                  "give one tag per label.")
         if scheme not in ("IOB2", "BIOES"):
             raise UsageError(f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
-                             "keras_bert_zoo.preprocessing.tagging_data.read_tagged, which converts them).")
+                             "keras_bert_zoo.tasks.tagger.data.read_tagged, which converts them).")
         # === Layers ===
         dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
         head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
@@ -111,7 +111,7 @@ class BertTagger(Task):
         at 5e-5 (`training.default_optimizer`).
 
         Metrics: `loss` and `accuracy` over labelled positions (entity F1 needs whole
-        sentences: `keras_bert_zoo.metrics.entities.entity_scores` on `predict_tags`).
+        sentences: `keras_bert_zoo.tasks.tagger.metrics.entity_scores` on `predict_tags`).
         """
         if kwargs.get("loss") is not None:
             raise UsageError("BertTagger has its own loss (token cross-entropy over labelled positions); "
@@ -146,7 +146,7 @@ class BertTagger(Task):
         (windows sorted by length, each batch cut to its longest; the faster on
         CoNLL-2003) or `"packed"` (several windows per row; the same tags).
         """
-        from keras_bert_zoo.preprocessing.tag_predict import predict_words
+        from keras_bert_zoo.tasks.tagger.predict import predict_words
 
         if self.preprocessor is None:
             raise UsageError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
@@ -161,8 +161,8 @@ class BertTagger(Task):
         for `predict_tags`."""
         import numpy as np
 
-        from keras_bert_zoo.metrics.entities import entity_spans
-        from keras_bert_zoo.preprocessing.tag_predict import predict_words
+        from keras_bert_zoo.tasks.tagger.metrics import entity_spans
+        from keras_bert_zoo.tasks.tagger.predict import predict_words
 
         if self.preprocessor is None:
             raise UsageError("predict_entities needs a TaggingPreprocessor (see predict_tags).")

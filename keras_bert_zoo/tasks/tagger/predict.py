@@ -7,8 +7,8 @@ predictions back to one tag per word (`tag_windows.merge_windows`).
 
 Examples:
 >>> import numpy as np
->>> from keras_bert_zoo.preprocessing.tag_windows import TaggingWindows
->>> from keras_bert_zoo.preprocessing.tag_predict import window_logits
+>>> from keras_bert_zoo.tasks.tagger.windows import TaggingWindows
+>>> from keras_bert_zoo.tasks.tagger.predict import window_logits
 >>> windows = TaggingWindows(features={"padding_mask": np.ones([3, 4], np.int32)}, labels=None,
 ...                          word_ids=np.zeros([3, 4], np.int32), first_piece_mask=None,
 ...                          sentence_ids=np.arange(3), num_words=[1, 1, 1])
@@ -24,8 +24,8 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.keras_compat import distribute_strategy
 from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed, predict_step, step_width
-from keras_bert_zoo.preprocessing.tag_windows import example_sentences, make_windows, merge_windows
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.windows import example_sentences, make_windows, merge_windows
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
 __all__ = ["predict_words", "window_logits"]
 

@@ -1,6 +1,6 @@
 """Entities of tag ids by the conlleval rules, in TensorFlow ops (for SavedModel serving).
 
-The same rule as `metrics.entities.entity_spans(tags, mode="conlleval")`, written with
+The same rule as `tasks.tagger.metrics.entity_spans(tags, mode="conlleval")`, written with
 its constants (`CHUNK_STARTS`, `CHUNK_ENDS`, `PREFIX_CODES`, `tag_parts`), for ragged
 `[batch, (words)]` tag ids instead of lists of tag strings, so that an exported tagger
 returns entity spans from the graph. A chunk starts at a non-O tag that follows O or a
@@ -10,7 +10,7 @@ of the sentence or where the next chunk starts. Any label set reads (IOB1, IOB2 
 BIOES alike); a label without a `B-`/`I-`/`E-`/`S-` prefix and a type counts as O.
 
 Examples:
->>> from keras_bert_zoo.metrics.entity_graph import entity_spans_tf, label_tables
+>>> from keras_bert_zoo.tasks.tagger.entity_graph import entity_spans_tf, label_tables
 >>> import tensorflow as tf
 >>> tables = label_tables(["O", "B-PER", "I-PER", "I-LOC"])
 >>> ids = tf.ragged.constant([[1, 2, 0, 3, 3], [2]], row_splits_dtype=tf.int64)
@@ -21,7 +21,7 @@ Examples:
 
 import tensorflow as tf
 
-from keras_bert_zoo.metrics.entities import CHUNK_ENDS, CHUNK_STARTS, PREFIX_CODES, tag_parts
+from keras_bert_zoo.tasks.tagger.metrics import CHUNK_ENDS, CHUNK_STARTS, PREFIX_CODES, tag_parts
 
 __all__ = ["label_tables", "chunk_bounds", "entity_spans_tf"]
 
@@ -32,7 +32,7 @@ def label_tables(label_names):
     -1 for O) and `entity_types` (the type name, "" for O).
 
     Examples:
-    >>> from keras_bert_zoo.metrics.entity_graph import label_tables
+    >>> from keras_bert_zoo.tasks.tagger.entity_graph import label_tables
     >>> label_tables(["O", "B-PER", "I-PER", "S-LOC", "X"])["type_codes"]
     [-1, 1, 1, 0, -1]
     """
