@@ -243,9 +243,9 @@ def test_the_graph_sees_lazy_relative_and_submodule_imports():
     assert "keras_bert_zoo.training" in graph["keras_bert_zoo"]  # `from pkg import submodule`
     assert "keras_bert_zoo.preprocessing.preprocessor" in graph["keras_bert_zoo.preprocessing"]  # re-export
     tree = ast.parse("from . import sibling\nfrom ..models import backbone\n")
-    assert _imported("keras_bert_zoo.tasks.qa", tree.body[0], False) == [
+    assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[0], False) == [
         "keras_bert_zoo.tasks", "keras_bert_zoo.tasks.sibling"]
-    assert _imported("keras_bert_zoo.tasks.qa", tree.body[1], False) == [
+    assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[1], False) == [
         "keras_bert_zoo.models", "keras_bert_zoo.models.backbone"]
     assert _imported("keras_bert_zoo.tasks", tree.body[0], True)[0] == "keras_bert_zoo.tasks"
 

@@ -186,7 +186,7 @@ def test_tagger(tmp_path):
 
 
 def test_span_qa(tmp_path):
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
     keras.utils.set_random_seed(0)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)

@@ -80,7 +80,7 @@ CASES = [
      r"argument --lora-rank: .*0"),
     ("pretrain-tpu-without-address", lambda m, f: _pretrain(f, "--strategy", "tpu"),
      r"--strategy tpu needs --tpu ADDRESS"),
-    # preprocessing/squad.py: the window has no room for the passage after the question.
+    # tasks/span_qa/preprocessor.py: the window has no room for the passage after the question.
     ("qa-sequence-shorter-than-question", lambda m, f: [
         "finetune", "qa", "--model", m, "--train", f["squad"], "--dev", f["squad"], "--out", f["out"],
         "--sequence-length", "32", "--max-query-length", "64"],

@@ -42,7 +42,7 @@ def _tagger(v, _):
 
 
 def _span_qa(v, _):
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)
     model = BertSpanQA(_backbone(v), preprocessor=pre)

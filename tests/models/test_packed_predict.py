@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder, BertSpanQA, BertTagger
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_windows, window_logits
-from keras_bert_zoo.preprocessing.squad_data import read_squad
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows, window_logits
+from keras_bert_zoo.tasks.span_qa.data import read_squad
 from keras_bert_zoo.preprocessing.sts import read_sts
 from keras_bert_zoo.tasks.tagger.predict import window_logits as tag_window_logits
 from keras_bert_zoo.tasks.tagger.windows import make_windows

@@ -121,7 +121,7 @@ def packed_tagger_case(rng, n):
 
 
 def span_qa_case(rng, n):
-    from keras_bert_zoo.models.span_qa import BertSpanQA
+    from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
 
     def build():
         model = BertSpanQA(_tiny_backbone())

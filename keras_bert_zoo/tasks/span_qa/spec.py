@@ -1,9 +1,9 @@
 """Extractive question answering (SQuAD v1.1 / v2.0): `qa`.
 
-Model `BertSpanQA`; data SQuAD JSON (`preprocessing.squad_data`); windows over long
-passages with character offsets (`preprocessing.squad`); answer search as
-google-research/bert's run_squad.py (`preprocessing.span_search`); official EM/F1
-(`metrics.squad`); serving `(question, context)` -> answer, character span, score and
+Model `BertSpanQA`; data SQuAD JSON (`tasks.span_qa.data`); windows over long
+passages with character offsets (`tasks.span_qa.preprocessor`); answer search as
+google-research/bert's run_squad.py (`tasks.span_qa.span_search`); official EM/F1
+(`tasks.span_qa.metrics`); serving `(question, context)` -> answer, character span, score and
 n-best alternatives, all in the graph.
 """
 
@@ -34,7 +34,7 @@ class QALayout:
 
 class QATask(TaskSpec):
     name = "qa"
-    model_path = "keras_bert_zoo.models.span_qa.BertSpanQA"
+    model_path = "keras_bert_zoo.tasks.span_qa.model.BertSpanQA"
     # "auto" packs the training batches; "bucketed" pads each to its bucket with the softmax over
     # the padded row, as the original; evaluation batches are bucketed under both.
     batchings = ("auto", "packed", "bucketed", "fixed")
@@ -58,13 +58,13 @@ class QATask(TaskSpec):
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
-        from keras_bert_zoo.preprocessing.squad_data import read_squad
+        from keras_bert_zoo.tasks.span_qa.data import read_squad
 
         layout = layout or QALayout()
         return read_squad(path, version_2_with_negative=layout.version_2_with_negative, max_examples=max_examples)
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
-        from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+        from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
         layout = layout or QALayout()
         return SpanQAPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length, doc_stride=layout.doc_stride,
@@ -79,7 +79,7 @@ class QATask(TaskSpec):
             null_threshold=layout.null_threshold, data_layout=saved)
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
-        from keras_bert_zoo.preprocessing.squad import make_qa_dataset, make_qa_windows
+        from keras_bert_zoo.tasks.span_qa.preprocessor import make_qa_dataset, make_qa_windows
 
         if training:
             windows = make_qa_windows(preprocessor, examples.questions, examples.contexts, examples.answer_starts,
@@ -105,7 +105,7 @@ class QATask(TaskSpec):
     def answer_and_score(self, model, examples, batch_size=64):
         """`(metrics, rows)`: official EM/F1 (v2.0: HasAns/NoAns and the best threshold too)
         of the model's answers, and its answer rows in the order of `examples`."""
-        from keras_bert_zoo.metrics.squad import find_best_threshold, squad_scores
+        from keras_bert_zoo.tasks.span_qa.metrics import find_best_threshold, squad_scores
 
         rows = model.predict_answers(examples.questions, examples.contexts, batch_size=batch_size)
         golds = dict(zip(examples.ids, examples.answers))
@@ -119,7 +119,7 @@ class QATask(TaskSpec):
 
     # --- evaluate / predict ---------------------------------------------------------------
     def _read_for_model(self, model, path, require_answers=True):
-        from keras_bert_zoo.preprocessing.squad_data import read_squad
+        from keras_bert_zoo.tasks.span_qa.data import read_squad
 
         # evaluate/predict have no --version-2-with-negative: the model's own setting is used.
         hint = ("this model was fine-tuned for SQuAD v1.1 (every question answerable): score it on a v1.1 "
@@ -218,7 +218,7 @@ class QAServing(TaskServing):
     N_BEST_OUTPUTS = ("n_best_text", "n_best_start", "n_best_end", "n_best_score", "n_best_probability")
 
     def __init__(self, model, preprocessor, text_pair=False, n_best=20, max_answer_length=30):
-        from keras_bert_zoo.preprocessing.span_search import SpanSearch
+        from keras_bert_zoo.tasks.span_qa.span_search import SpanSearch
 
         if not hasattr(preprocessor, "windows") or not hasattr(preprocessor, "doc_stride"):
             raise ArgumentTypeError(f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "

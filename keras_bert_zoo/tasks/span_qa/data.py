@@ -10,7 +10,7 @@ with shifted offsets fails here, naming the question, instead of training on wro
 
 Examples:
 >>> import json, os, tempfile
->>> from keras_bert_zoo.preprocessing.squad_data import read_squad
+>>> from keras_bert_zoo.tasks.span_qa.data import read_squad
 >>> data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Paris is in France.",
 ...         "qas": [{"id": "q1", "question": "Where is Paris?",
 ...                  "answers": [{"text": "France", "answer_start": 12}]}]}]}]}

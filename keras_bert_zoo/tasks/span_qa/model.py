@@ -8,7 +8,7 @@ from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.losses import global_sum, replicas_in_sync
 from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
 __all__ = ["BertSpanQA", "packed_cross_entropy"]
 
@@ -30,7 +30,7 @@ class BertSpanQA(Task):
     row, `preprocessing.packing`) take `int [rows, seq]` maps instead, 1 at each
     window's start / end, and one softmax per window over its own positions
     (`packed_cross_entropy`). Windows,
-    labels and answer search come from `keras_bert_zoo.preprocessing.squad`.
+    labels and answer search come from `keras_bert_zoo.tasks.span_qa.preprocessor`.
 
     Args:
         backbone: `BertBackbone`.
@@ -99,7 +99,7 @@ class BertSpanQA(Task):
         at 5e-5 (`training.default_optimizer`).
 
         Metrics: `loss`, `start_accuracy`, `end_accuracy` (per window; EM/F1 need the
-        answer search over all windows: `keras_bert_zoo.metrics.squad`).
+        answer search over all windows: `keras_bert_zoo.tasks.span_qa.metrics`).
         """
         if kwargs.get("loss") is not None:
             raise UsageError("BertSpanQA has its own loss (mean of the start and end cross-entropies); "
@@ -152,7 +152,7 @@ class BertSpanQA(Task):
         """The best answer span of each (question, passage) pair, and its n-best list.
 
         Long passages are read in windows; spans are searched as google-research/bert's
-        `run_squad.py` does (`keras_bert_zoo.preprocessing.squad.SpanSearch`, the same
+        `run_squad.py` does (`keras_bert_zoo.tasks.span_qa.preprocessor.SpanSearch`, the same
         graph the SavedModel serves). `batching`: `"auto"` (windows bucketed by length;
         the faster on SQuAD) or `"packed"` (several windows per row; the same answers).
 
@@ -162,7 +162,7 @@ class BertSpanQA(Task):
             (start + end logit), `probability`, `null_score_diff` (v2), and `n_best`
             (lists `text`, `start`, `end`, `score`, `probability`).
         """
-        from keras_bert_zoo.preprocessing.span_search import predict_answers
+        from keras_bert_zoo.tasks.span_qa.span_search import predict_answers
 
         if self.preprocessor is None:
             raise UsageError("predict_answers needs a SpanQAPreprocessor: load the model from a directory with "

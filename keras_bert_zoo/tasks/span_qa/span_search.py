@@ -142,7 +142,7 @@ def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_an
     Questions are processed in chunks (windows, model, `SpanSearch`), so memory stays
     bounded on whole dev files; `batching` is `squad.window_logits`'. Returns one dict
     per question (see `BertSpanQA.predict_answers`)."""
-    from keras_bert_zoo.preprocessing.squad import make_qa_windows, window_logits
+    from keras_bert_zoo.tasks.span_qa.preprocessor import make_qa_windows, window_logits
 
     questions, contexts = list(questions), list(contexts)
     if len(questions) != len(contexts):
