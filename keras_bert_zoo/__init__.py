@@ -39,13 +39,13 @@ def import_all():
     from keras_bert_zoo.models.classifier import BertClassifier
     from keras_bert_zoo.models.embedder import BertSentenceEmbedder
     from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor
-    from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
     from keras_bert_zoo.models.pretrainer import BertPretrainer
     from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
     from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary
     from keras_bert_zoo.preprocessing.batching import batch_raw
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
     from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
     from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
     from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor

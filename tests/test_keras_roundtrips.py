@@ -210,7 +210,7 @@ def test_span_qa(tmp_path):
 
 
 def test_multiple_choice(tmp_path):
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
     keras.utils.set_random_seed(0)
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)

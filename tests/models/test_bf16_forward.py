@@ -51,7 +51,7 @@ def _span_qa(v, _):
 
 
 def _choice(v, _):
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)
     model = BertMultipleChoice(_backbone(v), preprocessor=pre)

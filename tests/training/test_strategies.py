@@ -153,7 +153,7 @@ def packed_span_qa_case(rng, n):
 
 
 def multiple_choice_case(rng, n):
-    from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
 
     def build():
         model = BertMultipleChoice(_tiny_backbone(), dropout=0.0)

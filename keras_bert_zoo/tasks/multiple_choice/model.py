@@ -7,7 +7,7 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers.initializers import bert_initializer
 from keras_bert_zoo.models.task import Task, default_optimizer
 from keras_bert_zoo.models.weight_names import head_dense_specs
-from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
 __all__ = ["BertMultipleChoice"]
 

