@@ -295,7 +295,7 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     cfg = BUDGETS[budget]
     import keras
 
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
     from keras_bert_zoo.tasks.finetuning import finetune
     from keras_bert_zoo.tasks.pretraining import pretrain
 

@@ -67,7 +67,7 @@ class TaskSpec:
     batchings = ("auto", "fixed")
     checkpoint_heads = {}
     head_priority = 100
-    # The task model class by its dotted path ("keras_bert_zoo.models.classifier.BertClassifier"):
+    # The task model class by its dotted path ("keras_bert_zoo.tasks.classifier.model.BertClassifier"):
     # the registry is built (and `bert-zoo finetune --help` printed) without importing Keras.
     model_path = None
 

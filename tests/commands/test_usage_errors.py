@@ -59,7 +59,7 @@ def _classify(model, f, *extra):
 
 
 CASES = [
-    # tasks/classify.py: a file layout needs --glue, or both columns.
+    # tasks/classifier/spec.py: a file layout needs --glue, or both columns.
     ("classify-no-layout", lambda m, f: _classify(m, f, "--text-column", "sentence"),
      r"give --glue \(a GLUE layout\) or both --text-column and --label-column"),
     # tasks/pretraining.py `_check_arguments`: a TPU host cannot run the Python text reader.

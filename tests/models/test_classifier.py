@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.models.backbone import BertBackbone
-from keras_bert_zoo.models.classifier import BertClassifier
+from keras_bert_zoo.tasks.classifier.model import BertClassifier
 from tests.helpers import run_model_test
 
 

@@ -67,7 +67,7 @@ def test_options_apply_to_a_given_layout_only_where_it_has_the_field():
     assert qa.layout_from_options(QALayout(doc_stride=64), stride_mode="overlap") == QALayout(
         doc_stride=64, stride_mode="overlap")
     classify = get_task("classify")
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
 
     with pytest.raises(UsageError, match=r"\['glue'\] cannot be applied to the layout given"):
         classify.layout_from_options(DataLayout.for_task("sst2"), glue="mrpc")

@@ -85,7 +85,7 @@ def pretrainer_case(rng, n):
 
 
 def classifier_case(rng, n):
-    from keras_bert_zoo.models.classifier import BertClassifier
+    from keras_bert_zoo.tasks.classifier.model import BertClassifier
 
     def build():
         model = BertClassifier(_tiny_backbone(), num_classes=3, dropout=0.0)

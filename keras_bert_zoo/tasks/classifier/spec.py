@@ -1,6 +1,6 @@
 """Sentence and sentence-pair classification (and regression, multi-label): `classify`.
 
-Model `BertClassifier`; data GLUE TSV / CSV / JSON Lines (`preprocessing.task_data`);
+Model `BertClassifier`; data GLUE TSV / CSV / JSON Lines (`tasks.classifier.data`);
 metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); serving
 `text` (+ `text_pair`) -> `label_ids`, `probabilities`, `labels`.
 """
@@ -17,7 +17,7 @@ _PAIR_SEPARATORS = ("\t", " ||| ")
 
 class ClassifyTask(TaskSpec):
     name = "classify"
-    model_path = "keras_bert_zoo.models.classifier.BertClassifier"
+    model_path = "keras_bert_zoo.tasks.classifier.model.BertClassifier"
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
@@ -37,7 +37,7 @@ class ClassifyTask(TaskSpec):
 
     # --- command line ---------------------------------------------------------------
     def make_layout(self, glue, text_column, label_column, problem_type, header):
-        from keras_bert_zoo.preprocessing.task_data import DataLayout
+        from keras_bert_zoo.tasks.classifier.data import DataLayout
 
         if glue:
             layout = DataLayout.for_task(glue)
@@ -56,7 +56,7 @@ class ClassifyTask(TaskSpec):
 
     # --- fine-tuning ------------------------------------------------------------------
     def read_data(self, path, layout, reference=None, max_examples=None):
-        from keras_bert_zoo.preprocessing.task_data import read_examples
+        from keras_bert_zoo.tasks.classifier.data import read_examples
 
         examples = read_examples(path, layout, label_names=reference.label_names if reference else None,
                                  max_examples=max_examples)
@@ -80,7 +80,7 @@ class ClassifyTask(TaskSpec):
         )
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
-        from keras_bert_zoo.preprocessing.task_data import make_dataset
+        from keras_bert_zoo.tasks.classifier.data import make_dataset
 
         return make_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed, batching=batching,
                             with_labels=training)
@@ -111,7 +111,7 @@ class ClassifyTask(TaskSpec):
     def evaluate(self, model_dir, data_paths, batch_size=64):
         import numpy as np
 
-        from keras_bert_zoo.preprocessing.task_data import DataLayout, Examples, read_examples
+        from keras_bert_zoo.tasks.classifier.data import DataLayout, Examples, read_examples
 
         model = self.load_model(model_dir)
         if not model.data_layout:

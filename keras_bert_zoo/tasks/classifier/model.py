@@ -49,7 +49,7 @@ class BertClassifier(Task):
     Examples:
     >>> import numpy as np
     >>> from keras_bert_zoo import BertBackbone
-    >>> from keras_bert_zoo.models.classifier import BertClassifier
+    >>> from keras_bert_zoo.tasks.classifier.model import BertClassifier
     >>> backbone = BertBackbone(vocabulary_size=100, num_layers=1, num_heads=2,
     ...                         hidden_dim=8, intermediate_dim=16)
     >>> model = BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"])
@@ -182,7 +182,7 @@ class BertClassifier(Task):
             **kwargs: `BertClassifier` arguments, e.g. `num_classes=2`.
 
         Examples:
-        >>> from keras_bert_zoo.models.classifier import BertClassifier
+        >>> from keras_bert_zoo.tasks.classifier.model import BertClassifier
         >>> model = BertClassifier.from_preset("bert_tiny_uncased", load_weights=False, num_classes=2)
         >>> model.output_shape
         (None, 2)

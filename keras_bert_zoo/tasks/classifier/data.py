@@ -9,7 +9,7 @@ bucketed by length (see `bucketing.py`).
 
 Examples:
 >>> import os, tempfile
->>> from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples
+>>> from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples
 >>> path = os.path.join(tempfile.mkdtemp(), "train.tsv")
 >>> _ = open(path, "w").write("sentence\\tlabel\\ngood film\\t1\\nbad film\\t0\\n")
 >>> examples = read_examples(path, DataLayout.for_task("sst2"))
