@@ -37,7 +37,7 @@ def import_all():
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.backbone import BertBackbone
     from keras_bert_zoo.tasks.classifier.model import BertClassifier
-    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
     from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor
     from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
     from keras_bert_zoo.models.pretrainer import BertPretrainer

@@ -16,7 +16,7 @@ from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder,
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows, window_logits
 from keras_bert_zoo.tasks.span_qa.data import read_squad
-from keras_bert_zoo.preprocessing.sts import read_sts
+from keras_bert_zoo.tasks.embedder.data import read_sts
 from keras_bert_zoo.tasks.tagger.predict import window_logits as tag_window_logits
 from keras_bert_zoo.tasks.tagger.windows import make_windows
 from keras_bert_zoo.tasks.tagger.data import read_tagged

@@ -170,7 +170,7 @@ def embedder_case(rng, n):
     """Sentence embeddings trained towards target vectors with a Keras MSE loss."""
     import keras
 
-    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
 
     def build():
         model = BertSentenceEmbedder(_tiny_backbone(), pooling="mean")

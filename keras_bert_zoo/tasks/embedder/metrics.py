@@ -12,7 +12,7 @@ def cosine_similarity(a, b):
     """Row-wise cosine similarity of two `[n, d]` arrays (0 for a zero vector).
 
     Examples:
-    >>> from keras_bert_zoo.metrics.similarity import cosine_similarity
+    >>> from keras_bert_zoo.tasks.embedder.metrics import cosine_similarity
     >>> cosine_similarity([[1.0, 0.0], [1.0, 1.0]], [[2.0, 0.0], [-1.0, -1.0]]).round(4).tolist()
     [1.0, -1.0]
     """
@@ -28,7 +28,7 @@ def similarity_correlations(embeddings1, embeddings2, gold):
     scores (the STS evaluation of sentence-transformers' `EmbeddingSimilarityEvaluator`).
 
     Examples:
-    >>> from keras_bert_zoo.metrics.similarity import similarity_correlations
+    >>> from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations
     >>> similarity_correlations([[1, 0], [1, 1], [0, 1]], [[1, 0], [1, 0], [1, 0]], [5.0, 2.5, 0.0])["spearman"]
     1.0
     """

@@ -11,7 +11,7 @@ Two layouts are read:
 
 Examples:
 >>> import os, tempfile
->>> from keras_bert_zoo.preprocessing.sts import read_sts
+>>> from keras_bert_zoo.tasks.embedder.data import read_sts
 >>> path = os.path.join(tempfile.mkdtemp(), "sts-dev.csv")
 >>> _ = open(path, "w").write('main-captions\\tMSRvid\\t2012test\\t0000\\t5.000\\tA "man.\\tA man.\\n')
 >>> pairs = read_sts(path)

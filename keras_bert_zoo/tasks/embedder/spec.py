@@ -14,7 +14,7 @@ __all__ = ["EmbedTask", "similarity_scores", "EmbedderServing", "TASK"]
 
 class EmbedTask(TaskSpec):
     name = "embed"
-    model_path = "keras_bert_zoo.models.embedder.BertSentenceEmbedder"
+    model_path = "keras_bert_zoo.tasks.embedder.model.BertSentenceEmbedder"
     description = "sentence embeddings (mean / cls / pooled / max pooling)"
     finetunable = False
 
@@ -48,13 +48,13 @@ def similarity_scores(embedder, path, batch_size=64, max_examples=None):
     Examples:
     ```python
     from keras_bert_zoo import BertSentenceEmbedder
-    from keras_bert_zoo.tasks.embed import similarity_scores
+    from keras_bert_zoo.tasks.embedder.spec import similarity_scores
     embedder = BertSentenceEmbedder.from_preset("path/to/all-MiniLM-L6-v2", pooling="cls")
     similarity_scores(embedder, "../shared/data/stsb/sts-dev.csv")   # {"spearman": ..., ...}
     ```
     """
-    from keras_bert_zoo.metrics.similarity import similarity_correlations
-    from keras_bert_zoo.preprocessing.sts import read_sts
+    from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations
+    from keras_bert_zoo.tasks.embedder.data import read_sts
 
     pairs = read_sts(path, max_examples=max_examples)
     # Each distinct sentence once (STS-B dev: 3000 sentences, 2,9xx distinct).
