@@ -16,7 +16,7 @@ from keras_bert_zoo.errors import CheckpointError, UsageError
 __all__ = ["all_tasks", "task_names", "get_task", "task_of_model", "task_of_model_dir"]
 
 # Modules of the package that hold machinery, not a task.
-_NOT_TASKS = {"base", "options", "registry", "finetuning", "pretraining"}  # the jobs
+_NOT_TASKS = {"base", "options", "registry", "finetuning"}  # the fine-tuning job
 _TASKS = None
 
 

@@ -62,7 +62,7 @@ CASES = [
     # tasks/classifier/spec.py: a file layout needs --glue, or both columns.
     ("classify-no-layout", lambda m, f: _classify(m, f, "--text-column", "sentence"),
      r"give --glue \(a GLUE layout\) or both --text-column and --label-column"),
-    # tasks/pretraining.py `_check_arguments`: a TPU host cannot run the Python text reader.
+    # tasks/pretrainer/job.py `_check_arguments`: a TPU host cannot run the Python text reader.
     ("pretrain-tpu-text-corpus", lambda m, f: _pretrain(f, "--strategy", "tpu", "--tpu", "local"),
      r"--strategy tpu reads TFRecords"),
     # training/strategies.py `check_strategy`: --tpu alone trained on the CPU before.

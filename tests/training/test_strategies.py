@@ -66,7 +66,7 @@ def keras_model_case(rng, n):
 
 
 def pretrainer_case(rng, n):
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 
     def build():
         model = BertPretrainer(backbone=_tiny_backbone())

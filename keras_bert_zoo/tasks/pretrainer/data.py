@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.preprocessing.corpus import read_documents
+from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
-from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances, pack_instance
+from keras_bert_zoo.tasks.pretrainer.pairs import generate_instances, pack_instance
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
@@ -137,7 +137,7 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
 
     Examples:
     >>> import os, tempfile
-    >>> from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
+    >>> from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "."]
     >>> corpus = os.path.join(tempfile.mkdtemp(), "corpus.txt")  # a sentence a line, documents apart
     >>> _ = open(corpus, "w").write("the cat sat .\\nthe dog ran .\\n\\nthe dog sat .\\nthe cat ran .\\n")

@@ -22,7 +22,7 @@ pieces masked anew on every pass, MLM loss only.
 import time
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
-from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
+from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
 from keras_bert_zoo.training.optimizer import create_optimizer
 
 __all__ = ["continue_pretraining"]

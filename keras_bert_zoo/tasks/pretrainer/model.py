@@ -155,7 +155,7 @@ class BertPretrainer(Task):
             raise InvalidInputError(
                 "BertPretrainer expects labels as a dict with 'mask_ids' and 'mask_weights' "
                 "(and optionally 'next_sentence_labels'), e.g. from "
-                "keras_bert_zoo.preprocessing.records.read_pretraining_records or "
+                "keras_bert_zoo.tasks.pretrainer.records.read_pretraining_records or "
                 f"pretraining_dataset; got {type(y).__name__}"
                 f"{' with keys ' + str(sorted(y)) if isinstance(y, dict) else ''}."
             )

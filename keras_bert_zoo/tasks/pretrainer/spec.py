@@ -2,7 +2,7 @@
 
 `bert-zoo evaluate` / `predict` / `export` on a directory written by `pretrain` go
 through `TASK` (found by the registry under `"pretrain"` and `"BertPretrainer"`);
-the pretraining job itself is `keras_bert_zoo.tasks.pretraining.pretrain`.
+the pretraining job itself is `keras_bert_zoo.tasks.pretrainer.job.pretrain`.
 """
 
 import os
@@ -30,10 +30,10 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     Returns:
         dict with `mlm_accuracy`, `nsp_accuracy`, `mlm_loss`, `nsp_loss`, `loss`, `sequences`.
     """
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
-    from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions, pretraining_dataset
-    from keras_bert_zoo.preprocessing.records import read_pretraining_records
+    from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions, pretraining_dataset
+    from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records
 
     data_paths = [data_paths] if isinstance(data_paths, (str, os.PathLike)) else list(data_paths)
     for p in data_paths:
@@ -70,7 +70,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
 
 class PretrainTask(TaskSpec):
     name = "pretrain"
-    model_path = "keras_bert_zoo.models.pretrainer.BertPretrainer"
+    model_path = "keras_bert_zoo.tasks.pretrainer.model.BertPretrainer"
     description = "masked-LM + next-sentence pretraining"
     finetunable = False
     checkpoint_heads = {

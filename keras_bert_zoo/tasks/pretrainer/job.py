@@ -1,5 +1,5 @@
 """Masked-LM + next-sentence pretraining: the `pretrain(...)` job (its output's task, `pretrain`, is in
-`tasks/masked_lm.py`).
+`tasks/pretrainer/spec.py`).
 
 `pretrain` reads documents (original BERT format, one document per line, or
 WikiText), optionally learns a WordPiece vocabulary on the *training* documents,
@@ -19,7 +19,7 @@ import sys
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.files import check_input_file, write_metrics
 from keras_bert_zoo.locking import locks_output
-from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions, split_documents
+from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions, split_documents
 from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
 from keras_bert_zoo.training.loop import evaluate as evaluate_model
@@ -46,7 +46,7 @@ def check_corpus(paths, corpus_format, nsp, flag="--corpus"):
     "random next" sentences from another document.
     """
     from keras_bert_zoo.files import check_text_file
-    from keras_bert_zoo.preprocessing.corpus import read_documents
+    from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 
     for p in paths:
         check_text_file(p, f"{flag} file")
@@ -77,7 +77,7 @@ def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercas
     """
     import tensorflow as tf
 
-    from keras_bert_zoo.preprocessing.corpus import read_documents
+    from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
     from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
 
     if size < 100:
@@ -93,7 +93,7 @@ def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercas
 
 
 def _build_model(preset, model_dir, vocabulary, data_layout):
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 
     if preset is not None:
@@ -274,16 +274,16 @@ def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_form
                          "(every N-th document is held out) or --eval-corpus FILE.")
     if input_shards > 1 and not records:
         raise UsageError("--input-shards splits TFRecord files; a text corpus is read as one stream. Write "
-                         "the records once (keras_bert_zoo.preprocessing.records.write_pretraining_records).")
+                         "the records once (keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records).")
     if strategy == "tpu" and not records:
         raise UsageError("--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
-                         "them once with keras_bert_zoo.preprocessing.records.write_pretraining_records and "
+                         "them once with keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records and "
                          "pass the .tfrecord files as --corpus.")
 
 
 def _vocabulary(corpus, records, *, vocab, vocab_size, model, corpus_format, lowercase, train_docs):
     """The vocabulary as a list: learned from the training documents (`vocab_size`) or read."""
-    from keras_bert_zoo.preprocessing.pretraining_data import load_vocabulary
+    from keras_bert_zoo.tasks.pretrainer.data import load_vocabulary
 
     if vocab_size:
         if records:
@@ -302,7 +302,7 @@ def _vocabulary(corpus, records, *, vocab, vocab_size, model, corpus_format, low
 
 def _record_batches(job, corpus, batch_size, sequence_length, max_predictions, *, nsp, seed, input_shards):
     """Training batches from TFRecords; under multi-worker with `input_shards`, this worker's files only."""
-    from keras_bert_zoo.preprocessing.records import read_pretraining_records, worker_files
+    from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records, worker_files
     from keras_bert_zoo.training.strategies import worker_info
 
     workers = worker_info(job.distribution)
@@ -320,7 +320,7 @@ def _record_batches(job, corpus, batch_size, sequence_length, max_predictions, *
 def _text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, train_docs, eval_corpus, eval_batches):
     """`(train, heldout)` streams from text: fresh masks every pass; heldout (or None) cached, of known length."""
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
-    from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset, split_documents
+    from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset, split_documents
 
     common = {k: data_layout[k] for k in ("sequence_length", "max_predictions", "nsp", "whole_word_masking",
                                           "max_ngram", "corpus_format", "lowercase")}
@@ -345,7 +345,7 @@ def _text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, train_do
 
 def _no_heldout_message(corpus, corpus_format, holdout_every, eval_corpus):
     """Why the held-out set is empty, and the flags that fix it."""
-    from keras_bert_zoo.preprocessing.corpus import read_documents
+    from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 
     if eval_corpus:
         return (f"--eval-corpus {' '.join(map(str, eval_corpus))} makes no pretraining examples in the "

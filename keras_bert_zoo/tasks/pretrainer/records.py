@@ -105,7 +105,7 @@ def _infer_shapes(path):
             )
         return len(feature["input_ids"].int64_list.value), len(feature["masked_lm_ids"].int64_list.value)
     raise InvalidInputError(f"{path} holds no records; write them with "
-                            "keras_bert_zoo.preprocessing.records.write_pretraining_records.")
+                            "keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records.")
 
 
 def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_predictions=None,
@@ -134,8 +134,8 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
     Examples:
     >>> import os, tempfile, keras
     >>> from keras_bert_zoo import BertBackbone, BertPretrainer
-    >>> from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
-    >>> from keras_bert_zoo.preprocessing.records import read_pretraining_records, write_pretraining_records
+    >>> from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset
+    >>> from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records, write_pretraining_records
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "."]
     >>> folder = tempfile.mkdtemp()
     >>> corpus, records = os.path.join(folder, "corpus.txt"), os.path.join(folder, "corpus.tfrecord")

@@ -36,7 +36,7 @@ def split_sentences(text):
     """Splits a paragraph into sentences by the rule above.
 
     Examples:
-    >>> from keras_bert_zoo.preprocessing.corpus import split_sentences
+    >>> from keras_bert_zoo.tasks.pretrainer.corpus import split_sentences
     >>> split_sentences('It rained. "Gold," he said! H. americanus is a lobster .  It is big')
     ['It rained.', '"Gold," he said!', 'H. americanus is a lobster .', 'It is big']
     """
@@ -75,7 +75,7 @@ def read_documents(paths, corpus_format="bert"):
 
     Examples:
     >>> import os, tempfile
-    >>> from keras_bert_zoo.preprocessing.corpus import read_documents
+    >>> from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
     >>> path = os.path.join(tempfile.mkdtemp(), "c.txt")
     >>> _ = open(path, "w").write("A one.\\nA two.\\n\\nB one.\\n")
     >>> list(read_documents(path))

@@ -156,7 +156,7 @@ def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=
         seed: int, makes the stream reproducible.
 
     Examples:
-    >>> from keras_bert_zoo.preprocessing.pretraining_pairs import generate_instances
+    >>> from keras_bert_zoo.tasks.pretrainer.pairs import generate_instances
     >>> docs = [[[5, 6], [7, 8, 9]], [[10, 11], [12]], [[13], [14, 15]]]
     >>> out = list(generate_instances(docs, max_seq_length=16, seed=1))
     >>> all(i.label in (0, 1) for i in out), all(i.tokens_a and i.tokens_b for i in out)
