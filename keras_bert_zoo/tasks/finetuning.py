@@ -309,7 +309,7 @@ def _dev_evaluation(spec, current_model, dev_examples, dev_ds, layout, eval_ever
 
     evaluation = PeriodicEvaluation(lambda: spec.score(current_model(), dev_examples, dev_ds), eval_every,
                                     prefix="dev_", on_result=on_result, label="dev",
-                                    shown=spec.shown_metrics(layout))
+                                    shown=spec.shown_metrics)
     return evaluation
 
 

@@ -22,7 +22,7 @@ from keras_bert_zoo.tasks.tagger.metrics import entity_spans
 from keras_bert_zoo.tasks.tagger.model import BertTagger
 from keras_bert_zoo.tasks.tagger.predict import predict_words
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
-from keras_bert_zoo.tasks.tagger.spec import TaggerServing
+from keras_bert_zoo.tasks.tagger.serving import TaggerServing
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 

@@ -6,11 +6,11 @@ metrics accuracy, F1, Matthews, Pearson/Spearman (`metrics.classification`); ser
 """
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
-from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
 from keras_bert_zoo.tasks.options import TaskOption
+from keras_bert_zoo.tasks.classifier.serving import ClassifierServing
 
-__all__ = ["ClassifyTask", "ClassifierServing", "TASK"]
+__all__ = ["ClassifyTask", "TASK"]
 
 _PAIR_SEPARATORS = ("\t", " ||| ")
 
@@ -18,6 +18,7 @@ _PAIR_SEPARATORS = ("\t", " ||| ")
 class ClassifyTask(TaskSpec):
     name = "classify"
     model_path = "keras_bert_zoo.tasks.classifier.model.BertClassifier"
+    serving = ClassifierServing  # its SavedModel's inputs and outputs (serving.py)
     description = "sentence or sentence-pair classification / regression (GLUE, CSV, JSONL)"
     # "auto": training batches grouped by length, evaluation batches sorted and bucketed.
     batchings = ("auto", "by_length", "bucketed", "fixed", "packed")
@@ -140,9 +141,6 @@ class ClassifyTask(TaskSpec):
         shown = "  ".join(f"{n}={p:.3f}" for n, p in row["probabilities"].items())
         return f"{row['label']}\t{shown}\t{row['text']}"
 
-    def serving(self):
-        return ClassifierServing
-
 
 def _split_pair(text):
     for sep in _PAIR_SEPARATORS:
@@ -150,42 +148,6 @@ def _split_pair(text):
             a, b = text.split(sep, 1)
             return a.strip(), b.strip()
     raise InvalidInputError(f"this model classifies sentence pairs; write {text!r} as 'first sentence ||| second sentence'.")
-
-
-class ClassifierServing(TaskServing):
-    """`label_ids`, `probabilities`, `labels` (names) for single-label,
-    multi-label (multi-hot ids, `|`-joined names) and regression (`scores`)."""
-
-    def __init__(self, model, preprocessor, text_pair=False):
-        import tensorflow as tf
-
-        super().__init__(model, preprocessor, text_pair)
-        names = model.label_names or [str(i) for i in range(model.num_classes)]
-        self.label_names = tf.constant(names, dtype=tf.string)
-
-    def outputs(self, logits, features):
-        import tensorflow as tf
-
-        logits = tf.cast(logits, tf.float32)
-        kind = self.model.problem_type
-        if kind == "regression":
-            return {"scores": logits[:, 0]}
-        if kind == "multi_label":
-            probs = tf.sigmoid(logits)
-            hot = probs > 0.5
-            names = tf.where(hot, self.label_names[None, :], "")
-            joined = tf.strings.reduce_join(names, axis=-1, separator="|")
-            # reduce_join keeps the separators of empty names: squeeze them out.
-            joined = tf.strings.regex_replace(joined, r"\|+", "|")
-            joined = tf.strings.regex_replace(joined, r"^\||\|$", "")
-            return {"label_ids": tf.cast(hot, tf.int32), "probabilities": probs, "labels": joined}
-        probs = tf.nn.softmax(logits, axis=-1)
-        ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
-        return {"label_ids": ids, "probabilities": probs, "labels": tf.gather(self.label_names, ids)}
-
-    def info(self):
-        return {"problem_type": self.model.problem_type, "num_classes": self.model.num_classes,
-                "label_names": [n.decode() for n in self.label_names.numpy().tolist()]}
 
 
 TASK = ClassifyTask()

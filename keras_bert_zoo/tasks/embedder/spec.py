@@ -6,15 +6,16 @@ sentences' embeddings against the gold score, Spearman and Pearson); serving
 `bert-zoo finetune classify --task stsb`).
 """
 
-from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.embedder.serving import EmbedderServing
 
-__all__ = ["EmbedTask", "similarity_scores", "EmbedderServing", "TASK"]
+__all__ = ["EmbedTask", "similarity_scores", "TASK"]
 
 
 class EmbedTask(TaskSpec):
     name = "embed"
     model_path = "keras_bert_zoo.tasks.embedder.model.BertSentenceEmbedder"
+    serving = EmbedderServing  # its SavedModel's inputs and outputs (serving.py)
     description = "sentence embeddings (mean / cls / pooled / max pooling)"
     finetunable = False
 
@@ -34,9 +35,6 @@ class EmbedTask(TaskSpec):
         values = row["embedding"]
         head = " ".join(f"{v:.4f}" for v in values[:4])
         return f"[{head} ... ] ({len(values)} values)\t{row['text']}"
-
-    def serving(self):
-        return EmbedderServing
 
 
 def similarity_scores(embedder, path, batch_size=64, max_examples=None):
@@ -65,19 +63,6 @@ def similarity_scores(embedder, path, batch_size=64, max_examples=None):
                                       vectors[[index[s] for s in pairs.sentences2]], pairs.scores)
     metrics["examples"] = len(pairs)
     return metrics
-
-
-class EmbedderServing(TaskServing):
-    """`embeddings` float32 `[batch, hidden]` (unit length when the model normalizes)."""
-
-    def outputs(self, embeddings, features):
-        import tensorflow as tf
-
-        return {"embeddings": tf.cast(embeddings, tf.float32)}
-
-    def info(self):
-        return {"pooling": self.model.pooling, "normalize": self.model.normalize,
-                "embedding_dim": int(self.model.output_shape[-1])}
 
 
 TASK = EmbedTask()

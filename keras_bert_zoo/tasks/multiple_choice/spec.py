@@ -10,10 +10,10 @@ serving `context` `[batch]` + `choices` `[batch, num_choices]` -> `probabilities
 import json
 
 from keras_bert_zoo.errors import InvalidInputError
-from keras_bert_zoo.export.serving import TaskServing
 from keras_bert_zoo.tasks.base import TaskSpec
+from keras_bert_zoo.tasks.multiple_choice.serving import ChoiceServing
 
-__all__ = ["ChoiceTask", "parse_question", "ChoiceServing", "TASK"]
+__all__ = ["ChoiceTask", "parse_question", "TASK"]
 
 _CHOICE_SEPARATORS = (" ||| ", "\t")
 
@@ -21,6 +21,7 @@ _CHOICE_SEPARATORS = (" ||| ", "\t")
 class ChoiceTask(TaskSpec):
     name = "choice"
     model_path = "keras_bert_zoo.tasks.multiple_choice.model.BertMultipleChoice"
+    serving = ChoiceServing  # its SavedModel's inputs and outputs (serving.py)
     description = "multiple choice: a context and N choices, pick one (SWAG CSV, JSONL context/choices/label)"
     # "auto": training batches grouped by length; "packed": the (context, choice) pairs of a
     # batch end to end in shared rows (`BertMultipleChoice` reads `cls_index`).
@@ -98,9 +99,6 @@ class ChoiceTask(TaskSpec):
         shown = "  ".join(f"{i}={p:.3f}" for i, p in enumerate(row["probabilities"]))
         return f"{row['best_index']}\t{shown}\t{row['best_choice']}\t<- {row['context']}"
 
-    def serving(self):
-        return ChoiceServing
-
 
 def parse_question(text):
     """`(context, [choices])` from `context ||| choice ||| choice ...`, tab-separated
@@ -125,47 +123,6 @@ def parse_question(text):
         raise InvalidInputError(f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
                          "choice 2' or {\"context\": ..., \"choices\": [...]}.")
     return context, choices
-
-
-class ChoiceServing(TaskServing):
-    """`serving_default(context, choices)`: `context` `tf.string [batch]`, `choices`
-    `tf.string [batch, num_choices]` -> `logits`, `probabilities` `float32
-    [batch, num_choices]` (softmax over the choices), `best_index` `int32 [batch]` and
-    `best_choice` `string [batch]`. `tokenize(context, choices)` returns the packed pairs
-    `[batch, num_choices, seq]` (and the `choices` given); `predict_token_ids` takes the
-    ids (no `best_choice` there)."""
-
-    default_signature = "choose"
-    ids_shape = (None, None, None)
-
-    def text_inputs(self):
-        import tensorflow as tf
-
-        return [tf.TensorSpec([None], tf.string, name="context"),
-                tf.TensorSpec([None, None], tf.string, name="choices")]
-
-    def tokenize_inputs(self):
-        return self.text_inputs()
-
-    def preprocess(self, context, choices):
-        import tensorflow as tf
-
-        features = {k: tf.cast(v, tf.int32) for k, v in self.preprocessor((context, choices)).items()}
-        features["choices"] = choices  # for `best_choice` (the model takes only the ids)
-        return features
-
-    def outputs(self, logits, features):
-        import tensorflow as tf
-
-        logits = tf.cast(logits, tf.float32)
-        best = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        out = {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "best_index": best}
-        if "choices" in features:
-            out["best_choice"] = tf.gather(features["choices"], best, batch_dims=1)
-        return out
-
-    def info(self):
-        return {"inputs": ["context", "choices"], "num_choices": (self.model.data_layout or {}).get("num_choices")}
 
 
 TASK = ChoiceTask()
