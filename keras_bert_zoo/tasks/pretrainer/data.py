@@ -1,7 +1,7 @@
 """The streaming pretraining pipeline: corpus -> tokens -> pairs -> packed -> masked batches.
 
 `pretraining_dataset` is what `bert-zoo pretrain` trains on. Reading and pair
-generation stream documents (see `corpus` and `pretraining_pairs`); tokenization
+generation stream documents (see `corpus` and `pairs`); tokenization
 is one TF call per chunk of documents; masking is `MaskedLMMasker` on whole
 batches inside `tf.data`, so every epoch (every pass over a repeated stream) gets
 fresh masks, reproducibly from `seed`.

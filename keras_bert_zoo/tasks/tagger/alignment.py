@@ -8,7 +8,7 @@ tagger's loss skips (HF run_ner.py's rule; with `label_all_tokens` later pieces 
 arrays, and `pack_pieces` cuts `[start, end)` piece ranges out of them into fixed-length
 `[CLS] pieces [SEP] [PAD]...` rows, so the same code makes one truncated row per
 sentence (`TaggingPreprocessor.call`) and the overlapping windows of long sentences
-(`TaggingPreprocessor.windows`, bounds from `tag_windows.window_bounds`).
+(`TaggingPreprocessor.windows`, bounds from `windows.window_bounds`).
 
 Examples:
 >>> import tensorflow as tf

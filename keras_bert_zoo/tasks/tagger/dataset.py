@@ -1,6 +1,6 @@
 """Tagging windows as batched `tf.data` datasets, with a known number of batches.
 
-`make_tagging_dataset` serves `tag_windows.make_windows`' int32 windows as fixed-shape
+`make_tagging_dataset` serves `windows.make_windows`' int32 windows as fixed-shape
 batches, optionally narrowed, grouped or packed, always with the number of batches
 known up front (learning-rate schedules, progress bars and `drop_remainder` need it):
 

@@ -1,9 +1,9 @@
 """A tagger over whole files: windows in, one tag (and its logits) per input word out.
 
-`predict_words` makes the windows of every sentence (`tag_windows.make_windows`), runs
+`predict_words` makes the windows of every sentence (`windows.make_windows`), runs
 the model over them (`window_logits`; a Keras model runs bucketed by length, so short
 sentences do not pay for the padding of long ones) and maps the window-level
-predictions back to one tag per word (`tag_windows.merge_windows`).
+predictions back to one tag per word (`windows.merge_windows`).
 
 Examples:
 >>> import numpy as np

@@ -3,7 +3,7 @@
 The layer takes sentences already split into words (a ragged string tensor
 `[batch, (words)]`, as CoNLL files give them) and optional label ids per word,
 tokenizes every word into WordPiece pieces and packs `[CLS] pieces [SEP]` into
-fixed-length int32 tensors (`tag_alignment`: the first piece of each word carries the
+fixed-length int32 tensors (`alignment`: the first piece of each word carries the
 word's label; later pieces, `[CLS]`, `[SEP]` and `[PAD]` carry `IGNORE_LABEL`, -100).
 `word_ids` maps every position back to its word (-1 on specials and padding).
 Everything is TensorFlow ops: the layer runs in `tf.data.Dataset.map`, in
@@ -11,7 +11,7 @@ Everything is TensorFlow ops: the layer runs in `tf.data.Dataset.map`, in
 
 Calling the layer truncates a sentence to `sequence_length - 2` pieces, exactly as HF
 `tokenizer(words, is_split_into_words=True, truncation=True)`. To lose no word,
-`windows` cuts a long sentence into overlapping windows of pieces (`tag_windows`);
+`windows` cuts a long sentence into overlapping windows of pieces (`windows`);
 `raw_dataset` batches raw words and tags for `BertTagger.fit/evaluate/predict`.
 
 Examples:

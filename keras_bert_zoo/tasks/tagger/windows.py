@@ -39,7 +39,7 @@ def window_bounds(parts, window, stride):
     """(sentence, start, end) int64 of every window, sentence-major, in piece coordinates.
 
     Args:
-        parts: `tag_alignment.word_pieces`' output (`lengths`, `word_starts`).
+        parts: `alignment.word_pieces`' output (`lengths`, `word_starts`).
         window: pieces per window (`sequence_length - 2`).
         stride: pieces between window starts.
 
