@@ -44,7 +44,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor  # noqa: E402
-from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
+from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import configure_replicas, create_optimizer, global_batch_size, set_precision  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

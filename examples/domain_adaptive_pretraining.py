@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor, BertPretrainer, continue_pretraining  # noqa: E402
-from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
+from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

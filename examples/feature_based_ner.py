@@ -42,11 +42,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertFeatureExtractor  # noqa: E402
-from keras_bert_zoo.metrics.entities import entity_scores  # noqa: E402
-from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset  # noqa: E402
-from keras_bert_zoo.preprocessing.tag_predict import predict_words  # noqa: E402
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged  # noqa: E402
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor  # noqa: E402
+from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset  # noqa: E402
+from keras_bert_zoo.tasks.tagger.predict import predict_words  # noqa: E402
+from keras_bert_zoo.tasks.tagger.data import read_tagged  # noqa: E402
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 

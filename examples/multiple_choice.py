@@ -45,8 +45,8 @@ import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertMultipleChoice  # noqa: E402
 from keras_bert_zoo import MultipleChoicePreprocessor  # noqa: E402
-from keras_bert_zoo.preprocessing.choice_data import read_choices  # noqa: E402
-from keras_bert_zoo.preprocessing.corpus import read_documents  # noqa: E402
+from keras_bert_zoo.tasks.multiple_choice.data import read_choices  # noqa: E402
+from keras_bert_zoo.tasks.pretrainer.corpus import read_documents  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

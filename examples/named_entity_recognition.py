@@ -48,9 +48,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertTagger  # noqa: E402
-from keras_bert_zoo.metrics.entities import entity_scores  # noqa: E402
+from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
 from keras_bert_zoo import TaggingPreprocessor  # noqa: E402
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged  # noqa: E402
+from keras_bert_zoo.tasks.tagger.data import read_tagged  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

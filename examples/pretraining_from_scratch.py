@@ -58,7 +58,7 @@ from keras_bert_zoo import (  # noqa: E402
     MaskedLMMasker,
     learn_vocabulary,
 )
-from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset, split_documents  # noqa: E402
+from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset, split_documents  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

@@ -43,9 +43,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertSpanQA  # noqa: E402
-from keras_bert_zoo.metrics.squad import squad_scores  # noqa: E402
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows  # noqa: E402
-from keras_bert_zoo.preprocessing.squad_data import read_squad  # noqa: E402
+from keras_bert_zoo.tasks.span_qa.metrics import squad_scores  # noqa: E402
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows  # noqa: E402
+from keras_bert_zoo.tasks.span_qa.data import read_squad  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

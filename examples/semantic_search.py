@@ -32,8 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertSentenceEmbedder  # noqa: E402
-from keras_bert_zoo.metrics.similarity import similarity_correlations  # noqa: E402
-from keras_bert_zoo.preprocessing.sts import read_sts  # noqa: E402
+from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations  # noqa: E402
+from keras_bert_zoo.tasks.embedder.data import read_sts  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 

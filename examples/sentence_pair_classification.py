@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor  # noqa: E402
 from keras_bert_zoo.metrics.classification import accuracy, f1_score  # noqa: E402
-from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
+from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

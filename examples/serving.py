@@ -49,7 +49,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertClassifier, BertPreprocessor, export_saved_model  # noqa: E402
-from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples  # noqa: E402
+from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")

@@ -36,23 +36,23 @@ def import_all():
     from keras_bert_zoo import convert, training  # noqa: F401  register the checkpoint formats; optimizer="auto"
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.backbone import BertBackbone
-    from keras_bert_zoo.models.classifier import BertClassifier
-    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+    from keras_bert_zoo.tasks.classifier.model import BertClassifier
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
     from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor
-    from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
-    from keras_bert_zoo.models.span_qa import BertSpanQA
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
+    from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary
     from keras_bert_zoo.preprocessing.batching import batch_raw
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
     from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
-    from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
-    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
     from keras_bert_zoo.tasks.finetuning import finetune
-    from keras_bert_zoo.tasks.pretraining import pretrain
-    from keras_bert_zoo.training.adaptation import continue_pretraining
+    from keras_bert_zoo.tasks.pretrainer.job import pretrain
+    from keras_bert_zoo.tasks.pretrainer.adaptation import continue_pretraining
 
     globals().update({name: value for name, value in locals().items() if name in __all__})
 

@@ -7,7 +7,13 @@ longer needed fails too, so the dicts only ever shrink:
   included (a cycle that only works because one side imports late is still a cycle:
   neither module can be understood, tested or moved without the other);
 - no module over `MAX_MODULE_LINES` lines;
-- no function or method whose body (without its docstring) is over `MAX_BODY_LINES` lines.
+- no function or method whose body (without its docstring) is over `MAX_BODY_LINES` lines;
+- a task is one place: each task package `keras_bert_zoo/tasks/<task>/` holds its pieces,
+  and no file outside it carries a word of its task in its name (`TASK_WORDS`);
+- inside each task package, the data half (readers, preprocessor, windows, metrics: every
+  module but `MODEL_HALF`) reaches none of the model half: neither its package's model
+  modules nor `keras_bert_zoo.models` / `training` / `export` (the Keras models and layers),
+  directly or through any chain of imports.
 
 The graph has an edge `a -> b` for every `import b`, `from b import name` and
 `from pkg import b` (a submodule) anywhere in `a`, relative imports resolved. Importing
@@ -218,6 +224,67 @@ def _check(found, allowed, what, describe):
     assert not problems, "\n".join(problems)
 
 
+TASKS = f"{PACKAGE}.tasks"
+# The modules of a task package that build, train or serve its Keras model: `model` (the
+# `Task` subclass), `serving` (its `TaskServing`), `spec` (its `TaskSpec`, which names both)
+# and the pretrainer's jobs (`job`: `pretrain`, `adaptation`: `continue_pretraining`).
+MODEL_HALF = {"model", "serving", "spec", "job", "adaptation"}
+# What the data half may not reach: the Keras models and layers and everything that runs them.
+MODEL_LAYERS = tuple(f"{PACKAGE}.{name}" for name in ("models", "training", "export", "convert", "commands",
+                                                      "cli", "demo"))
+# Words naming a task (tokens of a file name, split at "_") -> the task package that owns them.
+TASK_WORDS = {**dict.fromkeys(("tag", "tagger", "tagging", "entities", "entity", "conll"), "tagger"),
+              **dict.fromkeys(("qa", "squad", "span"), "span_qa"),
+              **dict.fromkeys(("choice",), "multiple_choice")}
+
+
+def task_packages():
+    """{task package: its modules (itself included)}, for every package `keras_bert_zoo.tasks.<name>`."""
+    packages = {name for name, (path, _, _) in SOURCES.items()
+                if path.endswith("__init__.py") and name.startswith(TASKS + ".") and name.count(".") == 2}
+    return {package: {m for m in SOURCES if m == package or m.startswith(package + ".")} for package in packages}
+
+
+def _reachable(graph, start):
+    seen, queue = set(), deque([start])
+    while queue:
+        for nxt in graph.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def data_half_violations(graph, packages):
+    """`module reaches forbidden` for each data-half module of a task package that reaches,
+    through any chain of imports, a model-half module of a task package or `MODEL_LAYERS`
+    (or the package root, which imports everything)."""
+    model_half = {m for members in packages.values() for m in members if m.rpartition(".")[2] in MODEL_HALF}
+    found = []
+    for package, members in sorted(packages.items()):
+        for module in sorted(members - model_half - {package}):
+            bad = sorted(m for m in _reachable(graph, module) if m in model_half or m == PACKAGE
+                         or m.startswith(MODEL_LAYERS) and m.partition(".")[0] == PACKAGE)
+            if bad:
+                found.append(f"{module} (data half) reaches {bad[:3]}: the data half of {package} "
+                             f"imports nothing of its model half ({sorted(MODEL_HALF)}) nor of the models")
+    return found
+
+
+def misplaced_task_files(paths):
+    """Files (paths from the repository root) whose name carries a task word outside that task's package."""
+    found = []
+    for path in paths:
+        parts = pathlib.PurePosixPath(path).parts
+        words = set(pathlib.PurePosixPath(path).stem.split("_"))
+        for word in sorted(words & set(TASK_WORDS)):
+            home = f"{PACKAGE}/tasks/{TASK_WORDS[word]}"
+            if not path.startswith(home + "/"):
+                found.append(f"{path}: its name says {word!r}, so it belongs in {home}/ ({'/'.join(parts[:-1])} "
+                             "is not that task's folder)")
+    return found
+
+
 def test_no_import_cycles():
     _check(cycle_report(), CYCLE_EXCEPTIONS, "a cycle",
            lambda component, path: f"import cycle among {sorted(component)}:\n    {path}")
@@ -243,11 +310,48 @@ def test_the_graph_sees_lazy_relative_and_submodule_imports():
     assert "keras_bert_zoo.training" in graph["keras_bert_zoo"]  # `from pkg import submodule`
     assert "keras_bert_zoo.preprocessing.preprocessor" in graph["keras_bert_zoo.preprocessing"]  # re-export
     tree = ast.parse("from . import sibling\nfrom ..models import backbone\n")
-    assert _imported("keras_bert_zoo.tasks.qa", tree.body[0], False) == [
+    assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[0], False) == [
         "keras_bert_zoo.tasks", "keras_bert_zoo.tasks.sibling"]
-    assert _imported("keras_bert_zoo.tasks.qa", tree.body[1], False) == [
+    assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[1], False) == [
         "keras_bert_zoo.models", "keras_bert_zoo.models.backbone"]
     assert _imported("keras_bert_zoo.tasks", tree.body[0], True)[0] == "keras_bert_zoo.tasks"
+
+
+def test_every_task_is_a_package_with_its_model_serving_and_spec():
+    packages = task_packages()
+    assert sorted(p.rpartition(".")[2] for p in packages) == [
+        "classifier", "embedder", "multiple_choice", "pretrainer", "span_qa", "tagger"]
+    for package, members in packages.items():
+        assert {f"{package}.model", f"{package}.serving", f"{package}.spec"} <= members, package
+
+
+def test_a_task_data_half_imports_nothing_of_its_model_half():
+    assert data_half_violations(import_graph(), task_packages()) == []
+
+
+def test_files_named_for_a_task_sit_in_its_package():
+    assert misplaced_task_files([path for path, _, _ in SOURCES.values()]) == []
+
+
+def test_the_task_rules_fail_when_broken():
+    # A data module importing its model (through a helper), or the models, is caught; a clean one is not.
+    toy = {f"{TASKS}.tagger": {}, f"{TASKS}.tagger.data": {f"{TASKS}.tagger.helper": 1},
+           f"{TASKS}.tagger.helper": {f"{TASKS}.tagger.model": 2}, f"{TASKS}.tagger.model": {},
+           f"{TASKS}.tagger.spec": {}, f"{TASKS}.tagger.windows": {f"{PACKAGE}.models.backbone": 3},
+           f"{TASKS}.tagger.words": {f"{PACKAGE}.preprocessing.tokenizer": 4}}
+    packages = {f"{TASKS}.tagger": set(toy)}
+    found = data_half_violations(toy, packages)
+    assert [line.split()[0] for line in found] == [f"{TASKS}.tagger.data", f"{TASKS}.tagger.helper",
+                                                   f"{TASKS}.tagger.windows"]
+    assert misplaced_task_files(["keras_bert_zoo/preprocessing/tag_windows.py", "keras_bert_zoo/metrics/squad.py",
+                                 "keras_bert_zoo/tasks/tagger/windows.py", "keras_bert_zoo/preprocessing/stage.py",
+                                 "keras_bert_zoo/models/multiple_choice.py"]) == [
+        "keras_bert_zoo/preprocessing/tag_windows.py: its name says 'tag', so it belongs in "
+        "keras_bert_zoo/tasks/tagger/ (keras_bert_zoo/preprocessing is not that task's folder)",
+        "keras_bert_zoo/metrics/squad.py: its name says 'squad', so it belongs in keras_bert_zoo/tasks/span_qa/ "
+        "(keras_bert_zoo/metrics is not that task's folder)",
+        "keras_bert_zoo/models/multiple_choice.py: its name says 'choice', so it belongs in "
+        "keras_bert_zoo/tasks/multiple_choice/ (keras_bert_zoo/models is not that task's folder)"]
 
 
 def test_the_checks_fail_on_a_cycle_and_on_a_stale_exception():

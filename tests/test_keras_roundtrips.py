@@ -164,7 +164,7 @@ def test_pretrainer(tmp_path):
 
 
 def test_tagger(tmp_path):
-    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
     keras.utils.set_random_seed(0)
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
@@ -186,7 +186,7 @@ def test_tagger(tmp_path):
 
 
 def test_span_qa(tmp_path):
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
     keras.utils.set_random_seed(0)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)
@@ -210,7 +210,7 @@ def test_span_qa(tmp_path):
 
 
 def test_multiple_choice(tmp_path):
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
     keras.utils.set_random_seed(0)
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)

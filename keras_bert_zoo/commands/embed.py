@@ -41,7 +41,7 @@ def add_embedding_arguments(parser):
 
 
 def load_embedder(args):
-    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
 
     options = {k: v for k, v in (("pooling", args.pooling), ("sequence_length", args.sequence_length)) if v}
     from keras_bert_zoo.tasks.base import check_vocabulary_fits

@@ -30,8 +30,8 @@ def add_arguments(parser):
 
 def run(args):
     from keras_bert_zoo.files import check_output, write_metrics
-    from keras_bert_zoo.preprocessing.sts import read_sts
-    from keras_bert_zoo.tasks.embed import similarity_scores
+    from keras_bert_zoo.tasks.embedder.data import read_sts
+    from keras_bert_zoo.tasks.embedder.spec import similarity_scores
 
     if args.out:
         check_output(args.out, args.overwrite, kind="file")  # before the work, not after

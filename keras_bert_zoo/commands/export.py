@@ -27,8 +27,8 @@ def serving_options():
     this verb (each applies to the models of its task; the others refuse it)."""
     from keras_bert_zoo.tasks.registry import all_tasks
 
-    return [(spec.name, option) for spec in all_tasks() if spec.serving() is not None
-            for option in spec.serving().options]
+    return [(spec.name, option) for spec in all_tasks() if spec.serving is not None
+            for option in spec.serving.options]
 
 __all__ = ["add_arguments", "run", "serving_options"]
 

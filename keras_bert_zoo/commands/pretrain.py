@@ -67,7 +67,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_bert_zoo.tasks.pretraining import pretrain
+    from keras_bert_zoo.tasks.pretrainer.job import pretrain
 
     skip = ("verb", "no_lowercase", "jit_compile", "checkpoint_every", "no_resume", "deterministic")
     options = {k: v for k, v in vars(args).items() if k not in skip}

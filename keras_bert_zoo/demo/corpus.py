@@ -15,7 +15,7 @@ import random
 import re
 
 from keras_bert_zoo.files import write_text
-from keras_bert_zoo.preprocessing.corpus import split_sentences
+from keras_bert_zoo.tasks.pretrainer.corpus import split_sentences
 
 __all__ = ["LABELS", "TOPIC_LABEL", "labelled_paragraphs", "split", "write_pretraining_corpus", "write_task_file"]
 

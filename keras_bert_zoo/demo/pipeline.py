@@ -107,8 +107,8 @@ def time_pretraining_step(cfg, repeats=3):
 
     import keras
 
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
-    from keras_bert_zoo.preprocessing.pretraining_data import default_max_predictions
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions
     from keras_bert_zoo.training import create_optimizer
 
     batch, length, vocab = cfg["batch_size"], cfg["sequence_length"], cfg["vocab_size"]
@@ -203,8 +203,8 @@ def _pretraining_gain(steps, pre_dir, init_dir, heldout_text, seed, metrics):
     """Step 4: did pretraining help? The same held-out masks scored on the random initialisation."""
     import keras
 
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
-    from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.spec import evaluate_pretrainer
 
     steps.begin("held-out MLM/NSP loss: random initialisation vs pretrained (same fixed-seed masks)")
     keras.utils.set_random_seed(seed)
@@ -230,7 +230,7 @@ def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
     import tensorflow as tf
 
     from keras_bert_zoo.export.saved_model import export_saved_model
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
     steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
@@ -295,9 +295,9 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     cfg = BUDGETS[budget]
     import keras
 
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
     from keras_bert_zoo.tasks.finetuning import finetune
-    from keras_bert_zoo.tasks.pretraining import pretrain
+    from keras_bert_zoo.tasks.pretrainer.job import pretrain
 
     os.makedirs(out, exist_ok=True)
     data_dir, pre_dir, init_dir, cls_dir = (os.path.join(out, d) for d in ("data", "pretrained", "init", "classifier"))

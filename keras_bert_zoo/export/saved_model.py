@@ -146,7 +146,7 @@ def _serving_class(model):
     """The `TaskServing` of the task whose model class `model` is (or subclasses)."""
     from keras_bert_zoo.tasks.registry import task_of_model
 
-    return task_of_model(model).serving()
+    return task_of_model(model).serving
 
 
 def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, precision="float32",

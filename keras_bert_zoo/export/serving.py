@@ -1,7 +1,7 @@
 """`TaskServing`: how one task turns its model's outputs into a SavedModel's outputs.
 
-A task module subclasses it (`tasks/tag.py`'s `TaggerServing`, ...) and names the
-subclass in its `TaskSpec.serving()`; `export_saved_model` finds it through the task
+A task package subclasses it (`tasks/tagger/serving.py`'s `TaggerServing`, ...) and names the
+subclass in its `TaskSpec.serving`; `export_saved_model` finds it through the task
 registry by the model's class. This module holds only the base class, so the task
 modules can import it without importing the exporter (which imports the registry), and
 it imports TensorFlow only when a serving is built: the task registry (and with it

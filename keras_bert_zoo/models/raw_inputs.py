@@ -194,7 +194,7 @@ class RawInputs:
         widths retrace it (`reduce_retracing` generalises only from the second shape on:
         three traces for SST-2 dev, ~1.5 s). `predict` on raw inputs calls this itself;
         loops that call `predict_function` on batches of varying width
-        (`preprocessing.tag_predict`) call it first. A no-op when run eagerly or under a
+        (`tasks.tagger.predict`) call it first. A no-op when run eagerly or under a
         distribution strategy (its batches are distributed values).
         """
         from keras_bert_zoo.keras_compat import distribute_strategy, predict_function

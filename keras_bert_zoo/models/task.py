@@ -118,7 +118,7 @@ class Task(RawInputs, keras.Model):
         and the mode, and `from_preset` quantizes them again.
 
         Examples:
-        >>> from keras_bert_zoo.models.classifier import BertClassifier
+        >>> from keras_bert_zoo.tasks.classifier.model import BertClassifier
         >>> model = BertClassifier.from_preset("bert_tiny_uncased", load_weights=False, num_classes=2)
         >>> model.quantize("int8")
         >>> model.classifier.quantization_mode, model.backbone.pooler.quantization_mode

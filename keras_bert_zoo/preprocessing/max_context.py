@@ -4,7 +4,7 @@ Documents longer than a window are cut into overlapping windows, so a piece can 
 several. google-research/bert's run_squad.py (`_check_is_max_context`) takes the window
 where the piece has the most context: the largest `min(pieces to its left, pieces to its
 right) + 0.01 * window length`, the earliest window on ties. SQuAD answers
-(`preprocessing.squad`) and NER tags (`preprocessing.tag_windows`, in numpy and in TF)
+(`tasks.span_qa.preprocessor`) and NER tags (`tasks.tagger.windows`, in numpy and in TF)
 use this one score.
 
 Examples:

@@ -1,14 +1,14 @@
 """`TaskSpec`: everything the library needs to know about one task, in one place.
 
 A task (`classify`, `tag`, `qa`, `choice`, `embed`, and `pretrain`, the masked-LM pretraining) is one
-subclass of `TaskSpec` in its own module under `keras_bert_zoo/tasks/`, with one module-level
-instance named `TASK`. The registry (`keras_bert_zoo.tasks`) finds it there; the
-fine-tuning job, `bert-zoo evaluate`, `predict`, `export` and `finetune` dispatch
-through it and hold no task names of their own. See docs/architecture.md,
-"How to add a task".
+package under `keras_bert_zoo/tasks/` (`classifier/`, `tagger/`, ...); its `spec.py` holds one
+subclass of `TaskSpec` and one module-level instance named `TASK`. The registry
+(`keras_bert_zoo.tasks`) finds it there; the fine-tuning job, `bert-zoo evaluate`,
+`predict`, `export` and `finetune` dispatch through it and hold no task names of their
+own. See docs/architecture.md, "How to add a task".
 
-The model class itself lives in `models/` (a user builds it without any of this),
-data readers in `preprocessing/`, metrics in `metrics/`; the spec ties them together.
+The model class (`model.py`; a user builds it without any of this), data readers,
+preprocessor, metrics and serving are modules of the same package; the spec ties them together.
 """
 
 import dataclasses
@@ -55,6 +55,9 @@ class TaskSpec:
         model_path: the task model class by its dotted path, imported by `model_class()`.
         head_priority: for a checkpoint that names no class (Google's, an HF config without
             `architectures`), tasks are tried by their head tensors in this order, lowest first.
+        shown_metrics: the dev metrics printed during training (None: all of `score`'s).
+        serving: the `keras_bert_zoo.export.TaskServing` subclass of this task's SavedModel
+            (its package's `serving.py`); None: not exportable.
     """
 
     name = None
@@ -67,7 +70,9 @@ class TaskSpec:
     batchings = ("auto", "fixed")
     checkpoint_heads = {}
     head_priority = 100
-    # The task model class by its dotted path ("keras_bert_zoo.models.classifier.BertClassifier"):
+    shown_metrics = None
+    serving = None
+    # The task model class by its dotted path ("keras_bert_zoo.tasks.classifier.model.BertClassifier"):
     # the registry is built (and `bert-zoo finetune --help` printed) without importing Keras.
     model_path = None
 
@@ -157,10 +162,6 @@ class TaskSpec:
         """The dev metric that selects checkpoints and is reported first."""
         return "accuracy"
 
-    def shown_metrics(self, layout):
-        """The dev metrics printed during training (None: all of `score`'s)."""
-        return None
-
     def score(self, model, examples, dataset):
         """Every metric of `model` on `examples` (whose features `dataset` yields, in order)."""
         raise NotImplementedError
@@ -194,8 +195,3 @@ class TaskSpec:
     def format_prediction(self, row):
         """One line of `bert-zoo predict`'s plain-text output."""
         return str(row)
-
-    # --- export -------------------------------------------------------------------------
-    def serving(self):
-        """The `keras_bert_zoo.export.TaskServing` subclass of this task's SavedModel."""
-        return None

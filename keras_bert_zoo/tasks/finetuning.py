@@ -111,7 +111,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         out: output directory; receives the preset (weights, config, vocabulary),
             `metrics.json` and `training_curve.png`.
         layout: the task's data layout (classification:
-            `keras_bert_zoo.preprocessing.task_data.DataLayout`, e.g.
+            `keras_bert_zoo.tasks.classifier.data.DataLayout`, e.g.
             `DataLayout.for_task("sst2")`).
         vocab: `vocab.txt` or its directory when `model` has none (preset names).
         epochs, batch_size, learning_rate, warmup_ratio: the recipe; `batch_size`
@@ -173,7 +173,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     Examples:
     ```python
     from keras_bert_zoo import finetune
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
     model, metrics = finetune("classify", "path/to/all-MiniLM-L6-v2", "sst2/train.tsv", "sst2/dev.tsv",
                               out="/tmp/sst2", layout=DataLayout.for_task("sst2"), epochs=1)
     metrics["accuracy"]
@@ -309,7 +309,7 @@ def _dev_evaluation(spec, current_model, dev_examples, dev_ds, layout, eval_ever
 
     evaluation = PeriodicEvaluation(lambda: spec.score(current_model(), dev_examples, dev_ds), eval_every,
                                     prefix="dev_", on_result=on_result, label="dev",
-                                    shown=spec.shown_metrics(layout))
+                                    shown=spec.shown_metrics)
     return evaluation
 
 

@@ -1,9 +1,9 @@
-"""The task registry: every `TASK` defined by a module of `keras_bert_zoo.tasks`.
+"""The task registry: the `TASK` of every task package `keras_bert_zoo.tasks.<name>/spec.py`.
 
-Modules are discovered, not listed, so adding a task is adding a module. Discovery
-imports every task module, and they are light: a task module imports TensorFlow, Keras
-and its model class only inside the methods that use them (its `TaskSpec` names the
-model class by its dotted path), so `bert-zoo finetune --help`, which lists the tasks
+Task packages are discovered, not listed, so adding a task is adding a package (its
+model, data, metrics and `spec.py`). Discovery imports every package's `spec` module, and
+they are light: a spec imports TensorFlow, Keras and its model class only inside the
+methods that use them (its `TaskSpec` names the model class by its dotted path), so `bert-zoo finetune --help`, which lists the tasks
 and their flags, starts without TensorFlow. `tests/test_cli_startup.py` checks it.
 """
 
@@ -15,9 +15,15 @@ from keras_bert_zoo.errors import CheckpointError, UsageError
 
 __all__ = ["all_tasks", "task_names", "get_task", "task_of_model", "task_of_model_dir"]
 
-# Modules of the package that hold machinery, not a task.
-_NOT_TASKS = {"base", "options", "registry", "finetuning", "pretraining"}  # the jobs
 _TASKS = None
+
+
+def _task_modules(package):
+    """`package.<task>.spec` for every task package (a subpackage of `package`); the modules
+    of `package` itself are machinery (`base`, `options`, `registry`, the fine-tuning job)."""
+    for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
+        if info.ispkg and not info.name.startswith("_"):
+            yield f"{package}.{info.name}.spec"
 
 
 def _discover():
@@ -26,10 +32,8 @@ def _discover():
         package = __name__.rpartition(".")[0]  # this module's package, found without importing it
 
         tasks = {}
-        for info in sorted(pkgutil.iter_modules([os.path.dirname(__file__)]), key=lambda m: m.name):
-            if info.name in _NOT_TASKS or info.name.startswith("_"):
-                continue
-            spec = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
+        for module in _task_modules(package):
+            spec = getattr(importlib.import_module(module), "TASK", None)
             if spec is None:
                 continue
             for key in (spec.name, spec.model_name):
@@ -72,7 +76,7 @@ def task_of_model(model):
                 return spec
     known = sorted(s.model_name for s in specs)
     raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
-                     f"{', '.join(known)} (a new task is a module in keras_bert_zoo/tasks/ with its TaskSpec).")
+                     f"{', '.join(known)} (a new task is a package in keras_bert_zoo/tasks/ with its TaskSpec in spec.py).")
 
 
 def task_of_model_dir(model_dir, verb="this command"):

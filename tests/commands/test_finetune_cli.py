@@ -9,7 +9,7 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from keras_bert_zoo.cli import main
 from keras_bert_zoo.models.backbone import BertBackbone
-from keras_bert_zoo.models.classifier import BertClassifier
+from keras_bert_zoo.tasks.classifier.model import BertClassifier
 
 WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "plot", "a", "very"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -67,7 +67,7 @@ def test_evaluate_verb_scores_a_pretrained_dir(pretrained, tmp_path, capsys):
     with open(path) as f:
         first = json.load(f)
     assert 0 <= first["mlm_accuracy"] <= 1 and 0 <= first["nsp_accuracy"] <= 1 and first["sequences"] > 0
-    from keras_bert_zoo.tasks.masked_lm import evaluate_pretrainer
+    from keras_bert_zoo.tasks.pretrainer.spec import evaluate_pretrainer
 
     again = evaluate_pretrainer(out, [corpus])  # fixed-seed masks: the same numbers
     assert again["mlm_accuracy"] == pytest.approx(first["mlm_accuracy"], abs=1e-6)

@@ -59,10 +59,10 @@ def _classify(model, f, *extra):
 
 
 CASES = [
-    # tasks/classify.py: a file layout needs --glue, or both columns.
+    # tasks/classifier/spec.py: a file layout needs --glue, or both columns.
     ("classify-no-layout", lambda m, f: _classify(m, f, "--text-column", "sentence"),
      r"give --glue \(a GLUE layout\) or both --text-column and --label-column"),
-    # tasks/pretraining.py `_check_arguments`: a TPU host cannot run the Python text reader.
+    # tasks/pretrainer/job.py `_check_arguments`: a TPU host cannot run the Python text reader.
     ("pretrain-tpu-text-corpus", lambda m, f: _pretrain(f, "--strategy", "tpu", "--tpu", "local"),
      r"--strategy tpu reads TFRecords"),
     # training/strategies.py `check_strategy`: --tpu alone trained on the CPU before.
@@ -80,7 +80,7 @@ CASES = [
      r"argument --lora-rank: .*0"),
     ("pretrain-tpu-without-address", lambda m, f: _pretrain(f, "--strategy", "tpu"),
      r"--strategy tpu needs --tpu ADDRESS"),
-    # preprocessing/squad.py: the window has no room for the passage after the question.
+    # tasks/span_qa/preprocessor.py: the window has no room for the passage after the question.
     ("qa-sequence-shorter-than-question", lambda m, f: [
         "finetune", "qa", "--model", m, "--train", f["squad"], "--dev", f["squad"], "--out", f["out"],
         "--sequence-length", "32", "--max-query-length", "64"],

@@ -21,7 +21,7 @@ from keras_bert_zoo import BertBackbone
 from keras_bert_zoo.convert.checkpoint import Checkpoint
 from keras_bert_zoo.convert.tf_h5_io import read_tf_h5
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError
-from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from tests.convert.test_hub_cache import cache_repo
 from tests.failures.test_cli_failures import Exploit
 from tests.helpers import REPO_ROOT

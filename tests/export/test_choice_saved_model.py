@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertMultipleChoice
 from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 

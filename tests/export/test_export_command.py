@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor, cli
-from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from tests.helpers import minilm_path
 
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertSpanQA
 from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 

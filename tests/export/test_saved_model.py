@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
 from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from tests.helpers import REPO_ROOT, minilm_path
 
 LONG = "A sentence that goes on " + "and on " * 40 + "past the sequence length."

@@ -16,7 +16,7 @@ from keras_bert_zoo import BertClassifier
 from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.export.serving import TaskServing
-from keras_bert_zoo.tasks.tag import TaggerServing
+from keras_bert_zoo.tasks.tagger.serving import TaggerServing
 from tests.export.test_saved_model import _backbone, _fresh_process, _preprocessor
 from tests.export.test_tagger_saved_model import IOB2, LONG, _check_against_model, _tagger, _unpad
 

@@ -2,7 +2,7 @@
 
 References nobody here wrote into the serving graph: the Keras model's own host-side
 path (`BertTagger.predict_tags` / `predict_entities`: numpy windows merge and the
-pure-Python conlleval decoder `metrics.entities.entity_spans`), Python's
+pure-Python conlleval decoder `tasks.tagger.metrics.entity_spans`), Python's
 `re.finditer(r"\\S+")` for words and character offsets, and TensorFlow's
 `tf.saved_model.load` in a fresh process where this package cannot be imported.
 """
@@ -18,11 +18,11 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, cli
 from keras_bert_zoo.export.saved_model import export_saved_model
-from keras_bert_zoo.metrics.entities import entity_spans
-from keras_bert_zoo.models.tagger import BertTagger
-from keras_bert_zoo.preprocessing.tag_predict import predict_words
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
-from keras_bert_zoo.tasks.tag import TaggerServing
+from keras_bert_zoo.tasks.tagger.metrics import entity_spans
+from keras_bert_zoo.tasks.tagger.model import BertTagger
+from keras_bert_zoo.tasks.tagger.predict import predict_words
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.serving import TaggerServing
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 

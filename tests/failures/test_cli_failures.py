@@ -30,7 +30,7 @@ def models(tmp_path_factory):
     import keras
 
     from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
 
     root = tmp_path_factory.mktemp("models")
     tiny = str(root / "tiny")

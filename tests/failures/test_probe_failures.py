@@ -456,7 +456,7 @@ def test_every_numeric_flag_of_every_verb_carries_its_range():
 
 # --- SQuAD as Hugging Face datasets exports it --------------------------------------------------------
 def test_squad_in_the_hugging_face_answers_layout_reads_as_the_official_one(models, tmp_path):
-    from keras_bert_zoo.preprocessing.squad_data import read_squad
+    from keras_bert_zoo.tasks.span_qa.data import read_squad
 
     w = World(tmp_path / "w", models)
     official = read_squad(squad(w, "a.json", answers=[{"text": "good", "answer_start": 13},

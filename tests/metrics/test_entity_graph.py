@@ -1,5 +1,5 @@
-"""The in-graph conlleval decoder (`metrics.entity_graph`) against the Python one
-(`metrics.entities.entity_spans`): the same entities on every sentence of CoNLL-2003
+"""The in-graph conlleval decoder (`tasks.tagger.entity_graph`) against the Python one
+(`tasks.tagger.metrics.entity_spans`): the same entities on every sentence of CoNLL-2003
 eng.testa, gold and corrupted, in IOB1, IOB2 and BIOES."""
 
 import doctest
@@ -7,9 +7,9 @@ import doctest
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.metrics import entity_graph
-from keras_bert_zoo.metrics.entities import entity_spans
-from keras_bert_zoo.metrics.entity_graph import entity_spans_tf, label_tables
+from keras_bert_zoo.tasks.tagger import entity_graph
+from keras_bert_zoo.tasks.tagger.metrics import entity_spans
+from keras_bert_zoo.tasks.tagger.entity_graph import entity_spans_tf, label_tables
 from tests.metrics.test_entities import dev_data
 
 

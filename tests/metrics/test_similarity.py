@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo.metrics.classification import pearson, spearman
-from keras_bert_zoo.metrics.similarity import cosine_similarity, similarity_correlations
+from keras_bert_zoo.tasks.embedder.metrics import cosine_similarity, similarity_correlations
 
 
 def test_against_scipy():

@@ -8,8 +8,8 @@ import string
 
 import pytest
 
-from keras_bert_zoo.metrics.squad import find_best_threshold, squad_scores
-from keras_bert_zoo.preprocessing.squad_data import read_squad
+from keras_bert_zoo.tasks.span_qa.metrics import find_best_threshold, squad_scores
+from keras_bert_zoo.tasks.span_qa.data import read_squad
 from tests.helpers import shared_data
 
 

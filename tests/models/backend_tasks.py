@@ -29,7 +29,7 @@ SCRIPT = r'''
 import tensorflow as tf
 from keras_bert_zoo import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSentenceEmbedder, BertSpanQA,
                             BertTagger, masked_lm_dataset)
-from keras_bert_zoo.preprocessing.squad import make_qa_dataset, make_qa_windows
+from keras_bert_zoo.tasks.span_qa.preprocessor import make_qa_dataset, make_qa_windows
 
 presets, out, x = ARGS["presets"], ARGS["out"], ARGS["inputs"]
 results = {}

@@ -32,7 +32,7 @@ def _classifier(v, pre):
 
 
 def _tagger(v, _):
-    from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
     model = BertTagger(_backbone(v), num_labels=3, preprocessor=pre, label_names=["O", "B-X", "I-X"])
@@ -42,7 +42,7 @@ def _tagger(v, _):
 
 
 def _span_qa(v, _):
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)
     model = BertSpanQA(_backbone(v), preprocessor=pre)
@@ -51,7 +51,7 @@ def _span_qa(v, _):
 
 
 def _choice(v, _):
-    from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)
     model = BertMultipleChoice(_backbone(v), preprocessor=pre)

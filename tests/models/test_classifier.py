@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.models.backbone import BertBackbone
-from keras_bert_zoo.models.classifier import BertClassifier
+from keras_bert_zoo.tasks.classifier.model import BertClassifier
 from tests.helpers import run_model_test
 
 
@@ -195,7 +195,7 @@ def test_from_preset_without_num_classes_names_the_argument(tmp_path):
     """A backbone directory (no head, no id2label) or a preset name cannot say how many classes:
     the error names `num_classes=`, not the constructor's bare TypeError."""
     from keras_bert_zoo.errors import UsageError
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
 
     path = str(tmp_path / "backbone")
     tiny_backbone().save_to_preset(path)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder, BertTagger
-from keras_bert_zoo.preprocessing.sts import read_sts
+from keras_bert_zoo.tasks.embedder.data import read_sts
 from tests.helpers import minilm_path, shared_data
 
 TEXTS = ["A man is playing a guitar.", "", "Zürich, café — 日本語", "and on " * 60, "A man plays guitar."]

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.backbone import BertBackbone
-from keras_bert_zoo.models.classifier import BertClassifier
+from keras_bert_zoo.tasks.classifier.model import BertClassifier
 from tests.helpers import assert_allclose_tree
 
 VOCAB, LAYERS, HIDDEN = 50, 2, 8

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertMultipleChoice
-from keras_bert_zoo.preprocessing.choice import MultipleChoicePreprocessor
-from keras_bert_zoo.preprocessing.choice_data import read_choices
+from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
+from keras_bert_zoo.tasks.multiple_choice.data import read_choices
 from tests.helpers import minilm_path, run_model_test, shared_data
 
 

@@ -14,13 +14,13 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder, BertSpanQA, BertTagger
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_windows, window_logits
-from keras_bert_zoo.preprocessing.squad_data import read_squad
-from keras_bert_zoo.preprocessing.sts import read_sts
-from keras_bert_zoo.preprocessing.tag_predict import window_logits as tag_window_logits
-from keras_bert_zoo.preprocessing.tag_windows import make_windows
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows, window_logits
+from keras_bert_zoo.tasks.span_qa.data import read_squad
+from keras_bert_zoo.tasks.embedder.data import read_sts
+from keras_bert_zoo.tasks.tagger.predict import window_logits as tag_window_logits
+from keras_bert_zoo.tasks.tagger.windows import make_windows
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from tests.helpers import minilm_path, shared_data
 
 

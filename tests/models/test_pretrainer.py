@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.models.pretrainer import BertPretrainer
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from tests.helpers import minilm_path, run_model_test
 
 VOCAB = 50

@@ -286,7 +286,7 @@ def test_bucketed_predict_loops_run_without_autotuning(pre, monkeypatch):
     tagger under a strategy) go through `bucketing.in_memory_buckets`: each dataset
     they hand Keras has autotuning off, and the outputs land on the right rows."""
     from keras_bert_zoo import BertSpanQA
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows, window_logits
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows, window_logits
 
     seen = []
     predict = keras.Model.predict

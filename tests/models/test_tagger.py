@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertTagger
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL
 from tests.helpers import minilm_path, run_model_test, shared_data, train_side_by_side
 
 LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]

@@ -16,7 +16,7 @@ SEQ = 128
 @pytest.fixture(scope="module")
 def real_batch():
     """~300k real WordPiece tokens: WikiText-2 valid packed into 128-token pairs."""
-    from keras_bert_zoo.preprocessing.pretraining_data import packed_instances
+    from keras_bert_zoo.tasks.pretrainer.data import packed_instances
 
     corpus = shared_data("pretrain_text", "wikitext-2.valid.tokens.txt")
     vocab = os.path.join(minilm_path(), "vocab.txt")

@@ -11,11 +11,11 @@ import tensorflow as tf
 from keras_bert_zoo import BertBackbone, BertTagger
 from keras_bert_zoo.models.layers.encoder_block import attention_layout
 from keras_bert_zoo.preprocessing.packing import first_fit_decreasing, pack_batch
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS
-from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
-from keras_bert_zoo.preprocessing.tag_windows import make_windows
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
+from keras_bert_zoo.tasks.tagger.windows import make_windows
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from tests.helpers import minilm_path, shared_data
 
@@ -146,8 +146,8 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
     (the padded loss also spreads probability over the padding, whose amount depends
     on the batch), and the start/end accuracies are 1 for logits peaked at the targets."""
     from keras_bert_zoo import BertSpanQA
-    from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_dataset, make_qa_windows
-    from keras_bert_zoo.preprocessing.squad_data import read_squad
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows
+    from keras_bert_zoo.tasks.span_qa.data import read_squad
 
     examples = read_squad(shared_data("squad", "dev.json"), max_examples=40)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=128, doc_stride=32, stride_mode="overlap")

@@ -6,9 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert_zoo.preprocessing.corpus import read_documents, split_sentences
-from keras_bert_zoo.preprocessing.pretraining_data import WordPieceIds, tokenize_documents
-from keras_bert_zoo.preprocessing.pretraining_pairs import (
+from keras_bert_zoo.tasks.pretrainer.corpus import read_documents, split_sentences
+from keras_bert_zoo.tasks.pretrainer.data import WordPieceIds, tokenize_documents
+from keras_bert_zoo.tasks.pretrainer.pairs import (
     generate_instances,
     pack_instance,
     truncate_seq_pair,
@@ -137,7 +137,7 @@ def test_packing_matches_hf_tokenizers_pair_encoding():
     ours = WordPieceIds(os.path.join(path, "vocab.txt"))
     a, b = "The lobster is blue.", "It turns red on cooking!"
     ida, idb = ours([a, b])
-    from keras_bert_zoo.preprocessing.pretraining_pairs import Instance
+    from keras_bert_zoo.tasks.pretrainer.pairs import Instance
 
     ids, segs, mask = pack_instance(Instance(ida, idb, 0, 0, 0), 32, 101, 102, 0)
     ref = hf.encode(a, b)

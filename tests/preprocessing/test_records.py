@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.models.pretrainer import BertPretrainer
-from keras_bert_zoo.preprocessing.pretraining_data import make_masker, pretraining_dataset
-from keras_bert_zoo.preprocessing.records import read_pretraining_records, write_pretraining_records
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
+from keras_bert_zoo.tasks.pretrainer.data import make_masker, pretraining_dataset
+from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records, write_pretraining_records
 from tests.helpers import minilm_path, shared_data
 
 SEQ, PRED = 64, 10
@@ -175,7 +175,7 @@ def _vocabulary(size):
 
 
 def test_input_shards_give_each_worker_its_files_and_together_the_one_process_batches(tmp_path):
-    from keras_bert_zoo.preprocessing.records import worker_files
+    from keras_bert_zoo.tasks.pretrainer.records import worker_files
 
     paths = _numbered_records(str(tmp_path), files=4, per_file=6)
     common = dict(batch_size=8, input_shards=4, shuffle=True, repeat=True, seed=3,
@@ -202,7 +202,7 @@ def test_input_shards_give_each_worker_its_files_and_together_the_one_process_ba
 
 
 def restore_ids(batch):
-    from keras_bert_zoo.preprocessing.records import restore_masked_ids
+    from keras_bert_zoo.tasks.pretrainer.records import restore_masked_ids
 
     x, y = batch
     return restore_masked_ids(x["token_ids"], x["mask_positions"], y["mask_ids"], y["mask_weights"]).numpy()

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.preprocessing.span_search import SpanSearch
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_windows
-from keras_bert_zoo.preprocessing.squad_data import read_squad
+from keras_bert_zoo.tasks.span_qa.span_search import SpanSearch
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
+from keras_bert_zoo.tasks.span_qa.data import read_squad
 from tests.helpers import minilm_path, shared_data
 
 

@@ -4,8 +4,8 @@ HF run_qa.py's rule, every gold answer covered (step mode) and recovered from ou
 import numpy as np
 import pytest
 
-from keras_bert_zoo.preprocessing.squad import SpanQAPreprocessor, make_qa_windows
-from keras_bert_zoo.preprocessing.squad_data import read_squad
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
+from keras_bert_zoo.tasks.span_qa.data import read_squad
 from tests.helpers import minilm_path, shared_data
 
 

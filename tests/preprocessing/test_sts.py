@@ -8,8 +8,8 @@ written out here; the counts are ../shared/data/README.md's.
 import numpy as np
 import pytest
 
-from keras_bert_zoo.preprocessing.sts import read_sts
-from keras_bert_zoo.preprocessing.task_data import DataLayout, read_examples
+from keras_bert_zoo.tasks.embedder.data import read_sts
+from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples
 from tests.helpers import shared_data
 
 

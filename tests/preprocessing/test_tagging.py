@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.preprocessing.tag_alignment import IGNORE_LABEL, MODEL_INPUTS, inside_label_map
-from keras_bert_zoo.preprocessing.tag_dataset import make_tagging_dataset
-from keras_bert_zoo.preprocessing.tag_predict import predict_words
-from keras_bert_zoo.preprocessing.tag_windows import make_windows, merge_windows, merge_windows_tf
-from keras_bert_zoo.preprocessing.tagging_data import read_tagged
-from keras_bert_zoo.preprocessing.tagging_preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS, inside_label_map
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
+from keras_bert_zoo.tasks.tagger.predict import predict_words
+from keras_bert_zoo.tasks.tagger.windows import make_windows, merge_windows, merge_windows_tf
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from tests.helpers import minilm_path, shared_data
 

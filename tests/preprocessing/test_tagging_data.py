@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from keras_bert_zoo.metrics.entities import iob1_to_iob2
-from keras_bert_zoo.preprocessing.tagging_data import TaggedExamples, read_tagged, write_tagged
+from keras_bert_zoo.tasks.tagger.metrics import iob1_to_iob2
+from keras_bert_zoo.tasks.tagger.data import TaggedExamples, read_tagged, write_tagged
 from tests.helpers import shared_data
 
 CONLL_LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]

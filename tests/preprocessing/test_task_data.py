@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.preprocessing.task_data import DataLayout, make_dataset, read_examples
+from keras_bert_zoo.tasks.classifier.data import DataLayout, make_dataset, read_examples
 from tests.helpers import shared_data
 
 
@@ -100,7 +100,7 @@ def _examples(n=300, seed=0):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 60, n)
     texts = [" ".join(f"w{rng.integers(50)}" for _ in range(k)) for k in lengths]
-    from keras_bert_zoo.preprocessing.task_data import Examples
+    from keras_bert_zoo.tasks.classifier.data import Examples
 
     return Examples(texts=(texts,), labels=np.arange(n, dtype=np.int32), label_names=None), lengths + 2
 

@@ -5,8 +5,8 @@ import doctest
 
 import tensorflow as tf
 
-from keras_bert_zoo.preprocessing import words
-from keras_bert_zoo.preprocessing.words import as_words, python_whitespace, split_words_tf, word_spans
+from keras_bert_zoo.tasks.tagger import words
+from keras_bert_zoo.tasks.tagger.words import as_words, python_whitespace, split_words_tf, word_spans
 
 SPACES = "".join(map(chr, python_whitespace()))
 TEXTS = ["", "   ", "EU rejects German call", f"a{SPACES}b c\u200bd", "  café\u3000naïve \u00e9t\u00e9 ", "x" * 5]

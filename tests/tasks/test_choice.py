@@ -11,7 +11,7 @@ import pytest
 
 from keras_bert_zoo import BertMultipleChoice
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.preprocessing.choice_data import read_choices
+from keras_bert_zoo.tasks.multiple_choice.data import read_choices
 from tests.helpers import save_tiny_model, shared_data
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertClassifier, finetune
-from keras_bert_zoo.preprocessing.task_data import DataLayout
+from keras_bert_zoo.tasks.classifier.data import DataLayout
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "film", "was"]
 

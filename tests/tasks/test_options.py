@@ -61,13 +61,13 @@ def test_a_bad_keyword_names_the_option_and_what_is_allowed(given, message):
 
 
 def test_options_apply_to_a_given_layout_only_where_it_has_the_field():
-    from keras_bert_zoo.tasks.qa import QALayout
+    from keras_bert_zoo.tasks.span_qa.spec import QALayout
 
     qa = get_task("qa")
     assert qa.layout_from_options(QALayout(doc_stride=64), stride_mode="overlap") == QALayout(
         doc_stride=64, stride_mode="overlap")
     classify = get_task("classify")
-    from keras_bert_zoo.preprocessing.task_data import DataLayout
+    from keras_bert_zoo.tasks.classifier.data import DataLayout
 
     with pytest.raises(UsageError, match=r"\['glue'\] cannot be applied to the layout given"):
         classify.layout_from_options(DataLayout.for_task("sst2"), glue="mrpc")

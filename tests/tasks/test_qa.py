@@ -9,7 +9,7 @@ import pytest
 
 from keras_bert_zoo import BertBackbone, BertSpanQA
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.metrics.squad import squad_scores
+from keras_bert_zoo.tasks.span_qa.metrics import squad_scores
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PEOPLE = ["anna", "bert", "carl", "dora", "emil", "fred"]

@@ -29,7 +29,7 @@ def test_every_task_implements_what_the_verbs_call():
         spec = get_task(name)
         assert isinstance(spec, TaskSpec)
         assert get_task(spec.model_class().__name__) is spec  # found by its class's name too
-        assert spec.serving() is not None, f"{name} has no SavedModel serving"
+        assert spec.serving is not None, f"{name} has no SavedModel serving"
         assert type(spec).evaluate is not TaskSpec.evaluate, f"{name} cannot be evaluated"
         if spec.finetunable:
             for method in ("read_data", "build_model", "dataset", "score", "predict"):
@@ -90,14 +90,14 @@ def test_a_model_finds_its_task_by_class_not_by_name():
     """The exporter's lookup (`task_of_model`): a user's subclass of a task model is served as
     that task; a class that merely shares the name is refused with the list of task models."""
     from keras_bert_zoo.errors import UsageError
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.tasks.registry import task_of_model
 
     class MyTagger(BertTagger):
         pass
 
     assert task_of_model(MyTagger.__new__(MyTagger)).name == "tag"
-    assert task_of_model(MyTagger.__new__(MyTagger)).serving().__name__ == "TaggerServing"
+    assert task_of_model(MyTagger.__new__(MyTagger)).serving.__name__ == "TaggerServing"
     impostor = type("BertTagger", (), {})()
     with pytest.raises(UsageError, match=r"a BertTagger is not the model of any task; the task models are "
                                          r"BertClassifier, .*BertTagger"):

@@ -9,7 +9,7 @@ import pytest
 
 from keras_bert_zoo import BertTagger
 from keras_bert_zoo.cli import main
-from keras_bert_zoo.metrics.entities import entity_scores
+from keras_bert_zoo.tasks.tagger.metrics import entity_scores
 from tests.helpers import save_tiny_model
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -54,7 +54,7 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     model = BertTagger.from_preset(out)
     assert model.scheme == "IOB2" and "B-PER" in model.label_names  # IOB1 was read as IOB2
     # The saved metrics are the entity scores of the saved model, recomputed by hand.
-    from keras_bert_zoo.preprocessing.tagging_data import read_tagged
+    from keras_bert_zoo.tasks.tagger.data import read_tagged
 
     gold = read_tagged(dev)
     predicted = model.predict_tags(gold.words)
@@ -115,7 +115,7 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     """`batching="by_length"`: batches of similar length with their row weights (see
     `make_tagging_dataset`) go through the resumable loop into the tagger's loss."""
     from keras_bert_zoo import finetune
-    from keras_bert_zoo.preprocessing import tag_dataset
+    from keras_bert_zoo.tasks.tagger import dataset as tag_dataset
 
     made = []  # the training batches finetune really builds (by_length was once lost on the way)
 
@@ -139,7 +139,7 @@ def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeyp
     """`finetune("tag")` packs its random training batches into rows (`preprocessing.packing`)
     and learns the tags through them; `"bucketed"` keeps the rows one window each."""
     from keras_bert_zoo import finetune
-    from keras_bert_zoo.preprocessing import tag_dataset
+    from keras_bert_zoo.tasks.tagger import dataset as tag_dataset
 
     made = []
 

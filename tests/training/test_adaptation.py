@@ -13,7 +13,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from keras_bert_zoo import BertPreprocessor, BertPretrainer, continue_pretraining
-from keras_bert_zoo.preprocessing.pretraining_data import masked_lm_dataset
+from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
 from tests.helpers import minilm_path
 
 TEXTS = ["a fine film .", "a dull , tired film that goes on and on .", "the cast is great",

@@ -186,8 +186,8 @@ def test_replicas_2_splits_the_cpu_for_finetune_and_pretrain(classify_inputs):
 def test_pretrain_on_two_workers_reading_their_own_record_files_equals_one_process(tmp_path):
     """`--input-shards 2`: each worker reads one of the two record files (it says which), and the
     run equals one process reading both files as the same two shards."""
-    from keras_bert_zoo.preprocessing.pretraining_data import pretraining_dataset
-    from keras_bert_zoo.preprocessing.records import write_pretraining_records
+    from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset
+    from keras_bert_zoo.tasks.pretrainer.records import write_pretraining_records
 
     vocab = os.path.join(minilm_path(), "vocab.txt")
     batches = list(pretraining_dataset([shared_data("pretrain_text", "sample_text.txt")], vocab,

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertClassifier, finetune
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.preprocessing.task_data import DataLayout
+from keras_bert_zoo.tasks.classifier.data import DataLayout
 from keras_bert_zoo.training import create_optimizer
 from tests.helpers import save_tiny_model
 

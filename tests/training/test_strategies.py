@@ -66,7 +66,7 @@ def keras_model_case(rng, n):
 
 
 def pretrainer_case(rng, n):
-    from keras_bert_zoo.models.pretrainer import BertPretrainer
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 
     def build():
         model = BertPretrainer(backbone=_tiny_backbone())
@@ -85,7 +85,7 @@ def pretrainer_case(rng, n):
 
 
 def classifier_case(rng, n):
-    from keras_bert_zoo.models.classifier import BertClassifier
+    from keras_bert_zoo.tasks.classifier.model import BertClassifier
 
     def build():
         model = BertClassifier(_tiny_backbone(), num_classes=3, dropout=0.0)
@@ -96,7 +96,7 @@ def classifier_case(rng, n):
 
 
 def tagger_case(rng, n):
-    from keras_bert_zoo.models.tagger import BertTagger
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
 
     def build():
         model = BertTagger(_tiny_backbone(), num_labels=5, dropout=0.0)
@@ -121,7 +121,7 @@ def packed_tagger_case(rng, n):
 
 
 def span_qa_case(rng, n):
-    from keras_bert_zoo.models.span_qa import BertSpanQA
+    from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
 
     def build():
         model = BertSpanQA(_tiny_backbone())
@@ -153,7 +153,7 @@ def packed_span_qa_case(rng, n):
 
 
 def multiple_choice_case(rng, n):
-    from keras_bert_zoo.models.multiple_choice import BertMultipleChoice
+    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
 
     def build():
         model = BertMultipleChoice(_tiny_backbone(), dropout=0.0)
@@ -170,7 +170,7 @@ def embedder_case(rng, n):
     """Sentence embeddings trained towards target vectors with a Keras MSE loss."""
     import keras
 
-    from keras_bert_zoo.models.embedder import BertSentenceEmbedder
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
 
     def build():
         model = BertSentenceEmbedder(_tiny_backbone(), pooling="mean")
