@@ -14,7 +14,7 @@ The recipe (REFERENCE_RESULTS.md): the real all-MiniLM-L6-v2 checkpoint, `--epoc
 10% linear warm-up then linear decay to 0 (`get_linear_schedule_with_warmup`, warm-up
 steps `round(0.1 * total)` on both sides), global gradient clipping at norm 1.0, seed 0,
 only the first word piece of a word labelled (-100 elsewhere: HF run_ner.py's rule), the
-IOB1 files read as IOB2 by `keras_bert_zoo.preprocessing.tagging_data.read_tagged` for
+IOB1 files read as IOB2 by `keras_bert_zoo.tasks.tagger.data.read_tagged` for
 BOTH sides, so the sentences, words and tags are identical.
 
 Known differences, by design of each side (reported, not hidden):
@@ -30,7 +30,7 @@ Known differences, by design of each side (reported, not hidden):
 
 Scores: the dev entity F1 of the model at the END of training (no best-of selection).
 HF's is seqeval's `f1_score` (default mode = conlleval rules) on word-level predictions
-(the first piece of each word). Ours is `keras_bert_zoo.metrics.entities`, as returned by
+(the first piece of each word). Ours is `keras_bert_zoo.tasks.tagger.metrics`, as returned by
 `finetune`, and is cross-checked here with seqeval on the same model's predictions.
 Speed: training sentences per second, training steps only (evaluation excluded; HF's
 one-off tokenization of the training set is timed separately and not included).
@@ -79,7 +79,7 @@ def _seqeval(true, pred):
 
 
 def _per_type(true, pred):
-    """Per-type F1 with keras_bert_zoo.metrics.entities (conlleval rules), for the table."""
+    """Per-type F1 with keras_bert_zoo.tasks.tagger.metrics (conlleval rules), for the table."""
     entity_scores = common.lib("entity_scores")
 
     scores = entity_scores(true, pred)

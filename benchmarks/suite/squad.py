@@ -18,7 +18,7 @@ rules, DYNAMIC padding (run_qa.py's default pads to 256: same logits, slower); r
 max-context filter (Google's run_squad.py and ours have one): a named difference.
 
 Scores: dev EM and F1 of the model at the END of training, both sides' `{id: answer}` scored by
-the official v1.1 rules (`keras_bert_zoo.metrics.squad`, tested against the official script).
+the official v1.1 rules (`keras_bert_zoo.tasks.span_qa.metrics`, tested against the official script).
 Speed: training windows/s over the training steps only; the sides run one after the other (see
 their load): side by side, interleaved, is `run.py finetune_speed --task qa`.
 Writes `ROOT/RUN/{ours,hf,results}.json` and `predictions_*.json` (RUN: `s{length}-e{epochs}`,
@@ -67,7 +67,7 @@ def read_squad(path, max_questions=None):
 
 
 def score(dataset_path, predictions, ids=None):
-    """SQuAD v1.1 exact match and F1 (`keras_bert_zoo.metrics.squad`, the official script's rules) of
+    """SQuAD v1.1 exact match and F1 (`keras_bert_zoo.tasks.span_qa.metrics`, the official script's rules) of
     `predictions` ({id: text}) over the file's questions, or over `ids` (the first N dev questions)."""
     squad_scores = common.lib("squad_scores")
     keep = set(ids) if ids is not None else None

@@ -55,7 +55,7 @@ MIN_SCALE = {"full": 0.25}
 # timed on this machine at start (a few seconds). A fine-tuning step costs FINETUNE_STEP_COST of a
 # pretraining step (bucketed batches are shorter, but each epoch also scores dev and saves the best),
 # and everything else (corpus, vocabulary, building and tracing the models, evaluations, export and
-# reloading) FIXED_STEPS steps. "full" from `benchmarks/demo_budget.py` on 2 cores (AVX-512,
+# reloading) FIXED_STEPS steps. "full" from the retired `demo_budget.py` (its record `benchmarks/results/demo_budget.*.json`) on 2 cores (AVX-512,
 # 2026-12-05): quiet runs of 1,200 / 500 steps took 1,269-1,504 / 874-937 start-up steps in all,
 # i.e. about 0.8 of a start-up step per pretraining step (its batches are real, not random) and 320
 # fixed; estimate / time was then 1.01-1.26 over all six runs (docs/benchmarks.md, "The demo's budget

@@ -107,7 +107,7 @@ class RawInputs:
         Keras (without a distribution strategy) leaves them to the first traced train
         step, and a `tf.function` that creates variables is traced twice: for MiniLM that
         second trace was half of a 1,600-sentence `fit` (first step 21 s -> 10 s,
-        `benchmarks/fit_speed.py`). `fit` calls it (with the compiled metrics' state,
+        `benchmarks/run.py fit_speed`). `fit` calls it (with the compiled metrics' state,
         `models.step_state`); the jobs' loop does the same.
         """
         from keras_bert_zoo.models.step_state import build_optimizer
@@ -246,7 +246,7 @@ def _batches_of(x, batch_size, validation_split=None):
 # program per width, while `tf.function` retraces shape-generic after a few
 # (`reduce_retracing`; tests/models/test_raw_inputs.py counts the traces). Even at one
 # fixed shape the bert_mini train step was faster without XLA on this machine kind
-# (1,506 vs 1,812 ms, issue 24). `benchmarks/fit_speed.py --systems ours,ours_xla`
+# (1,506 vs 1,812 ms, issue 24). `benchmarks/run.py fit_speed --systems ours,ours_xla`
 # measures this path: a 1,600-sentence SST-2 `fit` of MiniLM took 26.4 s without XLA
 # and 171.9 s with it (AVX-512, 2026-12-02), the compiles of each new width dominating.
 # Issue 28's start-up timing (`training.jit.choose_jit_compile`) times one fixed shape,

@@ -5,8 +5,7 @@ metrics' state (`compile(metrics=[...])`) to the first traced step, and a `tf.fu
 whose first trace creates variables is traced a second time. `compile(metrics=["accuracy"])`
 (a metric named, so Keras makes it in the first trace) did that to every train and test step;
 a trace of MiniLM's train step is not cheap: `fit` of 320 SST-2 sentences took 11.9 s with the
-second trace and 9.1 s without (`benchmarks/first_call.py`; docs/benchmarks.md, "The user's
-script re-measured, and one trace per step"). Creating that state first, from the dataset's
+second trace and 9.1 s without (the retired `first_call.py`, in git history). Creating that state first, from the dataset's
 element spec and the model's symbolic outputs (no batch is run), leaves one trace per step.
 
 Under a strategy Keras builds all of it in the strategy's scope itself (and the jobs' loop

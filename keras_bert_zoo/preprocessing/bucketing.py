@@ -141,7 +141,7 @@ def finish_in_memory(ds):
     nothing to tune, and its background thread can hold the iterator's teardown for
     seconds after the last batch: on 2 cores (TF 2.21) `predict` of MiniLM on SST-2 dev
     took 2.7 s or 5.2 s at random, the extra 2.0-2.5 s all spent between the last batch
-    and the call's return, and never so with autotuning off (`benchmarks/teardown_wait.py`).
+    and the call's return, and never so with autotuning off (docs/decisions.md, "teardown_wait").
     Keras builds a new iterator for each `evaluate`, `predict` and `fit`, so each could
     pay it.
     """

@@ -3,7 +3,7 @@
 The pieces are chosen by Hugging Face `tokenizers`' `WordPieceTrainer` (Rust): on the
 1.1 MB WikiText-2 file it learns 8,000 pieces in about a second and returns the size
 asked for, where tensorflow-text's pure-Python learner took minutes and returned 3,574
-(`benchmarks/vocab_speed.py`). That learner stays as `learner="tensorflow_text"`, and
+(docs/decisions.md, the retired `vocab_speed.py`). That learner stays as `learner="tensorflow_text"`, and
 is the fallback when `tokenizers` cannot be imported.
 """
 

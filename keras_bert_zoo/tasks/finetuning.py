@@ -158,7 +158,7 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         lora_rank: train LoRA adapters of this rank instead of the whole model
             (`BertBackbone.enable_lora`: the `query` and `value` projections' adapters and
             biases, and the task head; the rest frozen). LoRA wants a higher learning rate
-            than full fine-tuning (2e-3 on SST-2 with MiniLM, benchmarks/lora.py, docs/decisions.md). `out`
+            than full fine-tuning (2e-3 on SST-2 with MiniLM, `benchmarks/run.py lora`, docs/decisions.md). `out`
             holds the frozen model and the adapters (HF PEFT's files); `from_preset(out)`
             restores both.
         **task_options: the task's layout options, applied to `layout` (e.g. qa's

@@ -82,7 +82,7 @@ class BertMultipleChoice(Task):
     reads_packed_rows = True  # `call` pools each packed pair's [CLS] (`cls_index`)
     # A question's choices differ in length, so even sorted batches carry padding (1.30x
     # their real tokens on WikiText-2 questions; packed 1.045x): packed fit / evaluate /
-    # predict ran 1.21x / 1.12x / 1.21x faster (`benchmarks/fit_speed.py --task choice`,
+    # predict ran 1.21x / 1.12x / 1.21x faster (the retired `fit_speed.py --task choice`, in git history,
     # docs/benchmarks.md, 2026-12-04).
     packs_by_default = True
 
