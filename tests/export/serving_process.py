@@ -73,6 +73,17 @@ def _stop(server):
     server.wait()
 
 
+def stop():
+    """Ends the shared process (~600 MB resident once it has served the export tests); the next
+    `run_serving_script` would start a new one. `tests/export/conftest.py` calls it when the
+    export tests are done, so the rest of the run does not carry it."""
+    global _server, _stderr
+    if _server is not None:
+        _stop(_server)
+        _stderr.close()
+        _server = _stderr = None
+
+
 def run_serving_script(script, cwd, timeout=600):
     """Runs `script` (Python source, dedented here) with `cwd` as working directory in the shared
     process without keras_bert_zoo; returns what it printed. A failing script fails the test."""
