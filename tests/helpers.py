@@ -165,6 +165,37 @@ def run_on_backend(backend, script, tmp_path, timeout=600, **args):
     The script sees `ARGS` (`args`, through JSON), `keras` and `np`. One process per backend
     pays ~10-20 s of imports, so a test should check all it can in one script.
     """
+    return start_on_backend(backend, script, tmp_path, **args).result(timeout)
+
+
+class _BackendRun:
+    """A `run_on_backend` process under way; `result(timeout)` waits for its arrays."""
+
+    def __init__(self, backend, process, base):
+        self.backend, self.process, self.base = backend, process, base
+
+    def result(self, timeout=600):
+        import subprocess
+
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the {self.backend} process ran over {timeout} s:\n{self._stderr()}") from None
+        assert self.process.returncode == 0, f"the {self.backend} process failed:\n{self._stderr()}"
+        with np.load(self.base + ".npz") as arrays:
+            return {k: arrays[k] for k in arrays.files}
+
+    def _stderr(self):
+        with open(self.base + ".err") as f:
+            return f.read()[-4000:]
+
+
+def start_on_backend(backend, script, tmp_path, **args):
+    """`run_on_backend` without waiting: starts the process and returns a handle whose
+    `result(timeout)` gives the arrays. Two backends started together run side by side (a
+    2-core host runs the JAX and the torch process at once instead of one after the other)."""
     import json
     import subprocess
     import sys
@@ -173,8 +204,8 @@ def run_on_backend(backend, script, tmp_path, timeout=600, **args):
     with open(base + ".json", "w") as f:
         json.dump(args, f)
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, "-c", _BACKEND_PREAMBLE + script, backend, base + ".json", base + ".npz"],
-                            capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT)
-    assert result.returncode == 0, f"the {backend} process failed:\n{result.stderr[-4000:]}"
-    with np.load(base + ".npz") as arrays:
-        return {k: arrays[k] for k in arrays.files}
+    # stderr to a file: a pipe nobody reads while the other backend runs could fill and stall it
+    with open(base + ".err", "w") as err:
+        process = subprocess.Popen([sys.executable, "-c", _BACKEND_PREAMBLE + script, backend, base + ".json",
+                                    base + ".npz"], stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO_ROOT)
+    return _BackendRun(backend, process, base)

@@ -7,9 +7,6 @@ Python process where this package cannot be imported.
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -19,7 +16,8 @@ import tensorflow as tf
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
 from keras_bert_zoo.export.saved_model import export_saved_model
 from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
-from tests.helpers import REPO_ROOT, minilm_path
+from tests.export.serving_process import run_serving_script
+from tests.helpers import minilm_path
 
 LONG = "A sentence that goes on " + "and on " * 40 + "past the sequence length."
 TEXTS = ["a good film, truly great", "", "Zürich, naïve café, 日本語, ¡olé!", LONG, "bad and boring"]
@@ -53,38 +51,24 @@ def classifier():
     return model
 
 
+@pytest.fixture(scope="module")
+def exported(classifier, tmp_path_factory):
+    """`classifier` exported once: each test reads it, none writes to it (an export costs ~10 s)."""
+    return export_saved_model(classifier, str(tmp_path_factory.mktemp("classifier") / "served"))
+
+
 def _fresh_process(script, tmp_path):
-    """Runs `script` in a new interpreter where keras_bert_zoo cannot be imported."""
-    prelude = f"""
-    import sys
-    # The package is installed editable: drop its import hook and the repo from the path,
-    # so this process sees only what a serving machine has.
-    sys.meta_path[:] = [f for f in sys.meta_path if "keras_bert_zoo" not in repr(f)]
-    sys.path_hooks[:] = [h for h in sys.path_hooks if "keras_bert_zoo" not in repr(h)]
-    sys.path[:] = [p for p in sys.path if "keras_bert_zoo" not in p and p not in ("", {REPO_ROOT!r})]
-    sys.path_importer_cache.clear()
-    try:
-        import keras_bert_zoo  # noqa: F401
-    except ModuleNotFoundError:
-        pass
-    else:
-        raise SystemExit("keras_bert_zoo is importable in the fresh process; the test would prove nothing")
-    """
-    code = textwrap.dedent(prelude) + textwrap.dedent(script)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    result = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    """Runs `script` in an interpreter where keras_bert_zoo cannot be imported (one shared by the
+    export tests: `tests/export/serving_process.py`), in `tmp_path`; returns what it printed."""
+    return run_serving_script(script, tmp_path)
 
 
-def test_fresh_process_matches_model_predict(classifier, tmp_path):
+def test_fresh_process_matches_model_predict(classifier, exported, tmp_path):
     model = classifier
     expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
     # The check can only fail if the texts get different answers.
     assert np.ptp(expected[:, 2]) > 1e-2, expected
-    path = export_saved_model(model, str(tmp_path / "served"))
+    path = exported
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f, ensure_ascii=False)
 
@@ -112,9 +96,8 @@ def test_fresh_process_matches_model_predict(classifier, tmp_path):
     assert {"serving_default", "predict_token_ids", "tokenize"} <= set(got["signatures"])
 
 
-def test_token_id_signature_and_assets(classifier, tmp_path):
-    model = classifier
-    path = export_saved_model(model, str(tmp_path / "served"))
+def test_token_id_signature_and_assets(classifier, exported):
+    model, path = classifier, exported
     served = tf.saved_model.load(path)
     features = model.preprocessor(tf.constant(TEXTS))
     tokenized = served.signatures["tokenize"](text=tf.constant(TEXTS))
@@ -191,7 +174,7 @@ def test_clear_errors(tmp_path):
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
 
 
-def test_savedmodel_matches_hf_transformers(classifier, tmp_path):
+def test_savedmodel_matches_hf_transformers(classifier, exported, tmp_path):
     """Same weights through HF's own tokenizer and BertForSequenceClassification."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -201,7 +184,7 @@ def test_savedmodel_matches_hf_transformers(classifier, tmp_path):
     enc = tokenizer(TEXTS, padding="max_length", truncation=True, max_length=16, return_tensors="pt")
     with torch.no_grad():
         expected = torch.softmax(hf(**enc).logits, -1).numpy()
-    served = tf.saved_model.load(export_saved_model(classifier, str(tmp_path / "served")))
+    served = tf.saved_model.load(exported)
     got = served.signatures["serving_default"](text=tf.constant(TEXTS))
     np.testing.assert_array_equal(served.signatures["tokenize"](text=tf.constant(TEXTS))["token_ids"].numpy(),
                                   enc["input_ids"].numpy())

@@ -376,12 +376,14 @@ def test_model_directories_are_readable_by_others_under_umask_022(models, tmp_pa
 
 
 # --- two runs on one --out -------------------------------------------------------------------------
+# Holds the lock until the test closes its stdin (or kills it): a fixed sleep (it was 60 s) could
+# end, releasing the lock, while a starved nice-19 run on a loaded host is still checking.
 HOLD_LOCK = textwrap.dedent("""
-    import sys, time
+    import sys
     from keras_bert_zoo.locking import output_lock
     with output_lock(sys.argv[1]):
         print("locked", flush=True)
-        time.sleep(60)
+        sys.stdin.read()
 """)
 
 
@@ -390,7 +392,8 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(models, 
     w = World(tmp_path / "w", models)
     out = os.path.join(w.root, parent, "out")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, out], stdout=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, out], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
     try:
         assert first.stdout.readline().strip() == "locked"
         check_case(w.root, w.finetune(out=out), 1, r"--out .*out is being written by another run right now \(pid "

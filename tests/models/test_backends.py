@@ -2,7 +2,7 @@
 
 TensorFlow (this process) builds the six task models with tiny backbones and the real MiniLM
 vocabulary and saves each with `save_to_preset`. One process per other backend (JAX, torch;
-`tests.helpers.run_on_backend`) loads them all (`from_preset`), predicts on raw inputs, trains
+both started at once, `tests.helpers.start_on_backend`) loads them all (`from_preset`), predicts on raw inputs, trains
 a few raw `fit` steps, predicts again and saves its presets. Here: its predictions before
 training equal TensorFlow's within 1e-4, its loss dropped, and TensorFlow loads its presets and
 predicts what it predicted after training (a preset saved on one backend loads on another).
@@ -10,6 +10,7 @@ The TensorFlow-only entry points (SavedModel export, strategies, the `finetune` 
 jobs) refuse there with a one-line `UsageError` naming the backend.
 """
 
+import importlib.util
 import os
 
 import keras
@@ -19,7 +20,7 @@ import pytest
 from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertPretrainer,
                             BertSentenceEmbedder, BertSpanQA, BertTagger, MultipleChoicePreprocessor,
                             SpanQAPreprocessor, TaggingPreprocessor)
-from tests.helpers import minilm_path, run_on_backend
+from tests.helpers import minilm_path, start_on_backend
 from tests.models.backend_tasks import INPUTS, SCRIPT
 
 NAMES = ("classifier", "tagger", "choice", "embedder", "span_qa", "pretrainer")
@@ -62,6 +63,24 @@ def saved(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def runs(saved, tmp_path_factory):
+    """The JAX and torch processes, started together on the saved presets: they run side by side
+    (each ~2-4 min of imports, tracing and fits on a loaded 2-core host), each test waits for its own."""
+    started = {}
+    for backend in ("jax", "torch"):
+        if importlib.util.find_spec(backend) is None:
+            continue  # its test skips
+        path = tmp_path_factory.mktemp(f"on_{backend}")
+        started[backend] = (start_on_backend(backend, SCRIPT, path, presets=saved, out=str(path / "saved"),
+                                             inputs=INPUTS), str(path / "saved"))
+    yield started
+    for run, _ in started.values():
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+
+
 def tf_predictions(path, x=INPUTS):
     """What the script's `predicts` compute, here on TensorFlow, for the presets under `path`."""
     out = {}
@@ -82,10 +101,10 @@ def tf_predictions(path, x=INPUTS):
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_task_models_on_backend_match_tensorflow(backend, saved, tmp_path):
+def test_task_models_on_backend_match_tensorflow(backend, saved, runs):
     pytest.importorskip(backend)
-    out = tmp_path / f"saved_on_{backend}"
-    got = run_on_backend(backend, SCRIPT, tmp_path, presets=saved, out=str(out), inputs=INPUTS, timeout=900)
+    run, out = runs[backend]
+    got = run.result(timeout=900)
     expected = tf_predictions(saved)
     for name in NAMES:
         # the same weights predict the same on raw inputs (the tokenizer runs in tf.data on both)
@@ -95,7 +114,7 @@ def test_task_models_on_backend_match_tensorflow(backend, saved, tmp_path):
         # trained (the outputs moved) ...
         assert np.abs(got[f"{name}_after"] - got[f"{name}_before"]).max() > 1e-4, name
     # ... and saved on this backend, loaded here on TensorFlow: the same predictions
-    reloaded = tf_predictions(str(out))
+    reloaded = tf_predictions(out)
     for name in NAMES:
         np.testing.assert_allclose(reloaded[name], got[f"{name}_after"], atol=1e-4, rtol=1e-4, err_msg=name)
     for line in got["refusals"]:
