@@ -39,10 +39,11 @@ import re
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.models.layers.lora_dense import LoraDense
 from keras_bert_zoo.keras_compat import all_layers, dense_kernel_variable
 
-__all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
+__all__ = ["Int8Dense", "zero_point_bias", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
            "check_float_policy",
            "one_garbage_collection"]
@@ -88,6 +89,39 @@ class Int8Dense(LoraDense):
         # Keras' `Dense.quantize` skips subclasses with `type_check`; the variables and
         # the arithmetic here are its own, so the check does not concern this class.
         super().quantize(mode, type_check=False, config=config)
+        self.refresh_zero_point_bias()
+
+    def quantized_build(self, kernel_shape, mode, config=None):
+        super().quantized_build(kernel_shape, mode, config)
+        if mode == "int8":
+            # The +128 shift's correction depends on the int8 kernel only: held beside it,
+            # computed when the kernel changes (quantize, load), not in every call. A Keras
+            # weight, so the shared block trace passes each block's own in, `get_weights` /
+            # `set_weights` carry it with the kernel, and SavedModels capture it. Keras'
+            # `save_own_variables` writes the named int8 variables only: files do not hold it.
+            self.zero_point_bias = self.add_weight(name="zero_point_bias", shape=(self.units,),
+                                                   initializer="zeros", dtype="float32", trainable=False)
+
+    def refresh_zero_point_bias(self):
+        """Recomputes the cached shift correction from the int8 kernel (a no-op unless int8):
+        call it after assigning the int8 kernel directly (Keras' `quantize` and weight
+        loading do it themselves)."""
+        if self.quantization_mode == "int8" and getattr(self, "zero_point_bias", None) is not None:
+            self.zero_point_bias.assign(zero_point_bias(dense_kernel_variable(self)))
+
+    def load_own_variables(self, store):
+        if self.quantization_mode != "int8" or self.lora_enabled:
+            return super().load_own_variables(store)
+        # Keras' `Dense.load_own_variables` expects one stored tensor per variable; the
+        # cached correction has none (see `quantized_build`): the same loading, then it.
+        names = [n for n in self.variable_serialization_spec["int8"] if n != "bias" or self.bias is not None]
+        if len(store.keys()) != len(names):
+            raise CheckpointError(f"layer {self.path!r} is int8-quantized and expects {len(names)} saved tensors "
+                                  f"({', '.join(names)}); the file has {len(store.keys())}: it was saved from "
+                                  "another model. Load it into a model built and quantized the same way.")
+        for i, name in enumerate(names):
+            (dense_kernel_variable(self) if name == "kernel" else getattr(self, name)).assign(store[str(i)])
+        self.refresh_zero_point_bias()
 
     def _int8_call(self, inputs, training=None):
         if not self._fast_int8(inputs):
@@ -96,7 +130,7 @@ class Int8Dense(LoraDense):
 
         kernel = tf.convert_to_tensor(dense_kernel_variable(self))
         kernel_scale = tf.convert_to_tensor(self.kernel_scale)
-        shift = self._zero_point_bias(kernel)
+        shift = tf.convert_to_tensor(self.zero_point_bias)
 
         @tf.custom_gradient
         def product(x):
@@ -131,14 +165,15 @@ class Int8Dense(LoraDense):
         import tensorflow as tf
 
         return (self.compute_dtype == "float32" and _default_activation_quantizer(self.inputs_quantizer)
+                and getattr(self, "zero_point_bias", None) is not None
                 and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
                 and not _in_xla(tf))
 
-    def _zero_point_bias(self, kernel):
-        import tensorflow as tf
 
-        # -128 x column sums of the int8 kernel: integers below 2^24, exact in float32.
-        return -128.0 * tf.reduce_sum(tf.cast(kernel, tf.float32), axis=0)
+def zero_point_bias(kernel):
+    """-128 x each column's sum of an int8 `[in, out]` kernel: the bias that takes the +128
+    shift of the uint8 inputs back out (integers below 2^24, exact in float32)."""
+    return ops.multiply(-128.0, ops.sum(ops.cast(kernel, "float32"), axis=0))
 
 
 def dense_kernel(layer):
