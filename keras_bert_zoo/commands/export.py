@@ -7,11 +7,13 @@ it must hold its `vocab.txt`. Serve `PATH` with TF Serving or load it with
 `--quantize int8` exports the model quantized (`model.quantize("int8")`: int8 weights,
 inputs quantized per row; SST-2 accuracy within 0.1 point of float32, predict ~1.3-1.8x
 faster on a CPU with VNNI, docs/decisions.md "int8 inference"). A directory saved from a
-quantized model is exported quantized without the flag.
+quantized model is exported quantized without the flag. With `--precision bf16` too, the int8
+layers run their int8 product as in float32 and the rest of the graph computes in bfloat16.
 
 Examples:
     bert-zoo export --model /tmp/sst2 --out /tmp/sst2_served
     bert-zoo export --model /tmp/sst2 --out /tmp/sst2_int8 --quantize int8
+    bert-zoo export --model /tmp/sst2 --out /tmp/sst2_int8_bf16 --quantize int8 --precision bf16
     saved_model_cli show --dir /tmp/sst2_served --tag_set serve --signature_def serving_default
 """
 

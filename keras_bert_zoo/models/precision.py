@@ -5,7 +5,8 @@
 `keras.mixed_precision.set_global_policy("mixed_bfloat16")` (float32 weights, cast to bfloat16
 where they are read; softmax, LayerNorm and the task's logits float32, as the layers write
 them), copies the weights in and attaches the same preprocessor. The model given is not
-changed. Used by `export_saved_model(..., precision="bfloat16")`.
+changed. Used by `export_saved_model(..., precision="bfloat16")`. A mixed model goes back to
+float32 the same way, and a quantized model keeps its int8 layers.
 
 Examples:
 >>> import numpy as np
@@ -39,15 +40,19 @@ def precision_name(precision):
 
 
 def with_precision(model, precision):
-    """`model` itself for float32; otherwise its twin computing in `precision` (see the module)."""
+    """`model` itself when it computes in `precision` already; otherwise its twin computing in
+    `precision` (see the module). The model may be mixed already (a bfloat16 twin's float32
+    twin is the float32 model again) or `quantize("int8")`-ed: the twin is quantized the same
+    way, with the same int8 weights (its int8 layers run the int8 product in float32 and cast
+    the output to bfloat16, `models.layers.int8`)."""
     policy = PRECISIONS[precision_name(precision)]
     if policy == model.backbone.dtype_policy.name:
         return model
-    if model.backbone.dtype_policy.name != "float32":
-        raise UsageError(f"the model computes under {model.backbone.dtype_policy.name!r}; with_precision "
-                         "starts from a float32 model.")
     config = model.get_config()
-    config.pop("preprocessor", None)
+    if "preprocessor" in config:
+        # The same preprocessor object, given to the constructor: a twin that `from_config`
+        # quantizes takes no new sub-layer after (Keras locks its tracker).
+        config["preprocessor"] = model.preprocessor
     config["backbone"]["config"].pop("dtype", None)  # the global policy decides, as in a user's script
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)
@@ -56,5 +61,4 @@ def with_precision(model, precision):
     finally:
         keras.config.set_dtype_policy(previous)
     twin.set_weights(model.get_weights())
-    twin.preprocessor = getattr(model, "preprocessor", None)
     return twin

@@ -49,3 +49,33 @@ def test_export_command_quantizes(tmp_path, capsys):
     assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"),
                      "--quantize", "int8"]) == 0
     np.testing.assert_allclose(_served(str(tmp_path / "served"))["probabilities"].numpy(), expected, atol=1e-5)
+
+
+def test_export_command_bf16_and_int8_together(tmp_path):
+    """`--precision bf16 --quantize int8`: the served graph is the quantized model's bfloat16 twin
+    (`with_precision`: int8 layers on oneDNN's kernel, the rest in bfloat16) and answers as that
+    twin does in memory; the flags were not tested together before."""
+    import json
+    import os
+
+    from keras_bert_zoo.models.precision import with_precision
+
+    model = _classifier()
+    model.save_to_preset(str(tmp_path / "model"))
+    model.quantize("int8")
+    twin = with_precision(model, "bf16")
+    assert twin.backbone.encoder_layers[0].query.quantization_mode == "int8"
+    expected = twin.logits_to_probabilities(twin.predict(TEXTS, verbose=0))
+    float32_int8 = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"),
+                     "--precision", "bf16", "--quantize", "int8"]) == 0
+    got = _served(str(tmp_path / "served"))["probabilities"].numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-2)  # bf16: the served batch pads otherwise
+    assert 0 < np.abs(got - float32_int8).max() < 5e-2  # bfloat16 moved it, not far
+    info = json.load(open(os.path.join(tmp_path, "served", "assets", "export_info.json")))
+    assert info["precision"] == "bfloat16"
+    from keras_bert_zoo.models.layers.int8 import host_has_vnni
+
+    if host_has_vnni():  # the SavedModel multiplies the int8 layers with oneDNN's kernel
+        graph = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"].graph.as_graph_def()
+        assert "QuantizedMatMulWithBiasAndDequantize" in {node.op for f in graph.library.function for node in f.node_def}

@@ -85,6 +85,82 @@ def test_int8_dense_runs_onednn_int8_kernel():
     assert "BatchMatMulV3" not in ops and "MatMul" not in ops  # no int8 MatMul of Keras' path
 
 
+def _kernel_sums(graph):
+    """The ops of a graph and of the functions it calls (the shared block trace) that sum an
+    int8 tensor cast to float: the per-call correction the old call computed."""
+    ops = list(graph.get_operations())
+    for function in graph._functions.values():
+        ops += list(function.graph.get_operations())
+    return [op for op in ops if op.type == "Sum" and op.inputs[0].op.type == "Cast"
+            and op.inputs[0].op.inputs[0].dtype == tf.int8]
+
+
+@pytest.mark.skipif(not host_has_vnni(), reason="oneDNN's int8 kernel is used on VNNI hosts only")
+def test_zero_point_bias_is_read_not_recomputed_per_call():
+    """The +128 shift's correction (-128 x the int8 kernel's column sums) is a weight computed at
+    `quantize`: the traced call sums no int8 kernel. Before, every call summed the kernel (one `Sum` per int8 layer per call)."""
+    layer = Int8Dense(8)
+    layer.build((None, 16))
+    layer.quantize("int8")
+    np.testing.assert_array_equal(layer.zero_point_bias.numpy(),
+                                  -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0))
+    assert not layer.zero_point_bias.trainable
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 16], tf.float32)).graph
+    assert "QuantizedMatMulWithBiasAndDequantize" in {op.type for op in graph.get_operations()}
+    assert not _kernel_sums(graph)
+    # A whole classifier's predict graph: no reduction of any kernel either.
+    model = BertClassifier(_backbone(), num_classes=3, dropout=0.0)
+    model.quantize("int8")
+    block_trace.clear_shared_block_traces()
+    forward = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+        {k: tf.TensorSpec([None, 8], tf.int32) for k in INPUTS}).graph
+    assert not _kernel_sums(forward)
+
+
+def _quantized_classifier(seed):
+    model = BertClassifier(_backbone(seed), num_classes=3, dropout=0.0)
+    model.quantize("int8")
+    return model
+
+
+@pytest.mark.parametrize("how", ["keras_file", "weights_file", "preset", "set_weights"])
+def test_zero_point_bias_follows_loaded_kernels(how, tmp_path):
+    """A quantized model given another model's int8 kernels (each way weights arrive) computes
+    that model's outputs: the cached correction is recomputed (or copied) with the kernels,
+    not left as the first kernels' (it is not in the files: Keras saves the named int8 variables)."""
+    source, target = _quantized_classifier(0), _quantized_classifier(1)
+    expected = source.predict(INPUTS, verbose=0)
+    if how == "keras_file":
+        source.save(tmp_path / "m.keras")
+        target = keras.saving.load_model(tmp_path / "m.keras")
+    elif how == "weights_file":
+        source.save_weights(tmp_path / "m.weights.h5")
+        target.load_weights(tmp_path / "m.weights.h5")
+    elif how == "preset":
+        source.save_to_preset(str(tmp_path / "preset"))
+        target = BertClassifier.from_preset(str(tmp_path / "preset"))
+    else:
+        target.set_weights(source.get_weights())
+    for layer in target._flatten_layers():
+        if isinstance(layer, Int8Dense) and layer.quantization_mode == "int8":
+            np.testing.assert_array_equal(layer.zero_point_bias.numpy(),
+                                          -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0), err_msg=layer.path)
+    block_trace.clear_shared_block_traces()
+    np.testing.assert_allclose(target.predict(INPUTS, verbose=0), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_weights_file_of_another_layout_is_one_clear_error(tmp_path):
+    from keras_bert_zoo.errors import CheckpointError
+
+    source = Int8Dense(4)
+    source.build((None, 8))
+    source.quantize("int8")
+    store = {"0": np.zeros((8, 4), "int8")}  # kernel only: no bias, no scale
+    with pytest.raises(CheckpointError, match=r"int8-quantized and expects 3 saved tensors \(kernel, bias, "
+                                              r"kernel_scale\); the file has 1"):
+        source.load_own_variables(store)
+
+
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_task_int8_close_to_float32_and_predict_equals_eager(task):
     make, inputs = TASKS[task]

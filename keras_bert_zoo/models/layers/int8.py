@@ -8,11 +8,16 @@ not a oneDNN kernel: it ran at 0.3x the float32 matmul here (docs/decisions.md, 
 inference"). `Int8Dense` keeps Keras' variables, quantizer and numbers and runs the same
 integer product through `QuantizedMatMulWithBiasAndDequantize`, oneDNN's u8 x s8 inner
 product (VNNI): the int8 rows shifted by +128 to uint8, the shift taken back by a bias of
--128 x each column's sum of the int8 kernel, scales of 1 so the kernel sees plain
+-128 x each column's sum of the int8 kernel (a weight, `zero_point_bias`, computed when the
+kernel is set: at `quantize` and when weights load), scales of 1 so the kernel sees plain
 integers. The sums are exact integers, so the outputs equal Keras' own int8 path
 (tests/models/test_int8.py); a MiniLM layer's matmuls run 1.5-5x faster than float32.
+Under a mixed bfloat16 policy (`with_precision(model, "bf16")`, a global `mixed_bfloat16`)
+the same float32 product runs and its output is cast to bfloat16; Keras' own int8 call
+would run TensorFlow's int8 `MatMul` instead, the slow one.
 
-The fast path applies on the TensorFlow backend, outside XLA, on a CPU with VNNI (without
+The fast path applies on the TensorFlow backend, float32 variables computing in float32 or
+bfloat16, outside XLA, on a CPU with VNNI (without
 it, oneDNN's u8 x s8 product may saturate 16-bit pair sums; the shift puts uint8 values
 up to 255), with Keras' default activation quantizer and no LoRA; everywhere else
 `Int8Dense` is Keras' `Dense`. Float layers are untouched: `Int8Dense` only adds an int8
@@ -39,10 +44,11 @@ import re
 import keras
 from keras import ops
 
+from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.models.layers.lora_dense import LoraDense
-from keras_bert_zoo.keras_compat import all_layers, dense_kernel_variable
+from keras_bert_zoo.keras_compat import all_layers, autocast_scope, dense_kernel_variable
 
-__all__ = ["Int8Dense", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
+__all__ = ["Int8Dense", "zero_point_bias", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
            "check_float_policy",
            "one_garbage_collection"]
@@ -88,15 +94,55 @@ class Int8Dense(LoraDense):
         # Keras' `Dense.quantize` skips subclasses with `type_check`; the variables and
         # the arithmetic here are its own, so the check does not concern this class.
         super().quantize(mode, type_check=False, config=config)
+        self.refresh_zero_point_bias()
+
+    def quantized_build(self, kernel_shape, mode, config=None):
+        super().quantized_build(kernel_shape, mode, config)
+        if mode == "int8":
+            # The +128 shift's correction depends on the int8 kernel only: held beside it,
+            # computed when the kernel changes (quantize, load), not in every call. A Keras
+            # weight, so the shared block trace passes each block's own in, `get_weights` /
+            # `set_weights` carry it with the kernel, and SavedModels capture it. Keras'
+            # `save_own_variables` writes the named int8 variables only: files do not hold it.
+            # Never autocast: its values reach 128 x 127 x the input width, beyond bfloat16's 8 bits.
+            self.zero_point_bias = self.add_weight(name="zero_point_bias", shape=(self.units,), initializer="zeros",
+                                                   dtype="float32", trainable=False, autocast=False)
+
+    def refresh_zero_point_bias(self):
+        """Recomputes the cached shift correction from the int8 kernel (a no-op unless int8):
+        call it after assigning the int8 kernel directly (Keras' `quantize` and weight
+        loading do it themselves)."""
+        if self.quantization_mode == "int8" and getattr(self, "zero_point_bias", None) is not None:
+            self.zero_point_bias.assign(zero_point_bias(dense_kernel_variable(self)))
+
+    def load_own_variables(self, store):
+        if self.quantization_mode != "int8" or self.lora_enabled:
+            return super().load_own_variables(store)
+        # Keras' `Dense.load_own_variables` expects one stored tensor per variable; the
+        # cached correction has none (see `quantized_build`): the same loading, then it.
+        names = [n for n in self.variable_serialization_spec["int8"] if n != "bias" or self.bias is not None]
+        if len(store.keys()) != len(names):
+            raise CheckpointError(f"layer {self.path!r} is int8-quantized and expects {len(names)} saved tensors "
+                                  f"({', '.join(names)}); the file has {len(store.keys())}: it was saved from "
+                                  "another model. Load it into a model built and quantized the same way.")
+        for i, name in enumerate(names):
+            (dense_kernel_variable(self) if name == "kernel" else getattr(self, name)).assign(store[str(i)])
+        self.refresh_zero_point_bias()
 
     def _int8_call(self, inputs, training=None):
         if not self._fast_int8(inputs):
             return super()._int8_call(inputs, training=training)
         import tensorflow as tf
 
-        kernel = tf.convert_to_tensor(dense_kernel_variable(self))
-        kernel_scale = tf.convert_to_tensor(self.kernel_scale)
-        shift = self._zero_point_bias(kernel)
+        # Under a mixed policy (bfloat16 compute) the int8 product runs in float32 around the
+        # kernel and only its output is cast to bfloat16. The reads are float32 (the shared
+        # block trace passes the scale and bias in already cast to bfloat16: cast back; the
+        # shift is never autocast, its integers need float32).
+        with autocast_scope(None):
+            kernel = tf.convert_to_tensor(dense_kernel_variable(self))
+            kernel_scale = tf.cast(self.kernel_scale, tf.float32)
+            shift = tf.convert_to_tensor(self.zero_point_bias)
+            bias = None if self.bias is None else tf.cast(self.bias, tf.float32)
 
         @tf.custom_gradient
         def product(x):
@@ -119,26 +165,28 @@ class Int8Dense(LoraDense):
             return out, grad
 
         x = product(ops.cast(inputs, "float32"))
-        if self.bias is not None:
-            x = ops.add(x, self.bias)
+        if bias is not None:
+            x = ops.add(x, bias)
         if self.activation is not None:
             x = self.activation(x)
-        return x
+        return ops.cast(x, self.compute_dtype)
 
     def _fast_int8(self, inputs):
         if keras.backend.backend() != "tensorflow" or not host_has_vnni() or self.lora_enabled:
             return False
         import tensorflow as tf
 
-        return (self.compute_dtype == "float32" and _default_activation_quantizer(self.inputs_quantizer)
+        return (self.compute_dtype in ("float32", "bfloat16") and self.variable_dtype == "float32"
+                and _default_activation_quantizer(self.inputs_quantizer)
+                and getattr(self, "zero_point_bias", None) is not None
                 and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
                 and not _in_xla(tf))
 
-    def _zero_point_bias(self, kernel):
-        import tensorflow as tf
 
-        # -128 x column sums of the int8 kernel: integers below 2^24, exact in float32.
-        return -128.0 * tf.reduce_sum(tf.cast(kernel, tf.float32), axis=0)
+def zero_point_bias(kernel):
+    """-128 x each column's sum of an int8 `[in, out]` kernel: the bias that takes the +128
+    shift of the uint8 inputs back out (integers below 2^24, exact in float32)."""
+    return ops.multiply(-128.0, ops.sum(ops.cast(kernel, "float32"), axis=0))
 
 
 def dense_kernel(layer):
