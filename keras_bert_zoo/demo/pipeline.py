@@ -39,8 +39,8 @@ BUDGETS = {
                   finetune_lr=1e-3, max_train_examples=None),
     # "full": 1,200 pretraining steps and 15 fine-tuning epochs, the budget issue 28 measured. Over 3
     # seeds it printed held-out MLM accuracy 0.153 and test accuracy 0.56 on average, against 0.132 and
-    # 0.45 for 500 steps and 10 epochs (docs/benchmarks.md, "The demo's budget over seeds"), so it is
-    # kept wherever it fits the time; a slower machine runs it scaled down (`fit_to_time`).
+    # 0.45 for 500 steps and 10 epochs (docs/decisions.md, "demo_budget"), so it is kept wherever
+    # it fits the time; a slower machine runs it scaled down (`fit_to_time`).
     "full": dict(vocab_size=4000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
                  pretrain_steps=1200, pretrain_lr=1e-3, eval_every=400, finetune_epochs=15,
                  finetune_lr=1e-3, max_train_examples=None),
@@ -58,8 +58,8 @@ MIN_SCALE = {"full": 0.25}
 # reloading) FIXED_STEPS steps. "full" from the retired `demo_budget.py` (its record `benchmarks/results/demo_budget.*.json`) on 2 cores (AVX-512,
 # 2026-12-05): quiet runs of 1,200 / 500 steps took 1,269-1,504 / 874-937 start-up steps in all,
 # i.e. about 0.8 of a start-up step per pretraining step (its batches are real, not random) and 320
-# fixed; estimate / time was then 1.01-1.26 over all six runs (docs/benchmarks.md, "The demo's budget
-# over seeds"). "small" not measured: its steps are about half as long, so its fixed part counts twice.
+# fixed; estimate / time was then 1.01-1.26 over all six runs (docs/decisions.md,
+# "demo_budget"). "small" not measured: its steps are about half as long, so its fixed part counts twice.
 PRETRAIN_STEP_COST = 0.8
 FINETUNE_STEP_COST = 0.8
 FIXED_STEPS = {"small": 800, "full": 320}

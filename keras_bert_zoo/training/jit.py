@@ -13,8 +13,8 @@ One rule for every training path of the package (the jobs' loop and `model.fit`)
    batch, a few interleaved steps each (the variables are restored afterwards, so the
    run trains exactly as if nothing had been measured), and keeps XLA only when it is
    clearly faster. On a CPU this matters: the same BERT pretraining step was 8-18x slower
-   under XLA on an AVX-512 machine and 1.2x slower on an AVX2 one (docs/benchmarks.md,
-   "XLA by measurement"). The decision is remembered per machine and path in
+   under XLA on an AVX-512 machine and 1.2x slower on an AVX2 one (docs/decisions.md,
+   "bf16 training on CPU"). The decision is remembered per machine and path in
    `~/.cache/keras_bert_zoo/jit_choices.json` (`BERT_ZOO_JIT_CACHE` moves it; `off`
    measures every time), so only the first run of a kind pays for the timing.
 
@@ -133,7 +133,7 @@ def resolve_jit_compile(jit_compile, mixed_precision="none", strategy="default",
     `"auto"`): a TPU always compiles; `"auto"` is never XLA for
     multi-worker training on CPUs (no XLA_CPU kernels for the collectives), for bf16 on
     a CPU (XLA's CPU backend has no bfloat16 matmul kernels, oneDNN uses the CPU's
-    AVX-512 BF16 / AMX instructions: docs/benchmarks.md, "bf16 training on CPU"), for
+    AVX-512 BF16 / AMX instructions: docs/decisions.md, "bf16 training on CPU"), for
     batches of varying shapes, or for runs shorter than `MIN_STEPS` steps.
 
     >>> from keras_bert_zoo.training.jit import resolve_jit_compile

@@ -2,11 +2,12 @@
 
 Tracing a forward costs TF ~0.3 ms of Python per graph op, and the first run of a new
 graph adds its optimisation; `evaluate` and `predict` pay both once per process before
-their first batch (docs/benchmarks.md, "First calls"). A model's encoder blocks are the
-same graph with different weights, so inside a `tf.function` an inference call of a
-`BertEncoderBlock` (`training=False`) calls one concrete function, traced once per block
-configuration and input dtypes, with the block's weights passed in (`keras.StatelessScope`).
-MiniLM's traced inference forward goes from 1,063 to 573 ops; the outputs are the same.
+their first batch (docs/decisions.md, "One traced inference graph per encoder-block
+shape"). A model's encoder blocks are the same graph with different weights, so inside a
+`tf.function` an inference call of a `BertEncoderBlock` (`training=False`) calls one
+concrete function, traced once per block configuration and input dtypes, with the block's
+weights passed in (`keras.StatelessScope`). MiniLM's traced inference forward goes from
+1,063 to 573 ops; the outputs are the same.
 
 It applies only where nothing else differs: the TensorFlow backend, inside a traced
 function, built blocks, float inputs of known rank, outside distribution strategies,
