@@ -3,8 +3,8 @@
 Inside a `tf.function`, every `BertEncoderBlock` of one configuration called with
 `training=False` runs one concrete function with its own weights passed in: the block's
 Python `call` runs once while tracing instead of once per block, and every model's outputs
-stay its own (equal to the eager forward, <= 1e-5), frozen or not, under training they
-trace as before.
+stay its own (equal to the eager forward, <= 1e-5), frozen or not. Training steps share
+one trace too, with the dropout seeds passed in, and train as the blocks traced one by one.
 """
 
 import functools
@@ -77,11 +77,50 @@ def test_frozen_blocks_share_a_trace_too(block_calls):
     np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-5)
 
 
-def test_training_calls_trace_every_block(block_calls):
-    model = BertTagger(backbone(3), num_labels=3)
-    model(INPUTS, training=False)
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_training_steps_share_a_trace_and_train_as_before(block_calls, monkeypatch, policy):
+    """`training=True` calls inside a traced step share one trace too (the forward, and the
+    gradient the tape takes of it), with each block's dropout seeds passed in and advanced:
+    two steps with dropout give the same losses, weights and seed states as the blocks traced
+    one by one through Keras' `__call__`."""
+    labels = np.array([[1, 2, 0, 1, 2, 0], [2, 1, 0, 0, 0, 0]], "int32")
+
+    def train(shared):
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            model = BertTagger(backbone(6), num_labels=3, dropout=0.3)
+        finally:
+            keras.config.set_dtype_policy(previous)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), jit_compile=False)
+        if not shared:
+            monkeypatch.setattr(block_trace, "training_call", lambda *args: None)
+        block_calls.clear()
+        losses = [float(np.asarray(model.train_on_batch(INPUTS, labels)).ravel()[0]) for _ in range(2)]
+        return losses, len(block_calls), model.get_weights()
+
+    shared, one_by_one = train(True), train(False)
+    assert shared[1] == 1 and one_by_one[1] == 3  # one trace for the 3 blocks, against one each
+    # bfloat16 keeps 8 bits: the two graphs round their 16-bit gradients apart (float32 is exact).
+    tolerance = 1e-5 if policy == "float32" else 2e-3
+    np.testing.assert_allclose(shared[0], one_by_one[0], rtol=tolerance, atol=1e-6)
+    assert len(shared[2]) == len(one_by_one[2])
+    for got, want in zip(shared[2], one_by_one[2]):
+        if got.dtype.kind == "i":  # the dropout seed states advanced alike
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+    assert shared[0][0] != shared[0][1]  # the step changed the weights
+
+
+def test_frozen_or_adapted_blocks_train_through_their_own_traces(block_calls):
+    """A block with frozen float weights (LoRA freezes the kernels) trains as written: the
+    shared backward would compute the frozen kernels' gradients too."""
+    model = BertTagger(backbone(7), num_labels=3)
+    model.backbone.enable_lora(2)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=False)
     block_calls.clear()
-    tf.function(lambda x: model(x, training=True))(INPUTS)
+    model.train_on_batch(INPUTS, np.zeros((2, 6), "int32"))
     assert len(block_calls) == 3
 
 

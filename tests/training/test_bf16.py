@@ -89,11 +89,14 @@ def test_bf16_step_multiplies_in_bfloat16_and_gradients_follow_float32():
 
     # The graph TensorFlow runs without XLA: every matmul of the encoder is a bfloat16 MatMul
     # (oneDNN's bf16 kernels), forward and backward.
-    graph = step_mixed.get_concrete_function(x, y).graph
-    matmuls = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")]
-    encoder = [op for op in matmuls if "encoder_layer" in op.name]
-    assert encoder, [op.name for op in matmuls]
-    assert {op.get_attr("T") for op in encoder} == {tf.bfloat16}
+    # The blocks run through one shared trace (`block_trace`): their matmuls sit in its forward and
+    # backward functions, in the graph's function library.
+    graph = step_mixed.get_concrete_function(x, y).graph.as_graph_def()
+    kinds = ("MatMul", "BatchMatMulV2", "BatchMatMulV3")
+    encoder = [node for node in graph.node if node.op in kinds and "encoder_layer" in node.name]
+    encoder += [node for function in graph.library.function for node in function.node_def if node.op in kinds]
+    assert len(encoder) >= 2 * 8, [node.name for node in encoder]  # per block: 8 matmuls forward, more backward
+    assert {tf.as_dtype(node.attr["T"].type) for node in encoder} == {tf.bfloat16}
     # Variables stay float32, so the optimizer updates float32 weights.
     assert all(v.dtype == "float32" for v in mixed.trainable_variables)
     assert all(g.dtype == tf.float32 for g in grads_mixed if g is not None)

@@ -15,8 +15,11 @@ float32 variables computing in float32 or (mixed precision) bfloat16 / float16 (
 float32 or `quantize("int8")`-ed: their int8 kernels are weights passed in like the others), one
 trace per block class (a subclass may compute something else from the same configuration) and
 LoRA setting (`lora_state`: the adapters are weights passed in like the others), and not the
-`[CLS]`-only path of the last block (`query_index`). Training calls trace as before (their
-dropout has random state to carry). JAX and eager calls never come here.
+`[CLS]`-only path of the last block (`query_index`). Training calls (`training_call`) share a
+trace of their own, with the dropout layers' seed states passed in and their next values
+assigned back; the tape differentiates the call, so the forward and its gradient are traced once
+for all blocks (the first `fit` step of MiniLM: docs/decisions.md). They apply where every float
+variable of the block trains and nothing is quantized. JAX and eager calls never come here.
 
 Examples:
 >>> import numpy as np, tensorflow as tf
@@ -37,6 +40,7 @@ TensorShape([2, 5, 8])
 1
 """
 
+import contextlib
 import json
 
 import keras
@@ -44,7 +48,7 @@ import tensorflow as tf
 
 from keras_bert_zoo.keras_compat import autocast_scope, sublayers
 
-__all__ = ["inference_call", "shared_block_traces", "clear_shared_block_traces"]
+__all__ = ["inference_call", "training_call", "shared_block_traces", "clear_shared_block_traces"]
 
 # (configuration, input specs) -> concrete function. It ran one block's `call` with that block's
 # weights mapped to the values passed in and captures none of them, so every block of the
@@ -82,6 +86,27 @@ def inference_call(block, x, attention_bias):
     configuration; None where that does not apply (the caller calls the block itself)."""
     if not _applies(block, x, attention_bias):
         return None
+    return _shared_call(block, x, attention_bias, training=False)
+
+
+def training_call(block, x, attention_bias):
+    """`block(x, attention_bias, training=True)` through the shared training trace of its
+    configuration, its dropout seeds passed in and their next values assigned back; None where
+    that does not apply (the caller calls the block itself).
+
+    A `GradientTape` differentiates the call of the concrete function, so the forward and its
+    gradient are traced once for all blocks of a configuration instead of once per block: the
+    first `fit` step of MiniLM traces 6 blocks' forward and backward once. Only where every
+    float variable of the block trains (a frozen kernel, as under LoRA, would still get its
+    gradient computed inside the shared backward) and nothing is quantized.
+    """
+    if not (_applies(block, x, attention_bias) and all(v.trainable for v in _weights(block))
+            and all(layer.quantization_mode is None for layer in sublayers(block))):
+        return None
+    return _shared_call(block, x, attention_bias, training=True)
+
+
+def _shared_call(block, x, attention_bias, training):
     # What Keras' `__call__` does before `call`: float inputs cast to the compute dtype, and under a
     # mixed policy (float32 variables, bfloat16 compute) an autocast scope that casts each variable
     # read to the compute dtype.
@@ -90,7 +115,9 @@ def inference_call(block, x, attention_bias):
                          for t in (x, attention_bias))
     config = {k: v for k, v in block.get_config().items() if k not in ("name", "trainable")}
     # Batch and width left open: one graph for every batch.
-    weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in _weights(block)]
+    weights, seeds = _weights(block), (_seed_states(block) if training else [])
+    weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in weights]
+    seed_specs = [tf.TensorSpec(v.shape, v.dtype) for v in seeds]
     x_spec = tf.TensorSpec([None] * (x.shape.rank - 1) + [x.shape[-1]], x.dtype)
     bias_spec = tf.TensorSpec([None] * attention_bias.shape.rank, attention_bias.dtype)
     # The class too: a subclass may compute something else from the same configuration.
@@ -98,22 +125,28 @@ def inference_call(block, x, attention_bias):
     # LoRA too: which sub-layers add `alpha / rank * a @ b` to their kernel is Python state
     # read while tracing, and two blocks with adapters of one shape may scale them differently.
     lora = block.lora_state() if hasattr(block, "lora_state") else ()
-    key = json.dumps([cls, config, lora, repr(weight_specs), repr(x_spec), repr(bias_spec)], sort_keys=True,
-                     default=str)
+    key = json.dumps([cls, config, lora, training, repr(weight_specs), repr(seed_specs), repr(x_spec),
+                      repr(bias_spec)], sort_keys=True, default=str)
     if key not in _TRACES:
-        template = _weights(block)
+        template, seed_template = list(weights), list(seeds)
         mixed = compute_dtype != block.variable_dtype
 
-        def forward(values, x, attention_bias):
-            with keras.StatelessScope(state_mapping=list(zip(template, values))):
-                if not mixed:
-                    return block.call(x, attention_bias, training=False)
-                with autocast_scope(compute_dtype):
-                    return block.call(x, attention_bias, training=False)
+        def forward(values, seed_values, x, attention_bias):
+            mapping = list(zip(template, values)) + list(zip(seed_template, seed_values))
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                with autocast_scope(compute_dtype) if mixed else contextlib.nullcontext():
+                    y = block.call(x, attention_bias, training=training)
+                # The seeds' next values (a dropout of rate 0 draws none: the same seeds).
+                new_seeds = [scope.get_current_value(v) for v in seed_template]
+            return y, [old if new is None else new for old, new in zip(seed_values, new_seeds)]
 
-        function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, x_spec, bias_spec)
+        function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, seed_specs, x_spec,
+                                                                               bias_spec)
         _TRACES[key] = function
-    return _TRACES[key]([v.value for v in _weights(block)], x, attention_bias)
+    y, new_seeds = _TRACES[key]([v.value for v in weights], [v.value for v in seeds], x, attention_bias)
+    for variable, value in zip(seeds, new_seeds):
+        variable.assign(value)
+    return y
 
 
 def _weights(block):
@@ -124,3 +157,8 @@ def _weights(block):
     its configuration: with int8 kernels left out, every layer of a quantized model
     computed with layer 0's kernels (SST-2 dev accuracy 0.80 -> 0.52)."""
     return [v for v in block.variables if "float" in str(v.dtype) or str(v.dtype) == "int8"]
+
+
+def _seed_states(block):
+    """The dropout layers' seed states (integer variables a training call reads and advances)."""
+    return [v for v in block.non_trainable_variables if "int" in str(v.dtype) and str(v.dtype) != "int8"]
