@@ -328,14 +328,17 @@ def summarize(runs, systems, reference="ours"):
 def rows(record):
     """The record's rows: the reference system against each peer (fit examples/s; `evaluate` and
     `predict` seconds of the dev set, first call of the process), and each of our other systems (another
-    backend, precision or batching) in a row of its own; each names its backend and precision."""
+    backend, precision or batching) in rows of its own (fit, predict); each names its backend and precision."""
     ref, summary, task = record["reference"], record["summary"], record["task"]
     mine, out = summary[ref], []
     for s, v in summary.items():
         setting = f"{s} ({v.get('backend', '?')}, {v.get('precision', '?')})"
-        if s.startswith("ours") or s == ref:
+        if s.startswith("ours") or s == ref:  # our other backends / precisions: their own fit and predict
             out.append(dict(what=f"{task} fit, {setting}", unit="examples/s", ours=round(v["fit_examples_per_s"], 1),
                             peer=None, peer_name=None, higher_is_better=True))
+            if "predict_s" in v:
+                out.append(dict(what=f"{task} predict, {setting}", unit="s", ours=round(v["predict_s"], 1),
+                                peer=None, peer_name=None, higher_is_better=False))
             continue
         for key, unit in (("fit", "examples/s"), ("evaluate", "s"), ("predict", "s")):
             figure = "fit_examples_per_s" if key == "fit" else f"{key}_s"

@@ -182,6 +182,7 @@ def test_fit_speed_rows_name_each_systems_backend_and_precision(tmp_path):
             "2.55, CPU seconds 2.55)") in out
     assert "classify predict, ours vs hf (torch, float32): 1.0 vs 2.0 s" in out
     assert "classify fit, ours_jax_bf16 (jax, bf16): 5.0 vs None examples/s" in out
+    assert "classify predict, ours_torch_bf16 (torch, bf16): 1.0 vs None s" in out
 
 
 def test_library_internals_come_from_one_table_of_public_names():
