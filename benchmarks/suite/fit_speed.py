@@ -34,12 +34,15 @@ other processes on a loaded machine disturb less). Sentences/s count examples, n
 set_global_policy("mixed_bfloat16")` before the model is built, and `torch.autocast("cpu",
 dtype=torch.bfloat16)` around HF's forward passes (`--reference ours_bf16` reports ratios to it);
 `ours_jax_bf16` / `ours_torch_bf16` are `ours_bf16` on the JAX / torch backends (the record's rows
-name each system's backend and precision).
+name each system's backend and precision). `SYSTEM@REF` (say `ours@f92a29f`) is the same script on the
+package as it was at git `REF` (exported once into the temp directory and put first on the worker's
+PYTHONPATH; its data come read by today's package): before and after a change, in one run.
 
     python benchmarks/run.py fit_speed --task classify --rounds 2
     python benchmarks/run.py fit_speed --task tag --rounds 2 --examples 800
     python benchmarks/run.py fit_speed --task classify --systems ours,ours_bucketed --seeds 0,1,2   # accuracy
     python benchmarks/run.py fit_speed --task classify --systems ours_jax,ours_torch,ours_jax_bf16,ours_torch_bf16
+    python benchmarks/run.py fit_speed --systems ours,ours@f92a29f --rounds 3   # float32 now vs at a commit
     python benchmarks/run.py fit_speed --smoke    # every system on 64 examples, 1 round, no record: a check
 
 Writes `benchmarks/results/fit_speed_TASK.HOSTKIND.json` (rows + every run) and prints a markdown table.
@@ -50,7 +53,9 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import common
@@ -63,10 +68,13 @@ FILES = {"classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA
          "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa"))}
 BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
 DEV_EXAMPLES = None  # all; a worker's `--dev-examples`
+READ = {}  # path -> what `read` returns, for a worker on an older package (`--data FILE`, read by today's)
 
 
 def read(task, path, n=None):
     """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag."""
+    if path in READ:
+        return READ[path]
     if task == "classify":
         DataLayout, read_examples = common.lib("DataLayout", "read_examples")
 
@@ -230,12 +238,37 @@ for _name, _backend in KERAS_BACKENDS.items():
     SYSTEMS[_name] = SYSTEMS["ours_bf16" if _name.endswith("_bf16") else "ours"]
 
 
+def package_at(ref):
+    """The package's source tree at git `ref`, exported once into the temp directory (for `SYSTEM@REF`)."""
+    sha = common.output("git", "-C", common.REPO, "rev-parse", "--short", ref)
+    if not sha:
+        raise SystemExit(f"fit_speed: {ref!r} is not a commit of {common.REPO}; name one, e.g. ours@HEAD~3")
+    tree = os.path.join(tempfile.gettempdir(), f"keras-bert-zoo-{sha}")
+    if not os.path.isdir(os.path.join(tree, "keras_bert_zoo")):
+        partial = tempfile.mkdtemp(prefix=f"keras-bert-zoo-{sha}.")
+        archive = subprocess.run(["git", "-C", common.REPO, "archive", sha, "keras_bert_zoo"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", partial], input=archive, check=True)
+        os.replace(partial, tree)  # whole or not at all
+    return tree
+
+
+def dump_data(args):
+    """Writes what `read` returns for the training and dev files (today's package reads them) to `args.dump_data`."""
+    train, dev = FILES[args.task]
+    common.write_json(args.dump_data, {train: read(args.task, train, args.examples),
+                                       dev: read(args.task, dev, args.dev_examples)})
+
+
 def worker(args):
     global DEV_EXAMPLES
     DEV_EXAMPLES = args.dev_examples
+    if args.data:
+        READ.update(common.read_json(args.data))
     load = os.getloadavg()
-    result = SYSTEMS[args.worker](args.task, args.examples, args.seed)
+    result = SYSTEMS[args.worker.partition("@")[0]](args.task, args.examples, args.seed)
     result.update(system=args.worker, seed=args.seed, loadavg_before=list(load), loadavg_after=list(os.getloadavg()))
+    result["package"] = os.path.dirname(sys.modules["keras_bert_zoo"].__file__) if "keras_bert_zoo" in sys.modules else None
     if "keras" in sys.modules:
         result["keras_backend"] = sys.modules["keras"].backend.backend()
     print("RESULT " + json.dumps(result), flush=True)
@@ -256,16 +289,31 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true", help="with --table: write its rows as the current record")
     parser.add_argument("--worker", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # a worker's examples, read by today's package
+    parser.add_argument("--dump-data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.table:
         return table(args.table, args.record)
+    if args.dump_data:
+        return dump_data(args)
     if args.worker:  # first, before anything imports keras
-        os.environ["KERAS_BACKEND"] = KERAS_BACKENDS.get(args.worker, "tensorflow")
+        os.environ["KERAS_BACKEND"] = KERAS_BACKENDS.get(args.worker.partition("@")[0], "tensorflow")
         return worker(args)
     if args.smoke:
         args.examples, args.dev_examples, args.rounds = 64, 64, 1
         args.systems = args.systems if "--systems" in (sys.argv if argv is None else argv) else ",".join(SYSTEMS)
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
+    unknown = [s for s in systems if s.partition("@")[0] not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"fit_speed: unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)} "
+                         "(SYSTEM@REF: the same on the package at a git commit)")
+    trees = {s: package_at(s.partition("@")[2]) for s in systems if "@" in s}
+    data = None
+    if trees:  # an older package may read files differently: its workers get today's reading
+        data = os.path.join(tempfile.mkdtemp(prefix="fit_speed."), "examples.json")
+        extra = ["--dev-examples", args.dev_examples] if args.dev_examples else []
+        subprocess.run(common.self_cmd("fit_speed", "--task", args.task, "--examples", args.examples,
+                                       "--dump-data", data, *extra), check=True)
     bf16_hardware = common.bf16_hardware()
     if any("bf16" in s for s in systems) and not bf16_hardware:
         print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
@@ -274,8 +322,14 @@ def main(argv=None):
 
     def run_one(system, k):
         extra = ["--dev-examples", args.dev_examples] if args.dev_examples else []
+        env = None
+        if system in trees:  # the older package first on the path (before the editable install's finder)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [trees[system],
+                                                                            os.environ.get("PYTHONPATH")])))
+            extra += ["--data", data]
         return common.run_worker(common.self_cmd("fit_speed", "--worker", system, "--task", args.task, "--examples",
-                                                 args.examples, "--seed", seeds[k % len(seeds)], *extra), system)
+                                                 args.examples, "--seed", seeds[k % len(seeds)], *extra), system,
+                                 env=env)
 
     runs = common.interleave(systems, args.rounds, run_one)
     record = dict(task=args.task, command=common.command_line("fit_speed", argv), examples=args.examples,
@@ -311,7 +365,7 @@ def summarize(runs, systems, reference="ours"):
     for s in systems:
         mine = [r for r in runs if r["system"] == s]
         out[s] = dict(fit_examples_per_s=statistics.median(r["train_examples"] / r["fit_s"] for r in mine),
-                      backend="torch" if s.startswith("hf") else KERAS_BACKENDS.get(s, "tensorflow"),
+                      backend="torch" if s.startswith("hf") else KERAS_BACKENDS.get(s.partition("@")[0], "tensorflow"),
                       precision="bf16" if "bf16" in s else "float32")
         for key in ("evaluate_s", "predict_s"):
             if all(key in r for r in mine):
@@ -333,7 +387,7 @@ def rows(record):
     mine, out = summary[ref], []
     for s, v in summary.items():
         setting = f"{s} ({v.get('backend', '?')}, {v.get('precision', '?')})"
-        if s.startswith("ours") or s == ref:  # our other backends / precisions: their own fit and predict
+        if (s.startswith("ours") and "@" not in s) or s == ref:  # our other backends / precisions: their own figures
             out.append(dict(what=f"{task} fit, {setting}", unit="examples/s", ours=round(v["fit_examples_per_s"], 1),
                             peer=None, peer_name=None, higher_is_better=True))
             if "predict_s" in v:

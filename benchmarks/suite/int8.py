@@ -7,6 +7,8 @@ once as a preset (HF layout). Then, each system in its own process, rounds inter
 - `float32`: `BertClassifier.from_preset(saved)`, `predict(dev texts, batch_size=32)` twice
   (first call: tracing included; second call: the steady rate);
 - `int8`: the same after `model.quantize("int8")` (its time recorded too);
+- `int8_keras`: the same with Keras' own int8 call in every layer (`Int8Dense`'s kernel path off:
+  TensorFlow's int8 `MatMul`), what `quantize("int8")` computed before `Int8Dense`, on any CPU;
 - `hf_float32` / `hf_int8`: HF's `BertForSequenceClassification.from_pretrained(saved)` (the
   same weights), the dev texts through its tokenizer in batches of 32 (dynamic padding) under
   `torch.no_grad`, twice; `hf_int8` first runs HF's usual int8 path,
@@ -39,12 +41,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SAVED = os.path.join("/tmp", "bert_zoo_int8_sst2")
 TRAIN_EXAMPLES, DEV_EXAMPLES, BATCH = 1600, None, 32  # --smoke: 64, 64 and its own saved model
-SYSTEMS = ("float32", "int8", "hf_float32", "hf_int8")
+SYSTEMS = ("float32", "int8", "int8_keras", "hf_float32", "hf_int8")
 
 
 def _data(train=False):
     files = fit_speed.FILES["classify"]
-    return fit_speed.read("classify", files[0], TRAIN_EXAMPLES if train else DEV_EXAMPLES)
+    if train:
+        return fit_speed.read("classify", files[0], TRAIN_EXAMPLES)
+    return fit_speed.read("classify", files[1], DEV_EXAMPLES)  # the dev file (all 872, or --smoke's first 64)
 
 
 def finetune(seed=0):
@@ -69,8 +73,13 @@ def _accuracy(labels, logits):
     return float(np.mean(np.argmax(logits, -1) == np.asarray(labels)))
 
 
-def run_ours(quantized, export=False):
+def run_ours(quantized, export=False, keras_int8=False):
     from keras_bert_zoo import BertClassifier
+
+    if keras_int8:  # every int8 layer takes Keras' own call
+        from keras_bert_zoo.models.layers.int8 import Int8Dense
+
+        Int8Dense.int8_kernel_path = lambda self, inputs: None
 
     texts, labels, _ = _data()
     model = BertClassifier.from_preset(SAVED)
@@ -142,6 +151,7 @@ def run_hf(quantized, threads=2):
 
 
 WORKERS = {"finetune": lambda: finetune(), "float32": lambda: run_ours(False), "int8": lambda: run_ours(True),
+           "int8_keras": lambda: run_ours(True, keras_int8=True),
            "int8_export": lambda: run_ours(True, export=True), "hf_float32": lambda: run_hf(False),
            "hf_int8": lambda: run_hf(True)}
 
@@ -168,6 +178,10 @@ def summarize(runs, export, finetuned, started, command):
         rows.append(dict(what=f"SST-2 dev predict, {call} call: int8 vs float32 (ours)", unit="sentences/s",
                          ours=rate("int8", key), peer=rate("float32", key), peer_name="ours float32",
                          higher_is_better=True, note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'float32', key):.2f}x"))
+        rows.append(dict(what=f"SST-2 dev predict, {call} call: int8 vs Keras' own int8 call", unit="sentences/s",
+                         ours=rate("int8", key), peer=rate("int8_keras", key), peer_name="Keras int8 (TF int8 MatMul)",
+                         higher_is_better=True,
+                         note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'int8_keras', key):.2f}x"))
         rows.append(dict(what=f"SST-2 dev predict, {call} call: int8, ours vs HF quantize_dynamic", unit="sentences/s",
                          ours=rate("int8", key), peer=rate("hf_int8", key), peer_name="HF int8 (quantize_dynamic)",
                          higher_is_better=True, note=f"HF float32 {rate('hf_float32', key):.1f} sentences/s"))

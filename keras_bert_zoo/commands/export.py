@@ -9,6 +9,9 @@ inputs quantized per row; SST-2 accuracy within 0.1 point of float32, predict ~1
 faster on a CPU with VNNI, docs/decisions.md "int8 inference"). A directory saved from a
 quantized model is exported quantized without the flag. With `--precision bf16` too, the int8
 layers run their int8 product as in float32 and the rest of the graph computes in bfloat16.
+Exported on a CPU with VNNI, the int8 layers run oneDNN's int8 kernel and the SavedModel serves
+on such CPUs only (TensorFlow runs oneDNN there by default); `--int8-kernel portable` traces the
+same numbers through the float32 matmul, for any CPU (an AVX2-only server, say).
 
 Examples:
     bert-zoo export --model /tmp/sst2 --out /tmp/sst2_served
@@ -46,6 +49,9 @@ def add_arguments(parser):
                              "outputs in float32), for hosts with native bf16 (AVX512-BF16, AMX); weights stay float32")
     parser.add_argument("--quantize", choices=["int8"], default=None,
                         help="quantize the model before exporting it (int8 weights and per-row int8 inputs)")
+    parser.add_argument("--int8-kernel", choices=["auto", "portable"], default="auto",
+                        help="an int8 model's matmuls: auto = oneDNN's int8 kernel where this CPU has VNNI (the "
+                             "SavedModel then serves on CPUs with VNNI only), portable = the float32 product (any CPU)")
     group = parser.add_argument_group("serving options (given only: each applies to its task's models)")
     # Unset flags stay None, so only the options given reach the exporter, which refuses
     # those the model's serving does not take.
@@ -62,6 +68,14 @@ def _signature_summary(path):
             for name, fn in loaded.signatures.items()}
 
 
+def _export_info(path):
+    import json
+    import os
+
+    with open(os.path.join(path, "assets", "export_info.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
 def run(args):
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.keras_compat import all_layers
@@ -76,8 +90,12 @@ def run(args):
     options = {option.name: getattr(args, option.name) for _, option in serving_options()
                if getattr(args, option.name) is not None}
     start = time.perf_counter()
-    export_saved_model(model, args.out, overwrite=args.overwrite, precision=args.precision, **options)
+    export_saved_model(model, args.out, overwrite=args.overwrite, precision=args.precision,
+                       int8_kernel=args.int8_kernel, **options)
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
+    if _export_info(args.out).get("int8_kernel") == "onednn":
+        print("  its int8 layers run oneDNN's VNNI kernel: serve it on CPUs with AVX512-VNNI, AVX-VNNI or AMX "
+              "(or export with --int8-kernel portable for any CPU)")
     for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")
     print("load it with: import tensorflow as tf, tensorflow_text; tf.saved_model.load(PATH)")

@@ -33,6 +33,7 @@ Each task declares its `TaskServing` subclass (`export/serving.py`) in its own m
 (`TaskSpec.serving`); the exporter finds it through the task registry, by the model's class.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,6 +45,8 @@ from keras_bert_zoo.backends import require_tensorflow
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.export.length_chunks import run_in_length_chunks, trim_to_longest
 from keras_bert_zoo.files import check_output, output_dir
+from keras_bert_zoo.keras_compat import all_layers
+from keras_bert_zoo.models.layers import int8
 from keras_bert_zoo.models.precision import precision_name, with_precision
 from keras_bert_zoo.tasks.options import option_values
 
@@ -149,8 +152,15 @@ def _serving_class(model):
     return task_of_model(model).serving
 
 
+def _int8_kernel(model, portable):
+    """What the export's int8 layers run: `"onednn"`, `"float32"`, or None (none quantized)."""
+    if not any(isinstance(layer, int8.Int8Dense) and layer.quantization_mode == "int8" for layer in all_layers(model)):
+        return None
+    return "float32" if portable or not (int8.host_has_vnni() and int8.onednn_int8_exact()) else "onednn"
+
+
 def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, precision="float32",
-                       **serving_options):
+                       int8_kernel="auto", **serving_options):
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
@@ -167,6 +177,12 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
             bf16 (AVX512-BF16, AMX, TPU, recent GPUs): the graph computes the float32 model
             in Keras' `mixed_bfloat16` (matmuls in bf16; softmax, LayerNorm and outputs in
             float32; `models.precision.with_precision`). Weights are saved in float32.
+        int8_kernel: for a `quantize("int8")`-ed model, `"auto"` (default) traces the int8
+            layers as this process runs them: oneDNN's int8 kernel on a CPU with VNNI (AVX512-VNNI,
+            AVX-VNNI, AMX), which then serves only on such CPUs with TensorFlow's oneDNN on (its
+            default there; elsewhere the graph fails, "Missing 0-th output"); `"portable"`
+            computes the same numbers through the float32 matmul, for any CPU.
+            `export_info.json` records which (`int8_kernel`: `"onednn"`, `"float32"` or null).
         **serving_options: options of the task's serving, e.g. for the pretrainer's
             fill-mask `top_k` (tokens returned per `[MASK]`, 5) and `max_masks` (8).
 
@@ -208,8 +224,12 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     if unknown:
         raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
                          f"{declared or 'none'}.")
-    serving = serving_cls(with_precision(model, precision), preprocessor, pair,
-                          **option_values(serving_cls.options, name, serving_options))
+    if int8_kernel not in ("auto", "portable"):
+        raise UsageError(f"int8_kernel={int8_kernel!r} is not one of 'auto' (oneDNN's int8 kernel where this CPU "
+                         "has VNNI) or 'portable' (the float32 product, for any CPU).")
+    served = with_precision(model, precision)
+    serving = serving_cls(served, preprocessor, pair, **option_values(serving_cls.options, name, serving_options))
+    kernel = _int8_kernel(served, portable=int8_kernel == "portable")
 
     path = os.fspath(path)
     work = tempfile.mkdtemp(prefix="bert-zoo-export-")  # the assets' sources (copied into the SavedModel)
@@ -224,16 +244,19 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
             "text_pair": pair,
             "sequence_length": preprocessor.sequence_length,
             "precision": precision,
+            "int8_kernel": kernel,
             "signatures": None,
             **serving.info(),
         }
-        module = _ServingModule(serving, vocab_path, os.path.join(staging, _INFO_ASSET))
-        signatures = _signatures(module, serving)
-        info["signatures"] = sorted(signatures)
-        with open(os.path.join(staging, _INFO_ASSET), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2)
-        with output_dir(path, overwrite, flag=None) as out:  # renamed into place once complete
-            tf.saved_model.save(module, out, signatures=signatures)
+        portable = int8.portable_int8_product() if kernel == "float32" else contextlib.nullcontext()
+        with portable:  # the signatures are traced here and in `save`
+            module = _ServingModule(serving, vocab_path, os.path.join(staging, _INFO_ASSET))
+            signatures = _signatures(module, serving)
+            info["signatures"] = sorted(signatures)
+            with open(os.path.join(staging, _INFO_ASSET), "w", encoding="utf-8") as f:
+                json.dump(info, f, indent=2)
+            with output_dir(path, overwrite, flag=None) as out:  # renamed into place once complete
+                tf.saved_model.save(module, out, signatures=signatures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return path

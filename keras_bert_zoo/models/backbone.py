@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_bert_zoo import hardware
 from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.models.layers.encoder_block import AttentionLayout, BertEncoderBlock, attention_layout
 from keras_bert_zoo.models import loading, lora
@@ -135,6 +136,7 @@ class BertBackbone(keras.Model):
             dtype=dtype,
             **kwargs,
         )
+        hardware.warn_if_emulated(self.dtype_policy.compute_dtype)  # bf16 on a CPU without it: say so once
         self.embeddings = embeddings
         self.encoder_layers = encoder_layers
         self.pooler = pooler
@@ -241,6 +243,7 @@ class BertBackbone(keras.Model):
         >>> backbone.encoder_layers[0].query.quantization_mode
         'int8'
         """
+        hardware.warn_if_emulated(mode)
         with int8.one_garbage_collection():
             super().quantize(mode, config=config, filters=int8.quantizable_filter(filters), **kwargs)
 

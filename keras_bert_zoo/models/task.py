@@ -20,6 +20,7 @@ import os
 
 import keras
 
+from keras_bert_zoo import hardware
 from keras_bert_zoo.errors import CheckpointError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
@@ -124,6 +125,7 @@ class Task(RawInputs, keras.Model):
         >>> model.classifier.quantization_mode, model.backbone.pooler.quantization_mode
         ('int8', 'int8')
         """
+        hardware.warn_if_emulated(mode)
         with int8.one_garbage_collection():
             keras.Model.quantize(self, mode, config=config, filters=int8.quantizable_filter(filters), **kwargs)
 

@@ -7,9 +7,11 @@ yet stay close to.
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor, cli, export_saved_model
+from keras_bert_zoo.errors import UsageError
 from tests.helpers import minilm_path
 
 TEXTS = ["is it raining?", "", "ça va très bien", "a good film, truly great " * 3, "bad and boring"]
@@ -39,6 +41,34 @@ def test_quantized_export_serves_raw_strings_as_the_model(tmp_path):
     got = _served(export_saved_model(model, str(tmp_path / "served")))
     np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
     assert [s.decode() for s in got["labels"].numpy()] == [["a", "b", "c"][i] for i in expected.argmax(-1)]
+
+
+def _ops_in(path):
+    graph = tf.saved_model.load(path).signatures["serving_default"].graph.as_graph_def()
+    return {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}
+
+
+def test_portable_int8_export_runs_no_onednn_kernel_and_serves_the_same(tmp_path):
+    """`int8_kernel="portable"`: no oneDNN int8 op in the graph (it has no output where TensorFlow
+    runs without oneDNN, as on AVX2 hosts by default), the same answers as the quantized model, and
+    `export_info.json` says which kernel each export holds."""
+    import json
+    import os
+
+    from keras_bert_zoo.models.layers.int8 import host_has_vnni, onednn_int8_exact
+
+    model = _classifier()
+    model.quantize("int8")
+    expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    paths = {kernel: export_saved_model(model, str(tmp_path / kernel), int8_kernel=kernel)
+             for kernel in ("portable", "auto")}
+    assert "QuantizedMatMulWithBiasAndDequantize" not in _ops_in(paths["portable"])
+    np.testing.assert_allclose(_served(paths["portable"])["probabilities"].numpy(), expected, atol=1e-5)
+    info = {k: json.load(open(os.path.join(p, "assets", "export_info.json")))["int8_kernel"] for k, p in paths.items()}
+    assert info == {"portable": "float32", "auto": "onednn" if host_has_vnni() and onednn_int8_exact() else "float32"}
+    assert ("QuantizedMatMulWithBiasAndDequantize" in _ops_in(paths["auto"])) is (info["auto"] == "onednn")
+    with pytest.raises(UsageError, match="int8_kernel='fast' is not one of"):
+        export_saved_model(model, str(tmp_path / "bad"), int8_kernel="fast")
 
 
 def test_export_command_quantizes(tmp_path, capsys):
@@ -74,8 +104,7 @@ def test_export_command_bf16_and_int8_together(tmp_path):
     assert 0 < np.abs(got - float32_int8).max() < 5e-2  # bfloat16 moved it, not far
     info = json.load(open(os.path.join(tmp_path, "served", "assets", "export_info.json")))
     assert info["precision"] == "bfloat16"
-    from keras_bert_zoo.models.layers.int8 import host_has_vnni
+    from keras_bert_zoo.models.layers.int8 import host_has_vnni, onednn_int8_exact
 
-    if host_has_vnni():  # the SavedModel multiplies the int8 layers with oneDNN's kernel
-        graph = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"].graph.as_graph_def()
-        assert "QuantizedMatMulWithBiasAndDequantize" in {node.op for f in graph.library.function for node in f.node_def}
+    if host_has_vnni() and onednn_int8_exact():  # the SavedModel multiplies the int8 layers with oneDNN's kernel
+        assert "QuantizedMatMulWithBiasAndDequantize" in _ops_in(str(tmp_path / "served"))

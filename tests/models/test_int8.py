@@ -7,6 +7,8 @@ before, the shared block trace (`block_trace`) captured layer 0's int8 kernels a
 layer with them (SST-2 dev accuracy 0.80 -> 0.52).
 """
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -15,8 +17,12 @@ import tensorflow as tf
 from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPretrainer,
                             BertSentenceEmbedder, BertSpanQA, BertTagger)
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.models.layers import block_trace
-from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni
+from keras_bert_zoo.models.layers import block_trace, int8
+from tests.helpers import REPO_ROOT
+from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni, onednn_int8_exact
+
+# oneDNN's int8 kernel runs here: a CPU with VNNI, and TensorFlow running oneDNN (its default there).
+ONEDNN = host_has_vnni() and onednn_int8_exact()
 
 # int8 outputs against float32 ones, relative to the float outputs' largest magnitude. Per-row
 # int8 inputs and per-channel int8 weights (Keras' scheme) keep each matmul within ~1 % (2^-7);
@@ -58,7 +64,17 @@ def _relative_gap(a, b):
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
-def test_int8_dense_equals_keras_int8_dense():
+@pytest.fixture(params=["onednn", "float32"])
+def kernel_path(request, monkeypatch):
+    """Each int8 kernel path of `Int8Dense`: oneDNN's u8 x s8 product (a CPU with VNNI only) and
+    the float32 matmul of the same integers (a CPU without; forced here on any CPU)."""
+    if request.param == "onednn" and not ONEDNN:
+        pytest.skip("oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only")
+    monkeypatch.setattr(int8, "host_has_vnni", lambda: request.param == "onednn")
+    return request.param
+
+
+def test_int8_dense_equals_keras_int8_dense(kernel_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(5, 7, 24)).astype("float32") * np.array([1.0] * 23 + [40.0], "float32")  # one outlier feature
     ours, keras_dense = Int8Dense(12, activation="gelu"), keras.layers.Dense(12, activation="gelu")
@@ -74,28 +90,75 @@ def test_int8_dense_equals_keras_int8_dense():
         np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.skipif(not host_has_vnni(), reason="oneDNN's int8 kernel is used on VNNI hosts only")
+def test_without_vnni_the_integers_go_through_the_float32_matmul(monkeypatch):
+    """No VNNI: neither oneDNN's u8 x s8 product (it may saturate there) nor TensorFlow's int8
+    `MatMul` (Keras' path, 0.3x float32): one float32 MatMul of the quantized integers."""
+    monkeypatch.setattr(int8, "host_has_vnni", lambda: False)
+    layer = Int8Dense(8)
+    layer.build((None, 16))
+    layer.quantize("int8")
+    graph = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 16], tf.float32)).graph
+    matmuls = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")]
+    assert "QuantizedMatMulWithBiasAndDequantize" not in {op.type for op in graph.get_operations()}
+    assert [op.inputs[0].dtype for op in matmuls] == [tf.float32]
+    # Widths past 1,040 at full scale leave float32's exact integers (2^24): still Keras' numbers, to rounding.
+    rng = np.random.default_rng(1)
+    wide, reference = Int8Dense(4), keras.layers.Dense(4)
+    x = rng.uniform(0.5, 1.0, size=(3, 4096)).astype("float32")  # sums of ~127 x 95 x 4096, past 2^24
+    for layer in (wide, reference):
+        layer.build(x.shape)
+    reference.set_weights([rng.uniform(0.5, 1.0, size=(4096, 4)).astype("float32"), np.zeros(4, "float32")])
+    wide.set_weights(reference.get_weights())
+    for layer in (wide, reference):
+        layer.quantize("int8")
+    np.testing.assert_allclose(np.asarray(wide(x)), np.asarray(reference(x)), rtol=1e-6, atol=1e-5)
+
+
+def _all_ops(graph):
+    """The ops of a graph and of every function it calls (the shared block trace)."""
+    ops = list(graph.get_operations())
+    for function in graph._functions.values():
+        ops += list(function.graph.get_operations())
+    return ops
+
+
+@pytest.mark.skipif(not ONEDNN, reason="oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only")
 def test_int8_dense_runs_onednn_int8_kernel():
     layer = Int8Dense(8)
     layer.build((None, 16))
     layer.quantize("int8")
     graph = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 16], tf.float32)).graph
-    ops = {op.type for op in graph.get_operations()}
+    ops = {op.type for op in _all_ops(graph)}
     assert "QuantizedMatMulWithBiasAndDequantize" in ops
-    assert "BatchMatMulV3" not in ops and "MatMul" not in ops  # no int8 MatMul of Keras' path
+    assert "BatchMatMulV3" not in ops and "MatMul" not in ops  # neither Keras' int8 MatMul nor the float32 one
+
+
+def test_onednn_int8_exact_only_where_oneDNN_runs_without_saturating():
+    """oneDNN's int8 kernel is taken only where it computes exact sums: not with TensorFlow's
+    oneDNN off (the op then has no output), and with it forced on, exactly on CPUs with VNNI (on
+    AVX2 it saturates 16-bit pair sums: the path would give wrong numbers)."""
+    import subprocess
+    import sys
+
+    script = "from keras_bert_zoo.models.layers.int8 import onednn_int8_exact; print(onednn_int8_exact())"
+    seen = {}
+    for setting in ("0", "1"):
+        env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                              cwd=REPO_ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen[setting] = done.stdout.strip().splitlines()[-1]
+    assert seen == {"0": "False", "1": str(host_has_vnni())}
 
 
 def _kernel_sums(graph):
     """The ops of a graph and of the functions it calls (the shared block trace) that sum an
     int8 tensor cast to float: the per-call correction the old call computed."""
-    ops = list(graph.get_operations())
-    for function in graph._functions.values():
-        ops += list(function.graph.get_operations())
-    return [op for op in ops if op.type == "Sum" and op.inputs[0].op.type == "Cast"
+    return [op for op in _all_ops(graph) if op.type == "Sum" and op.inputs[0].op.type == "Cast"
             and op.inputs[0].op.inputs[0].dtype == tf.int8]
 
 
-@pytest.mark.skipif(not host_has_vnni(), reason="oneDNN's int8 kernel is used on VNNI hosts only")
+@pytest.mark.skipif(not ONEDNN, reason="oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only")
 def test_zero_point_bias_is_read_not_recomputed_per_call():
     """The +128 shift's correction (-128 x the int8 kernel's column sums) is a weight computed at
     `quantize`: the traced call sums no int8 kernel. Before, every call summed the kernel (one `Sum` per int8 layer per call)."""

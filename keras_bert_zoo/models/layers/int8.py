@@ -17,11 +17,19 @@ the same float32 product runs and its output is cast to bfloat16; Keras' own int
 would run TensorFlow's int8 `MatMul` instead, the slow one.
 
 The fast path applies on the TensorFlow backend, float32 variables computing in float32 or
-bfloat16, outside XLA, on a CPU with VNNI (without
-it, oneDNN's u8 x s8 product may saturate 16-bit pair sums; the shift puts uint8 values
-up to 255), with Keras' default activation quantizer and no LoRA; everywhere else
-`Int8Dense` is Keras' `Dense`. Float layers are untouched: `Int8Dense` only adds an int8
-call and lets Keras' `quantize` accept the subclass.
+bfloat16, outside XLA, with Keras' default activation quantizer and no LoRA, on a CPU with
+VNNI where TensorFlow runs oneDNN exactly (`onednn_int8_exact`: its default on such CPUs;
+`TF_ENABLE_ONEDNN_OPTS=0` turns it off, and without oneDNN the op has no output). A graph
+holding the op serves only where it runs so: `export_saved_model(..., int8_kernel="portable")`
+traces the float32 product below instead, for other CPUs. Without VNNI (an AVX2-only CPU) oneDNN's u8 x s8 product may saturate 16-bit pair sums
+(the shift puts uint8 values up to 255), and TensorFlow's int8 `MatMul` is the slow one: the
+same integers, quantized the same way, go through the float32 matmul instead (`q @ kernel`
+in float32: each product and partial sum is an integer, exact below 2^24, so for inputs up to
+1,040 features wide at any values, and within float32 rounding beyond). The numbers are Keras'
+int8 numbers and the speed about float32's: int8 gains nothing on such a CPU
+(`keras_bert_zoo.hardware`, which warns once at `quantize`). Everywhere else `Int8Dense` is
+Keras' `Dense`. Float layers are untouched: `Int8Dense` only adds an int8 call and lets
+Keras' `quantize` accept the subclass.
 
 Examples:
 >>> import numpy as np
@@ -44,6 +52,7 @@ import re
 import keras
 from keras import ops
 
+from keras_bert_zoo import hardware
 from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.models.layers.lora_dense import LoraDense
 from keras_bert_zoo.keras_compat import all_layers, autocast_scope, dense_kernel_variable
@@ -51,19 +60,13 @@ from keras_bert_zoo.keras_compat import all_layers, autocast_scope, dense_kernel
 __all__ = ["Int8Dense", "zero_point_bias", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
            "check_float_policy",
-           "one_garbage_collection"]
+           "one_garbage_collection", "onednn_int8_exact", "portable_int8_product"]
 
 
-@functools.lru_cache(maxsize=1)
 def host_has_vnni():
     """True where the CPU has 8-bit dot products without 16-bit saturation (AVX512-VNNI,
     AVX-VNNI or AMX-INT8): the oneDNN int8 path is exact there."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
+    return hardware.native_int8_cpu()
 
 
 def _in_xla(tf):
@@ -130,7 +133,8 @@ class Int8Dense(LoraDense):
         self.refresh_zero_point_bias()
 
     def _int8_call(self, inputs, training=None):
-        if not self._fast_int8(inputs):
+        kernel_path = self.int8_kernel_path(inputs)
+        if kernel_path is None:
             return super()._int8_call(inputs, training=training)
         import tensorflow as tf
 
@@ -150,13 +154,10 @@ class Int8Dense(LoraDense):
             # Keras' AbsMaxQuantizer: scale = 127 / (max|row| + eps), round half to even.
             scale = 127.0 / (tf.reduce_max(tf.abs(rows), axis=-1, keepdims=True) + keras.backend.epsilon())
             q = tf.clip_by_value(tf.round(rows * scale), -127.0, 127.0)
-            as_uint8 = tf.bitcast(tf.cast(q + 128.0, tf.uint8), tf.quint8)
-            # Scales 1 (min/max 0..255 and -127..127): the kernel multiplies the integers as
-            # they are; the bias takes the +128 shift back out, exactly.
-            out = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-                a=as_uint8, b=tf.bitcast(kernel, tf.qint8), bias=shift, min_a=0.0, max_a=255.0,
-                min_b=-127.0, max_b=127.0, min_freezed_output=0.0, max_freezed_output=1.0,
-                Toutput=tf.float32, input_quant_mode="SCALED")
+            if kernel_path == "onednn":
+                out = _onednn_product(q, kernel, shift)
+            else:  # "float32": the same integer products through the float32 matmul (see the module)
+                out = tf.matmul(q, tf.cast(kernel, tf.float32))
             out = tf.reshape(out / (kernel_scale * scale), tf.concat([tf.shape(x)[:-1], [self.units]], 0))
 
             def grad(upstream):  # as Keras' int8 call: through the dequantized kernel
@@ -171,16 +172,74 @@ class Int8Dense(LoraDense):
             x = self.activation(x)
         return ops.cast(x, self.compute_dtype)
 
-    def _fast_int8(self, inputs):
-        if keras.backend.backend() != "tensorflow" or not host_has_vnni() or self.lora_enabled:
-            return False
+    def int8_kernel_path(self, inputs):
+        """Which product this layer's int8 call runs on `inputs`: `"onednn"` (oneDNN's u8 x s8
+        kernel, where it runs exactly: a CPU with VNNI), `"float32"` (the same integers through the
+        float32 matmul: other CPUs, or inside `portable_int8_product`), or None (Keras' own call)."""
+        if keras.backend.backend() != "tensorflow" or self.lora_enabled:
+            return None
         import tensorflow as tf
 
-        return (self.compute_dtype in ("float32", "bfloat16") and self.variable_dtype == "float32"
+        if not (self.compute_dtype in ("float32", "bfloat16") and self.variable_dtype == "float32"
                 and _default_activation_quantizer(self.inputs_quantizer)
                 and getattr(self, "zero_point_bias", None) is not None
                 and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
-                and not _in_xla(tf))
+                and not _in_xla(tf)):
+            return None
+        return "onednn" if not _PORTABLE[0] and host_has_vnni() and onednn_int8_exact() else "float32"
+
+
+def _onednn_product(q, kernel, shift):
+    """`q @ kernel` of float integers in [-127, 127] and an int8 kernel, by oneDNN's u8 x s8 kernel:
+    q + 128 as uint8, scales of 1 (min/max 0..255 and -127..127, so the kernel multiplies the
+    integers as they are), and the bias `shift` (`zero_point_bias`) takes the +128 back out, exactly."""
+    import tensorflow as tf
+
+    return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        a=tf.bitcast(tf.cast(q + 128.0, tf.uint8), tf.quint8), b=tf.bitcast(kernel, tf.qint8), bias=shift,
+        min_a=0.0, max_a=255.0, min_b=-127.0, max_b=127.0, min_freezed_output=0.0, max_freezed_output=1.0,
+        Toutput=tf.float32, input_quant_mode="SCALED")
+
+
+# The check's product: 8 rows of 64 values at the top of the range, against a kernel of 127s.
+# Exact, each output is 64 x 127 x 127; where oneDNN's u8 x s8 kernel saturates 16-bit pair sums
+# (a CPU without VNNI: (127 + 128) x 127 x 2 > 32767) it is far less, and without oneDNN the op
+# returns an empty tensor (eagerly; in a graph it fails: "Missing 0-th output").
+_PROBE_ROWS, _PROBE_WIDTH = 8, 64
+
+
+@functools.lru_cache(maxsize=1)
+def onednn_int8_exact():
+    """True when TensorFlow runs oneDNN's quantized matmul in this process and its sums are exact.
+    TensorFlow turns oneDNN on by default only on CPUs with AVX-512 VNNI / BF16 or AMX features
+    (`TF_ENABLE_ONEDNN_OPTS=0` turns it off), and on a CPU without VNNI
+    (`TF_ENABLE_ONEDNN_OPTS=1` on AVX2) its 16-bit pair sums saturate."""
+    import tensorflow as tf
+
+    with tf.init_scope():  # eager, even when asked while a graph is traced
+        kernel = tf.fill([_PROBE_WIDTH, 1], tf.constant(127, tf.int8))
+        out = _onednn_product(tf.fill([_PROBE_ROWS, _PROBE_WIDTH], 127.0), kernel,
+                              tf.constant([-128.0 * 127 * _PROBE_WIDTH]))
+        return out.shape.num_elements() == _PROBE_ROWS and bool(tf.reduce_all(out == _PROBE_WIDTH * 127 * 127))
+
+
+_PORTABLE = [False]  # set by `portable_int8_product`
+
+
+@contextlib.contextmanager
+def portable_int8_product():
+    """Within it, int8 layers traced (or called) take the float32 product, never oneDNN's
+    kernel: a graph that runs on any CPU (`export_saved_model(..., int8_kernel="portable")`).
+    The shared block traces are dropped before and after, so none traced otherwise is reused."""
+    from keras_bert_zoo.models.layers import block_trace
+
+    block_trace.clear_shared_block_traces()
+    _PORTABLE[0] = True
+    try:
+        yield
+    finally:
+        _PORTABLE[0] = False
+        block_trace.clear_shared_block_traces()
 
 
 def zero_point_bias(kernel):
