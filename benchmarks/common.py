@@ -45,6 +45,7 @@ LIBRARY = {
     "keras_bert_zoo.training": ("create_optimizer",),
     "keras_bert_zoo.training.callbacks": ("StepLog",),
     "keras_bert_zoo.training.loop": ("train",),
+    "keras_bert_zoo.models.layers.int8": ("Int8Dense",),
 }
 _MODULE_OF = {name: module for module, names in LIBRARY.items() for name in names}
 
@@ -122,13 +123,8 @@ def now():
 def versions(*distributions):
     from importlib import metadata
 
-    def version(name):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return "?"
-
-    return {name: version(name) for name in distributions}
+    installed = {d.metadata["Name"].lower().replace("_", "-"): d.version for d in metadata.distributions()}
+    return {name: installed.get(name.lower().replace("_", "-"), "?") for name in distributions}
 
 
 def run_worker(cmd, what, env=None, cwd=None):
@@ -139,6 +135,20 @@ def run_worker(cmd, what, env=None, cwd=None):
     if proc.returncode or not lines:
         raise RuntimeError(f"{what} failed:\n{proc.stderr[-3000:]}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def package_env(ref):
+    """The environment of a worker that imports the package as it was at git `ref` (a `SYSTEM@REF` system: before
+    and after a change in one run): its tree exported once to the temp directory, first on PYTHONPATH."""
+    import tempfile
+
+    sha = output("git", "-C", REPO, "rev-parse", "--short", ref) or sys.exit(f"{ref!r} is not a commit of {REPO}")
+    tree = os.path.join(tempfile.gettempdir(), f"keras-bert-zoo-{sha}")
+    if not os.path.isdir(tree):  # exported beside it, then renamed: whole or not at all
+        partial = tempfile.mkdtemp(prefix=f"keras-bert-zoo-{sha}.")
+        subprocess.run(f"git -C '{REPO}' archive {sha} keras_bert_zoo | tar -x -C '{partial}'", shell=True, check=True)
+        os.replace(partial, tree)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")])))
 
 
 def timed(fn, *args, **kwargs):
@@ -183,10 +193,8 @@ def write_json(path, obj):
 
 
 def read_json(path):
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    with open(path) if os.path.exists(path) else contextlib.nullcontext() as f:
+        return json.load(f) if f else None
 
 
 def machine():  # the CPU model, its core count and the load average now
@@ -206,10 +214,8 @@ def machine_line():
 
 
 def _cpuinfo():
-    if not os.path.exists("/proc/cpuinfo"):
-        return ""
-    with open("/proc/cpuinfo") as f:
-        return f.read()
+    with open("/proc/cpuinfo") if os.path.exists("/proc/cpuinfo") else contextlib.nullcontext() as f:
+        return f.read() if f else ""
 
 
 def bf16_hardware(cpuinfo=None):
@@ -285,10 +291,8 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
     record = {"benchmark": name, "host_kind": host_kind(), "date": date, "started": started, "command": command,
               "source": source, "commit": commit or git_commit(), "machine": machine(),
               "machine_line": machine_line() if machine_info is None else machine_info, "rows": rows}
-    if load is not None:
-        record["run_load"] = [round(float(x), 2) for x in load]
-    if detail is not None:
-        record["detail"] = detail
+    record.update({} if load is None else {"run_load": [round(float(x), 2) for x in load]},
+                  **({} if detail is None else {"detail": detail}))
     write_json(path, record)
     return path
 
@@ -300,8 +304,7 @@ def side_options(parser, root, seeded_dir):
     parser.add_argument("--root", default=root)
     parser.add_argument("--seed", type=int, default=0, help="both sides' seed (head initialisation, data order, "
                         f"dropout); results go to ROOT/{seeded_dir} when N is not 0")
-    parser.add_argument("--threads", type=int, default=2,
-                        help="intra-op threads of each side (1 lets two runs share the 2 cores)")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op threads of each side (1: two runs share 2 cores)")
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results (smoke runs)")
 
@@ -314,11 +317,9 @@ def hf_optimizer(model, total_steps, recipe):
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-         "weight_decay": recipe["weight_decay"]},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
+    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+               "weight_decay": recipe["weight_decay"]},
+              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=recipe["adam_epsilon"])
     warmup = int(round(recipe["warmup_ratio"] * total_steps))
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
@@ -367,7 +368,6 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
     optimizer, scheduler, warmup = hf_optimizer(model, total, recipe)
     print(f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
           f"{torch.get_num_threads()} threads", flush=True)
-
     load_before, uptime_before = os.getloadavg(), uptime()
     model.train()
     step, train_seconds, loss_sum = 0, 0.0, 0.0
@@ -375,8 +375,7 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
         t = time.perf_counter()
         for batch in loader:
             loss = hf_step(model, batch, optimizer, scheduler, recipe["clip_norm"])
-            step += 1
-            loss_sum += loss
+            step, loss_sum = step + 1, loss_sum + loss
             if step % log_every == 0:
                 print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
                       f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)

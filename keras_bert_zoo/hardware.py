@@ -85,8 +85,8 @@ def precision_warning(precision, flags=None, accelerator=None):
         if native_int8_cpu(flags):
             return None
         return ("This CPU has no 8-bit dot-product instructions (neither avx512_vnni, avx_vnni nor amx_int8): an "
-                "int8-quantized model computes Keras' int8 numbers here but no faster than float32. int8 pays on CPUs "
-                "with VNNI or AMX.")
+                "int8-quantized model computes Keras' int8 numbers here, but more slowly than float32. int8 pays on "
+                "CPUs with VNNI or AMX.")
     if native_bf16_cpu(flags) or (has_accelerator() if accelerator is None else accelerator):
         return None
     return ("This CPU has no native bfloat16 instructions (neither avx512_bf16 nor amx_bf16): the mixed_bfloat16 "

@@ -31,7 +31,7 @@ def test_no_warning_for_float32_an_accelerator_or_unknown_flags():
     assert hardware.precision_warning("bfloat16", AVX2, accelerator=True) is None  # a GPU / TPU computes bf16
     assert hardware.precision_warning("bfloat16", frozenset(), accelerator=False) is None  # no /proc/cpuinfo
     assert "slower than float32" in hardware.precision_warning("bfloat16", AVX2, accelerator=False)
-    assert "no faster than float32" in hardware.precision_warning("int8", AVX2, accelerator=False)
+    assert "more slowly than float32" in hardware.precision_warning("int8", AVX2, accelerator=False)
 
 
 def test_cpu_flags_read_this_machine():

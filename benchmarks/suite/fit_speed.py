@@ -238,21 +238,6 @@ for _name, _backend in KERAS_BACKENDS.items():
     SYSTEMS[_name] = SYSTEMS["ours_bf16" if _name.endswith("_bf16") else "ours"]
 
 
-def package_at(ref):
-    """The package's source tree at git `ref`, exported once into the temp directory (for `SYSTEM@REF`)."""
-    sha = common.output("git", "-C", common.REPO, "rev-parse", "--short", ref)
-    if not sha:
-        raise SystemExit(f"fit_speed: {ref!r} is not a commit of {common.REPO}; name one, e.g. ours@HEAD~3")
-    tree = os.path.join(tempfile.gettempdir(), f"keras-bert-zoo-{sha}")
-    if not os.path.isdir(os.path.join(tree, "keras_bert_zoo")):
-        partial = tempfile.mkdtemp(prefix=f"keras-bert-zoo-{sha}.")
-        archive = subprocess.run(["git", "-C", common.REPO, "archive", sha, "keras_bert_zoo"], capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", partial], input=archive, check=True)
-        os.replace(partial, tree)  # whole or not at all
-    return tree
-
-
 def dump_data(args):
     """Writes what `read` returns for the training and dev files (today's package reads them) to `args.dump_data`."""
     train, dev = FILES[args.task]
@@ -307,13 +292,12 @@ def main(argv=None):
     if unknown:
         raise SystemExit(f"fit_speed: unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)} "
                          "(SYSTEM@REF: the same on the package at a git commit)")
-    trees = {s: package_at(s.partition("@")[2]) for s in systems if "@" in s}
-    data = None
-    if trees:  # an older package may read files differently: its workers get today's reading
-        data = os.path.join(tempfile.mkdtemp(prefix="fit_speed."), "examples.json")
-        extra = ["--dev-examples", args.dev_examples] if args.dev_examples else []
+    envs = {s: common.package_env(s.partition("@")[2]) for s in systems if "@" in s}
+    dev = ["--dev-examples", args.dev_examples] if args.dev_examples else []
+    data = os.path.join(tempfile.mkdtemp(prefix="fit_speed."), "examples.json")
+    if envs:  # an older package may read files differently: its workers get today's reading
         subprocess.run(common.self_cmd("fit_speed", "--task", args.task, "--examples", args.examples,
-                                       "--dump-data", data, *extra), check=True)
+                                       "--dump-data", data, *dev), check=True)
     bf16_hardware = common.bf16_hardware()
     if any("bf16" in s for s in systems) and not bf16_hardware:
         print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
@@ -321,15 +305,10 @@ def main(argv=None):
     started, info_before = common.now(), common.machine_line()
 
     def run_one(system, k):
-        extra = ["--dev-examples", args.dev_examples] if args.dev_examples else []
-        env = None
-        if system in trees:  # the older package first on the path (before the editable install's finder)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [trees[system],
-                                                                            os.environ.get("PYTHONPATH")])))
-            extra += ["--data", data]
+        extra = dev + (["--data", data] if system in envs else [])
         return common.run_worker(common.self_cmd("fit_speed", "--worker", system, "--task", args.task, "--examples",
                                                  args.examples, "--seed", seeds[k % len(seeds)], *extra), system,
-                                 env=env)
+                                 env=envs.get(system))
 
     runs = common.interleave(systems, args.rounds, run_one)
     record = dict(task=args.task, command=common.command_line("fit_speed", argv), examples=args.examples,

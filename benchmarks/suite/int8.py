@@ -77,9 +77,7 @@ def run_ours(quantized, export=False, keras_int8=False):
     from keras_bert_zoo import BertClassifier
 
     if keras_int8:  # every int8 layer takes Keras' own call
-        from keras_bert_zoo.models.layers.int8 import Int8Dense
-
-        Int8Dense.int8_kernel_path = lambda self, inputs: None
+        common.lib("Int8Dense").int8_kernel_path = lambda self, inputs: None
 
     texts, labels, _ = _data()
     model = BertClassifier.from_preset(SAVED)

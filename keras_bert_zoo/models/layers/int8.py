@@ -26,8 +26,8 @@ traces the float32 product below instead, for other CPUs. Without VNNI (an AVX2-
 same integers, quantized the same way, go through the float32 matmul instead (`q @ kernel`
 in float32: each product and partial sum is an integer, exact below 2^24, so for inputs up to
 1,040 features wide at any values, and within float32 rounding beyond). The numbers are Keras'
-int8 numbers and the speed about float32's: int8 gains nothing on such a CPU
-(`keras_bert_zoo.hardware`, which warns once at `quantize`). Everywhere else `Int8Dense` is
+int8 numbers, at 0.8x float32's speed (the per-row quantization is extra work): int8 gains
+nothing on such a CPU (`keras_bert_zoo.hardware`, which warns once at `quantize`). Everywhere else `Int8Dense` is
 Keras' `Dense`. Float layers are untouched: `Int8Dense` only adds an int8 call and lets
 Keras' `quantize` accept the subclass.
 
