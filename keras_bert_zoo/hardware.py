@@ -18,8 +18,8 @@ True
 """
 
 import functools
+import inspect
 import os
-import sys
 import warnings
 
 __all__ = ["BF16_FLAGS", "INT8_FLAGS", "cpu_flags", "native_bf16_cpu", "native_int8_cpu", "has_accelerator",
@@ -108,7 +108,7 @@ def warn_if_emulated(precision):
     message = precision_warning(precision)
     if message:
         _warned.add(precision)
-        level, frame = 1, sys._getframe(0)
+        level, frame = 1, inspect.currentframe()
         while frame.f_back is not None and any(part in frame.f_code.co_filename for part in _LIBRARIES):
             frame, level = frame.f_back, level + 1
         warnings.warn(message, UserWarning, stacklevel=level)
