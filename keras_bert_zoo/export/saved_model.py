@@ -156,7 +156,7 @@ def _int8_kernel(model, portable):
     """What the export's int8 layers run: `"onednn"`, `"float32"`, or None (none quantized)."""
     if not any(isinstance(layer, int8.Int8Dense) and layer.quantization_mode == "int8" for layer in all_layers(model)):
         return None
-    return "float32" if portable or not (int8.host_has_vnni() and int8.onednn_int8_exact()) else "onednn"
+    return "float32" if portable or not int8.onednn_int8_here() else "onednn"
 
 
 def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, precision="float32",

@@ -40,6 +40,7 @@ import os
 import statistics
 import time
 
+from keras_bert_zoo import hardware
 from keras_bert_zoo.errors import UsageError
 
 __all__ = ["MIN_STEPS", "MARGIN", "JitChoice", "static_rule", "resolve_jit_compile", "time_train_steps", "path_key",
@@ -201,18 +202,13 @@ def _machine_key():
 
     import tensorflow as tf
 
-    cpu, flags = platform.processor(), ""
+    cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and not cpu:
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = " ".join(sorted(x for x in line.split(":", 1)[1].split()
-                                            if x.startswith(("avx", "amx", "fma"))))
-                    break
+            cpu = cpu or next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     except OSError:
         pass
+    flags = " ".join(sorted(x for x in hardware.cpu_flags() if x.startswith(("avx", "amx", "fma"))))
     return f"{cpu}|{flags}|{os.cpu_count()} cpus|tf {tf.__version__}"
 
 

@@ -48,25 +48,31 @@ def _ops_in(path):
     return {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}
 
 
-def test_portable_int8_export_runs_no_onednn_kernel_and_serves_the_same(tmp_path):
+def test_portable_int8_export_runs_no_onednn_kernel_and_serves_the_same(tmp_path, monkeypatch):
     """`int8_kernel="portable"`: no oneDNN int8 op in the graph (it has no output where TensorFlow
     runs without oneDNN, as on AVX2 hosts by default), the same answers as the quantized model, and
-    `export_info.json` says which kernel each export holds."""
+    `export_info.json` says which kernel each export holds. The exports are traced as on a VNNI host
+    with oneDNN on, whatever this host is: `"auto"` then holds oneDNN's op (loaded, not run: it may
+    have no output here), and the portable graph must not, even after the model ran that path (its
+    shared block traces are keyed by the int8 path, not reused)."""
     import json
     import os
 
-    from keras_bert_zoo.models.layers.int8 import host_has_vnni, onednn_int8_exact
+    from keras_bert_zoo.models.layers import block_trace, int8
 
     model = _classifier()
     model.quantize("int8")
     expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
+    monkeypatch.setattr(int8, "host_has_vnni", lambda: True)
+    monkeypatch.setattr(int8, "onednn_int8_exact", lambda: True)
+    block_trace.clear_shared_block_traces()  # the predict above traced this host's path: start from none
     paths = {kernel: export_saved_model(model, str(tmp_path / kernel), int8_kernel=kernel)
-             for kernel in ("portable", "auto")}
+             for kernel in ("auto", "portable")}  # auto first: its traces must not serve the portable export
+    assert "QuantizedMatMulWithBiasAndDequantize" in _ops_in(paths["auto"])
     assert "QuantizedMatMulWithBiasAndDequantize" not in _ops_in(paths["portable"])
     np.testing.assert_allclose(_served(paths["portable"])["probabilities"].numpy(), expected, atol=1e-5)
     info = {k: json.load(open(os.path.join(p, "assets", "export_info.json")))["int8_kernel"] for k, p in paths.items()}
-    assert info == {"portable": "float32", "auto": "onednn" if host_has_vnni() and onednn_int8_exact() else "float32"}
-    assert ("QuantizedMatMulWithBiasAndDequantize" in _ops_in(paths["auto"])) is (info["auto"] == "onednn")
+    assert info == {"portable": "float32", "auto": "onednn"}
     with pytest.raises(UsageError, match="int8_kernel='fast' is not one of"):
         export_saved_model(model, str(tmp_path / "bad"), int8_kernel="fast")
 

@@ -47,6 +47,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert_zoo.keras_compat import autocast_scope, sublayers
+from keras_bert_zoo.models.layers import int8
 
 __all__ = ["inference_call", "training_call", "shared_block_traces", "clear_shared_block_traces"]
 
@@ -125,7 +126,9 @@ def _shared_call(block, x, attention_bias, training):
     # LoRA too: which sub-layers add `alpha / rank * a @ b` to their kernel is Python state
     # read while tracing, and two blocks with adapters of one shape may scale them differently.
     lora = block.lora_state() if hasattr(block, "lora_state") else ()
-    key = json.dumps([cls, config, lora, training, repr(weight_specs), repr(seed_specs), repr(x_spec),
+    # And which int8 product a quantized block's layers trace (oneDNN's kernel, or the portable one).
+    int8_path = any(v.dtype == tf.int8 for v in weights) and int8.onednn_int8_here()
+    key = json.dumps([cls, config, lora, training, int8_path, repr(weight_specs), repr(seed_specs), repr(x_spec),
                       repr(bias_spec)], sort_keys=True, default=str)
     if key not in _TRACES:
         template, seed_template = list(weights), list(seeds)

@@ -60,7 +60,7 @@ from keras_bert_zoo.keras_compat import all_layers, autocast_scope, dense_kernel
 __all__ = ["Int8Dense", "zero_point_bias", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
            "quantization_config", "requantize", "dense_kernel", "preset_extra",
            "check_float_policy",
-           "one_garbage_collection", "onednn_int8_exact", "portable_int8_product"]
+           "one_garbage_collection", "onednn_int8_exact", "onednn_int8_here", "portable_int8_product"]
 
 
 def host_has_vnni():
@@ -186,7 +186,7 @@ class Int8Dense(LoraDense):
                 and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
                 and not _in_xla(tf)):
             return None
-        return "onednn" if not _PORTABLE[0] and host_has_vnni() and onednn_int8_exact() else "float32"
+        return "onednn" if onednn_int8_here() else "float32"
 
 
 def _onednn_product(q, kernel, shift):
@@ -226,20 +226,23 @@ def onednn_int8_exact():
 _PORTABLE = [False]  # set by `portable_int8_product`
 
 
+def onednn_int8_here():
+    """True when int8 layers traced now take oneDNN's kernel: a CPU with VNNI where it runs exactly,
+    outside `portable_int8_product`. The one rule `Int8Dense` and the SavedModel export both read,
+    and part of the shared block traces' key (`block_trace`), so a trace of one kind is not reused
+    for the other."""
+    return not _PORTABLE[0] and host_has_vnni() and onednn_int8_exact()
+
+
 @contextlib.contextmanager
 def portable_int8_product():
     """Within it, int8 layers traced (or called) take the float32 product, never oneDNN's
-    kernel: a graph that runs on any CPU (`export_saved_model(..., int8_kernel="portable")`).
-    The shared block traces are dropped before and after, so none traced otherwise is reused."""
-    from keras_bert_zoo.models.layers import block_trace
-
-    block_trace.clear_shared_block_traces()
+    kernel: a graph that runs on any CPU (`export_saved_model(..., int8_kernel="portable")`)."""
     _PORTABLE[0] = True
     try:
         yield
     finally:
         _PORTABLE[0] = False
-        block_trace.clear_shared_block_traces()
 
 
 def zero_point_bias(kernel):
