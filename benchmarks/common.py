@@ -31,8 +31,12 @@ LIBRARY = {
     "keras_bert_zoo.models.presets": ("backbone_config",),
     "keras_bert_zoo.preprocessing.bucketing": ("default_boundaries", "with_known_cardinality"),
     "keras_bert_zoo.tasks.pretrainer.corpus": ("read_documents",),
-    "keras_bert_zoo.tasks.pretrainer.data": ("WordPieceIds", "default_max_predictions", "load_vocabulary",
-                                                      "pretraining_dataset"),
+    "keras_bert_zoo.tasks.pretrainer.data": (
+        "WordPieceIds",
+        "default_max_predictions",
+        "load_vocabulary",
+        "pretraining_dataset",
+    ),
     "keras_bert_zoo.tasks.span_qa.preprocessor": ("make_qa_windows",),
     "keras_bert_zoo.tasks.embedder.data": ("read_sts",),
     "keras_bert_zoo.tasks.tagger.dataset": ("make_tagging_dataset",),
@@ -65,8 +69,11 @@ def lib(*names, bare=False):
             import types
 
             bare_root = sys.modules.get("keras_bert_zoo")
-            root = (bare_root.__path__ if bare_root
-                    else importlib.util.find_spec("keras_bert_zoo").submodule_search_locations)[0]
+            root = (
+                bare_root.__path__
+                if bare_root
+                else importlib.util.find_spec("keras_bert_zoo").submodule_search_locations
+            )[0]
             parts = module.split(".")
             for i in range(1, len(parts)):  # each parent package as a bare namespace over its folder
                 package = ".".join(parts[:i])
@@ -134,7 +141,7 @@ def run_worker(cmd, what, env=None, cwd=None):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"{what} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def package_env(ref):
@@ -169,8 +176,10 @@ def interleave(systems, rounds, run_one, log=print):
             result = dict(run_one(system, k), round=k, system=system)
             runs.append(result)
             if log:
-                log(f"round {k} {system}: " + ", ".join(f"{key} {v:.3g}" for key, v in result.items()
-                                                         if isinstance(v, float)))
+                log(
+                    f"round {k} {system}: "
+                    + ", ".join(f"{key} {v:.3g}" for key, v in result.items() if isinstance(v, float))
+                )
     return runs
 
 
@@ -178,8 +187,11 @@ def paired_ratios(runs, a, b, key):
     """The median over rounds of `b[key] / a[key]` (None when no round has both): how many times
     faster `a` is when `key` is a time."""
     by = {(r["round"], r["system"]): r for r in runs}
-    ratios = [by[k, b][key] / by[k, a][key] for k in sorted({r["round"] for r in runs})
-              if (k, a) in by and (k, b) in by and key in by[k, a] and key in by[k, b] and by[k, a][key]]
+    ratios = [
+        by[k, b][key] / by[k, a][key]
+        for k in sorted({r["round"] for r in runs})
+        if (k, a) in by and (k, b) in by and key in by[k, a] and key in by[k, b] and by[k, a][key]
+    ]
     return round(statistics.median(ratios), 2) if ratios else None
 
 
@@ -254,8 +266,19 @@ def record_path(name, kind=None, directory=None):
     return os.path.join(directory or RESULTS, f"{name}.{kind or host_kind()}.json")
 
 
-def write_result(name, rows, command, source=None, started=None, load=None, directory=None, commit=None,
-                 machine_info=None, detail=None, merge=True):
+def write_result(
+    name,
+    rows,
+    command,
+    source=None,
+    started=None,
+    load=None,
+    directory=None,
+    commit=None,
+    machine_info=None,
+    detail=None,
+    merge=True,
+):
     """The one current record of a benchmark on this host kind, which `run.py report` reads:
     `benchmarks/results/NAME.KIND.json` (`directory` overrides), returned. With `merge`, rows of the
     record already there whose `what` the new rows do not have are kept (each row names its own
@@ -288,11 +311,22 @@ def write_result(name, rows, command, source=None, started=None, load=None, dire
     old = read_json(path) if merge else None
     if old:
         rows += [row for row in old.get("rows", []) if row.get("what") not in {r.get("what") for r in rows}]
-    record = {"benchmark": name, "host_kind": host_kind(), "date": date, "started": started, "command": command,
-              "source": source, "commit": commit or git_commit(), "machine": machine(),
-              "machine_line": machine_line() if machine_info is None else machine_info, "rows": rows}
-    record.update({} if load is None else {"run_load": [round(float(x), 2) for x in load]},
-                  **({} if detail is None else {"detail": detail}))
+    record = {
+        "benchmark": name,
+        "host_kind": host_kind(),
+        "date": date,
+        "started": started,
+        "command": command,
+        "source": source,
+        "commit": commit or git_commit(),
+        "machine": machine(),
+        "machine_line": machine_line() if machine_info is None else machine_info,
+        "rows": rows,
+    }
+    record.update(
+        {} if load is None else {"run_load": [round(float(x), 2) for x in load]},
+        **({} if detail is None else {"detail": detail}),
+    )
     write_json(path, record)
     return path
 
@@ -302,9 +336,16 @@ def side_options(parser, root, seeded_dir):
     process: `--only`, `--root`, `--seed` (results in `seeded_dir`), `--threads`, `--table`, `--no-record`."""
     parser.add_argument("--only", choices=("ours", "hf"), help="one side only (the other's JSON is kept)")
     parser.add_argument("--root", default=root)
-    parser.add_argument("--seed", type=int, default=0, help="both sides' seed (head initialisation, data order, "
-                        f"dropout); results go to ROOT/{seeded_dir} when N is not 0")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op threads of each side (1: two runs share 2 cores)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="both sides' seed (head initialisation, data order, "
+        f"dropout); results go to ROOT/{seeded_dir} when N is not 0",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="intra-op threads of each side (1: two runs share 2 cores)"
+    )
     parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
     parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results (smoke runs)")
 
@@ -317,9 +358,13 @@ def hf_optimizer(model, total_steps, recipe):
     from transformers import get_linear_schedule_with_warmup
 
     no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-               "weight_decay": recipe["weight_decay"]},
-              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
+    groups = [
+        {
+            "params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+            "weight_decay": recipe["weight_decay"],
+        },
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
     optimizer = torch.optim.AdamW(groups, lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=recipe["adam_epsilon"])
     warmup = int(round(recipe["warmup_ratio"] * total_steps))
     return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps), warmup
@@ -350,8 +395,10 @@ def pad_collate(pad_id, keys=(), pad_labels=False):
 
     def collate(batch):
         length = max(len(f["input_ids"]) for f in batch)
-        out = {key: torch.tensor([f[key] + [pad] * (length - len(f[key])) for f in batch], dtype=torch.long)
-               for key, pad in padded}
+        out = {
+            key: torch.tensor([f[key] + [pad] * (length - len(f[key])) for f in batch], dtype=torch.long)
+            for key, pad in padded
+        }
         out.update({key: torch.tensor([f[key] for f in batch], dtype=torch.long) for key in keys})
         return out
 
@@ -366,8 +413,11 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
 
     total = len(loader) * epochs
     optimizer, scheduler, warmup = hf_optimizer(model, total, recipe)
-    print(f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
-          f"{torch.get_num_threads()} threads", flush=True)
+    print(
+        f"HF: fine-tuning {what}, {epochs} epoch(s) of {len(loader)} steps (warm-up {warmup}), "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
     load_before, uptime_before = os.getloadavg(), uptime()
     model.train()
     step, train_seconds, loss_sum = 0, 0.0, 0.0
@@ -377,14 +427,24 @@ def hf_train(model, loader, epochs, what, recipe, log_every=50):
             loss = hf_step(model, batch, optimizer, scheduler, recipe["clip_norm"])
             step, loss_sum = step + 1, loss_sum + loss
             if step % log_every == 0:
-                print(f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
-                      f"({train_seconds + time.perf_counter() - t:.0f} s)", flush=True)
+                print(
+                    f"HF step {step}/{total} loss {loss_sum / log_every:.4f} "
+                    f"({train_seconds + time.perf_counter() - t:.0f} s)",
+                    flush=True,
+                )
                 loss_sum = 0.0
         train_seconds += time.perf_counter() - t
         print(f"HF epoch {epoch + 1}: {train_seconds:.0f} s, last loss {loss:.4f}", flush=True)
-    return dict(steps=step, warmup_steps=warmup, train_seconds=train_seconds, final_train_loss=loss,
-                loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), uptime_before=uptime_before,
-                uptime_after=uptime())
+    return dict(
+        steps=step,
+        warmup_steps=warmup,
+        train_seconds=train_seconds,
+        final_train_loss=loss,
+        loadavg_before=list(load_before),
+        loadavg_after=list(os.getloadavg()),
+        uptime_before=uptime_before,
+        uptime_after=uptime(),
+    )
 
 
 def set_tf_threads(threads):

@@ -98,7 +98,8 @@ def main(argv=None):
     # ## 4. Model and optimizer inside the scope: their variables are mirrored
     with strategy.scope():
         model = BertClassifier.from_preset(
-            model_dir, num_classes=2, preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
+            model_dir, num_classes=2, preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length)
+        )
         # `compile` adds the default loss (Keras' sparse cross-entropy on the logits) and accuracy.
         # No step count: `fit` counts the batches it makes of the raw text and sizes the schedule.
         model.compile(optimizer=create_optimizer(5e-5))

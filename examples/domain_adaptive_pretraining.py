@@ -76,9 +76,10 @@ def read_sst2(path):
 def finetune_and_score(model_dir, train, dev, length, batch, epochs, seed=0):
     """The one fine-tuning recipe both runs share: same seed, so the same head init and order."""
     keras.utils.set_random_seed(seed)
-    model = BertClassifier.from_preset(model_dir, num_classes=2,
-                                       preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
-    model.compile(optimizer=create_optimizer(1e-4))   # fit sizes the schedule; default loss, accuracy
+    model = BertClassifier.from_preset(
+        model_dir, num_classes=2, preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length)
+    )
+    model.compile(optimizer=create_optimizer(1e-4))  # fit sizes the schedule; default loss, accuracy
     model.fit(train[0], train[1], batch_size=batch, epochs=epochs, verbose=2)
     return model.evaluate(dev[0], dev[1], batch_size=64, return_dict=True, verbose=0)["accuracy"]
 
@@ -91,13 +92,21 @@ def main(argv=None):
     else:
         # The SST-2 arm of benchmarks/adaptive_pretraining.py (git history) at its seed 0.
         labelled, unlabelled, dev_size, length, batch, head_steps, mlm_steps, epochs = (
-            500, 20_000, None, 64, 16, 100, 200, 4)
+            500,
+            20_000,
+            None,
+            64,
+            16,
+            100,
+            200,
+            4,
+        )
     texts, labels = read_sst2(os.path.join(args.data_dir, "sst2", "train.tsv"))
     dev_x, dev_y = read_sst2(os.path.join(args.data_dir, "sst2", "dev.tsv"))
     train = (texts[:labelled], labels[:labelled])
     dev = (dev_x[:dev_size], dev_y[:dev_size])
     # The domain corpus: sentences the fine-tuning never sees, labels thrown away.
-    domain_text = texts[labelled:labelled + unlabelled]
+    domain_text = texts[labelled : labelled + unlabelled]
     print(f"{len(train[0])} labelled sentences, {len(domain_text)} unlabelled domain sentences, {len(dev[0])} dev")
 
     # ## 1. Continued pretraining on the domain text
@@ -111,10 +120,19 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
     pretrainer = BertPretrainer.from_preset(model_dir, preprocessor=preprocessor)
-    figures = continue_pretraining(pretrainer, domain_text, head_steps=head_steps, steps=mlm_steps,
-                                   batch_size=32 if not args.smoke else batch, seed=0, verbose=2)
-    print(f"MLM head alone: final training MLM accuracy {figures['head_mlm_accuracy']:.3f}; "
-          f"continued MLM: {figures['mlm_accuracy']:.3f} ({figures['seconds']:.0f} s)")
+    figures = continue_pretraining(
+        pretrainer,
+        domain_text,
+        head_steps=head_steps,
+        steps=mlm_steps,
+        batch_size=32 if not args.smoke else batch,
+        seed=0,
+        verbose=2,
+    )
+    print(
+        f"MLM head alone: final training MLM accuracy {figures['head_mlm_accuracy']:.3f}; "
+        f"continued MLM: {figures['mlm_accuracy']:.3f} ({figures['seconds']:.0f} s)"
+    )
 
     with tempfile.TemporaryDirectory() as adapted_dir:
         # The adapted backbone, with the tokenizer files, as a preset any task can load.

@@ -42,10 +42,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertFeatureExtractor  # noqa: E402
-from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
-from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset  # noqa: E402
-from keras_bert_zoo.tasks.tagger.predict import predict_words  # noqa: E402
 from keras_bert_zoo.tasks.tagger.data import read_tagged  # noqa: E402
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset  # noqa: E402
+from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
+from keras_bert_zoo.tasks.tagger.predict import predict_words  # noqa: E402
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -106,8 +106,10 @@ def main(argv=None):
     # batches), so every labelled token counts the same. Keras' loss here is one value per
     # piece, `[batch, length]`: the `[batch]` weight gets a length axis to broadcast over it.
     data = data.map(lambda x, y, weight: (x, y, weight[:, None]))
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100),
+    )
     start = time.time()
     model.fit(data, epochs=1, shuffle=False, verbose=2)
     print(f"trained the head on {len(train)} sentences in {time.time() - start:.0f} s")

@@ -72,14 +72,25 @@ def write_google_checkpoint(backbone, vocab_file, path):
     os.makedirs(path)
     tensors = {google_name(spec): spec.variable.numpy() for spec in backbone_weight_specs(backbone)}
     names = sorted(tensors)
-    tf.raw_ops.SaveV2(prefix=os.path.join(path, "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=[tf.constant(tensors[n]) for n in names])
-    config = {"vocab_size": backbone.vocabulary_size, "hidden_size": backbone.hidden_dim,
-              "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
-              "intermediate_size": backbone.intermediate_dim, "hidden_act": "gelu",
-              "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-              "max_position_embeddings": backbone.max_sequence_length, "type_vocab_size": 2,
-              "initializer_range": 0.02}
+    tf.raw_ops.SaveV2(
+        prefix=os.path.join(path, "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(tensors[n]) for n in names],
+    )
+    config = {
+        "vocab_size": backbone.vocabulary_size,
+        "hidden_size": backbone.hidden_dim,
+        "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads,
+        "intermediate_size": backbone.intermediate_dim,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+    }
     with open(os.path.join(path, "bert_config.json"), "w") as f:
         json.dump(config, f, indent=2)
     shutil.copyfile(vocab_file, os.path.join(path, "vocab.txt"))
@@ -89,15 +100,18 @@ def write_google_checkpoint(backbone, vocab_file, path):
 def main(argv=None):
     args = parse_args(argv)
     hf_dir = args.model or minilm_path()
-    features = {k: np.asarray(v) for k, v in
-                BertPreprocessor.from_preset(hf_dir, sequence_length=24)(SENTENCES).items()}
-    real = features["padding_mask"].astype(bool)   # compare real tokens only (padding is masked anyway)
+    features = {
+        k: np.asarray(v) for k, v in BertPreprocessor.from_preset(hf_dir, sequence_length=24)(SENTENCES).items()
+    }
+    real = features["padding_mask"].astype(bool)  # compare real tokens only (padding is masked anyway)
 
     # ## 1. A Hugging Face directory
     hf_backbone = BertBackbone.from_preset(hf_dir)
     reference = last_hidden_state(hf_backbone, features)
-    print(f"HF directory: {hf_backbone.num_layers} layers, hidden {hf_backbone.hidden_dim}, "
-          f"{hf_backbone.count_params():,} parameters")
+    print(
+        f"HF directory: {hf_backbone.num_layers} layers, hidden {hf_backbone.hidden_dim}, "
+        f"{hf_backbone.count_params():,} parameters"
+    )
     hf_diff = None
     if not args.smoke:
         try:
@@ -108,9 +122,11 @@ def main(argv=None):
         else:
             hf = transformers.BertModel.from_pretrained(hf_dir).eval()
             with torch.no_grad():
-                theirs = hf(input_ids=torch.tensor(features["token_ids"], dtype=torch.long),
-                            attention_mask=torch.tensor(features["padding_mask"], dtype=torch.long),
-                            token_type_ids=torch.tensor(features["segment_ids"], dtype=torch.long))
+                theirs = hf(
+                    input_ids=torch.tensor(features["token_ids"], dtype=torch.long),
+                    attention_mask=torch.tensor(features["padding_mask"], dtype=torch.long),
+                    token_type_ids=torch.tensor(features["segment_ids"], dtype=torch.long),
+                )
             hf_diff = np.abs(theirs.last_hidden_state.numpy() - reference)[real].max()
             print(f"HF transformers BertModel vs ours: max |diff| {hf_diff:.2e}")
 
@@ -121,9 +137,9 @@ def main(argv=None):
         google_dir = os.path.join(tmp, "google")
         names = write_google_checkpoint(hf_backbone, os.path.join(hf_dir, "vocab.txt"), google_dir)
         print(f"wrote a Google checkpoint of {len(names)} tensors, e.g. {names[5]}")
-        as_google = BertBackbone.from_preset(google_dir)   # "gelu" in a Google config: the tanh form
+        as_google = BertBackbone.from_preset(google_dir)  # "gelu" in a Google config: the tanh form
         tanh_diff = np.abs(last_hidden_state(as_google, features) - reference)[real].max()
-        google = BertBackbone.from_preset(google_dir, activation="gelu")   # the exact form MiniLM was trained with
+        google = BertBackbone.from_preset(google_dir, activation="gelu")  # the exact form MiniLM was trained with
         google_diff = np.abs(last_hidden_state(google, features) - reference)[real].max()
         print(f"Google checkpoint, loaded as Google's code computes it (tanh GELU): max |diff| {tanh_diff:.2e}")
         print(f"Google checkpoint with activation='gelu' (exact erf GELU): max |diff| {google_diff:.2e}")
@@ -142,11 +158,15 @@ def main(argv=None):
         converted_diff = np.abs(last_hidden_state(converted, features) - reference)[real].max()
         print(f"converted preset ({sorted(os.listdir(ours_dir))}): max |diff| {converted_diff:.2e}")
         classifier = BertClassifier.from_preset(ours_dir, num_classes=3)
-        print(f"BertClassifier from the converted preset takes raw text: "
-              f"{classifier.predict(SENTENCES[:1], verbose=0).shape}")
+        print(
+            f"BertClassifier from the converted preset takes raw text: "
+            f"{classifier.predict(SENTENCES[:1], verbose=0).shape}"
+        )
     hf = "" if hf_diff is None else f" hf_max_diff={hf_diff:.2e}"
-    print(f"RESULT google_max_diff={google_diff:.2e} converted_max_diff={converted_diff:.2e} "
-          f"tanh_gelu_max_diff={tanh_diff:.2e}{hf}")
+    print(
+        f"RESULT google_max_diff={google_diff:.2e} converted_max_diff={converted_diff:.2e} "
+        f"tanh_gelu_max_diff={tanh_diff:.2e}{hf}"
+    )
 
 
 if __name__ == "__main__":

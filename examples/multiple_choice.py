@@ -43,8 +43,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_bert_zoo import BertMultipleChoice  # noqa: E402
-from keras_bert_zoo import MultipleChoicePreprocessor  # noqa: E402
+from keras_bert_zoo import (
+    BertMultipleChoice,  # noqa: E402
+    MultipleChoicePreprocessor,  # noqa: E402
+)
 from keras_bert_zoo.tasks.multiple_choice.data import read_choices  # noqa: E402
 from keras_bert_zoo.tasks.pretrainer.corpus import read_documents  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
@@ -54,8 +56,9 @@ DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.path.normpath(DEFAULT_DATA),
-                        help="folder holding pretrain_text/ and swag/")
+    parser.add_argument(
+        "--data-dir", default=os.path.normpath(DEFAULT_DATA), help="folder holding pretrain_text/ and swag/"
+    )
     parser.add_argument("--model", default=None, help="checkpoint directory (default: all-MiniLM-L6-v2)")
     parser.add_argument("--smoke", action="store_true", help="tiny budget: a few questions, a couple of steps")
     return parser.parse_args(argv)
@@ -88,8 +91,9 @@ def main(argv=None):
     swag = os.path.join(args.data_dir, "swag", "val_sample.csv")
     for path in (corpus, swag):
         if not os.path.isfile(path):
-            raise SystemExit(f"{path} not found: pass --data-dir pointing at the folder that holds "
-                             "pretrain_text/ and swag/")
+            raise SystemExit(
+                f"{path} not found: pass --data-dir pointing at the folder that holds pretrain_text/ and swag/"
+            )
     train_count, dev_count, length, batch = (8, 8, 48, 4) if args.smoke else (480, 160, 96, 8)
     keras.utils.set_random_seed(0)
     rng = random.Random(0)
@@ -100,8 +104,10 @@ def main(argv=None):
     # (headings, fragments) are left out.
     articles = [[s for s in doc if len(s.split()) >= 6] for doc in read_documents([corpus], "wikitext")]
     articles = [a for a in articles if len(a) >= 2]
-    splits = {"train": [a for k, a in enumerate(articles) if k % 5 != 4],
-              "dev": [a for k, a in enumerate(articles) if k % 5 == 4]}
+    splits = {
+        "train": [a for k, a in enumerate(articles) if k % 5 != 4],
+        "dev": [a for k, a in enumerate(articles) if k % 5 == 4],
+    }
     data = {}
     for name, count in (("train", train_count), ("dev", dev_count)):
         pool = [(a, s) for a, sentences in enumerate(splits[name]) for s in sentences]

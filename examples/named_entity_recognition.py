@@ -47,10 +47,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 
-from keras_bert_zoo import BertTagger  # noqa: E402
-from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
-from keras_bert_zoo import TaggingPreprocessor  # noqa: E402
+from keras_bert_zoo import (
+    BertTagger,  # noqa: E402
+    TaggingPreprocessor,  # noqa: E402
+)
 from keras_bert_zoo.tasks.tagger.data import read_tagged  # noqa: E402
+from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -97,14 +99,16 @@ def main(argv=None):
     shown = preprocessor([["Arnold", "Schwarzenegger", "visited", "Brussels"]], [tag_ids])
     pieces = preprocessor.tokenizer.get_vocabulary()
     ids, labels = shown["token_ids"].numpy()[0], shown["labels"].numpy()[0]
-    print([(pieces[i], train.label_names[label] if label >= 0 else int(label)) for i, label in zip(ids, labels) if i != 0])
+    print(
+        [(pieces[i], train.label_names[label] if label >= 0 else int(label)) for i, label in zip(ids, labels) if i != 0]
+    )
 
     # ## The model: a Dense layer over every piece's vector
     # `fit` on raw words (batching="auto") packs each shuffled batch of 32 windows end to
     # end into rows of 64 pieces (the loss is still per word), rather than padding 32 rows to 128.
     model = BertTagger.from_preset(model_dir, label_names=train.label_names, preprocessor=preprocessor)
     # `fit` counts its packed batches (long sentences give several windows) to size the schedule.
-    model.compile(optimizer=create_optimizer(5e-5))   # the token loss is built in
+    model.compile(optimizer=create_optimizer(5e-5))  # the token loss is built in
     start = time.time()
     model.fit(train.words, train.tags, batch_size=batch, epochs=1, verbose=2)
     print(f"trained on {len(train)} sentences in {time.time() - start:.0f} s")
@@ -115,8 +119,10 @@ def main(argv=None):
     predicted = model.predict_tags(dev.words)
     scores = entity_scores(dev.tags, predicted)
     types = sorted(k[3:] for k in scores if k.startswith("f1_"))
-    print(f"dev entity F1 {scores['f1']:.4f} (precision {scores['precision']:.4f}, recall {scores['recall']:.4f}); "
-          + ", ".join(f"{t} {scores['f1_' + t]:.3f}" for t in types))
+    print(
+        f"dev entity F1 {scores['f1']:.4f} (precision {scores['precision']:.4f}, recall {scores['recall']:.4f}); "
+        + ", ".join(f"{t} {scores['f1_' + t]:.3f}" for t in types)
+    )
 
     # ## New text: entity spans with character offsets
     text = "Angela Merkel met Emmanuel Macron in Paris to discuss Airbus ."

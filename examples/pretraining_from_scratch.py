@@ -88,7 +88,7 @@ def main(argv=None):
         sizes = dict(num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64)
     else:
         vocab_size, length, predictions, batch, epochs, steps_per_epoch = 8000, 128, 20, 32, 4, args.steps // 4
-        sizes = dict(num_layers=4, num_heads=4, hidden_dim=256, intermediate_dim=1024)   # bert_mini
+        sizes = dict(num_layers=4, num_heads=4, hidden_dim=256, intermediate_dim=1024)  # bert_mini
     keras.utils.set_random_seed(0)
     holdout_every = 10
 
@@ -101,8 +101,9 @@ def main(argv=None):
     lines = tf.data.TextLineDataset(corpus)
     vocabulary = learn_vocabulary(lines.take(2000) if args.smoke else lines, vocab_size)
     tokenizer = BertTokenizer(vocabulary)
-    print(f"vocabulary of {len(vocabulary)} pieces in {time.time() - start:.0f} s: {vocabulary[:6]} ... "
-          f"{vocabulary[-3:]}")
+    print(
+        f"vocabulary of {len(vocabulary)} pieces in {time.time() - start:.0f} s: {vocabulary[:6]} ... {vocabulary[-3:]}"
+    )
     ids = tokenizer("Pretraining transformers is unreasonably effective").numpy()
     print("tokenized:", [vocabulary[i] for i in ids])
 
@@ -110,15 +111,29 @@ def main(argv=None):
     # `MaskedLMMasker` is a Keras preprocessing layer of TF ops: it runs inside `tf.data`.
     # Shown on one packed sentence here; the pipeline below applies it to every batch.
     ids_of = {t: i for i, t in enumerate(vocabulary)}
-    masker = MaskedLMMasker(vocabulary_size=len(vocabulary), mask_token_id=ids_of["[MASK]"],
-                            unselectable_token_ids=[ids_of["[CLS]"], ids_of["[SEP]"], ids_of["[PAD]"]],
-                            max_predictions=4)
-    sentence = [ids_of["[CLS]"]] + list(tokenizer("the game was released in japan in march of that year").numpy()) \
+    masker = MaskedLMMasker(
+        vocabulary_size=len(vocabulary),
+        mask_token_id=ids_of["[MASK]"],
+        unselectable_token_ids=[ids_of["[CLS]"], ids_of["[SEP]"], ids_of["[PAD]"]],
+        max_predictions=4,
+    )
+    sentence = (
+        [ids_of["[CLS]"]]
+        + list(tokenizer("the game was released in japan in march of that year").numpy())
         + [ids_of["[SEP]"]]
+    )
     masked = masker([sentence], seed=[1, 2])
     print("masked:  ", " ".join(vocabulary[i] for i in masked["token_ids"].numpy()[0]))
-    print("targets: ", [(int(p), vocabulary[int(t)]) for p, t, w in zip(masked["mask_positions"].numpy()[0],
-                        masked["mask_ids"].numpy()[0], masked["mask_weights"].numpy()[0]) if w])
+    print(
+        "targets: ",
+        [
+            (int(p), vocabulary[int(t)])
+            for p, t, w in zip(
+                masked["mask_positions"].numpy()[0], masked["mask_ids"].numpy()[0], masked["mask_weights"].numpy()[0]
+            )
+            if w
+        ],
+    )
 
     # ## 3. The MLM + NSP pipeline
     # `pretraining_dataset` reads the articles (WikiText's ` = Title = ` lines start each
@@ -126,12 +141,23 @@ def main(argv=None):
     # the real next segment or, half the time, one from another article), packs them as
     # `[CLS] A [SEP] B [SEP]` and masks them with the layer above. `repeat=True` re-pairs
     # and re-masks on every pass. Every 10th article is held out for evaluation.
-    common = dict(vocabulary=vocabulary, sequence_length=length, max_predictions=predictions, batch_size=batch,
-                  corpus_format="wikitext")
-    train = pretraining_dataset([corpus], repeat=True, drop_remainder=True,
-                                document_filter=lambda i: not split_documents(i, holdout_every), **common)
-    heldout = pretraining_dataset([corpus], seed=1,
-                                  document_filter=lambda i: split_documents(i, holdout_every), **common)
+    common = dict(
+        vocabulary=vocabulary,
+        sequence_length=length,
+        max_predictions=predictions,
+        batch_size=batch,
+        corpus_format="wikitext",
+    )
+    train = pretraining_dataset(
+        [corpus],
+        repeat=True,
+        drop_remainder=True,
+        document_filter=lambda i: not split_documents(i, holdout_every),
+        **common,
+    )
+    heldout = pretraining_dataset(
+        [corpus], seed=1, document_filter=lambda i: split_documents(i, holdout_every), **common
+    )
     heldout = heldout.take(2 if args.smoke else 30).cache()
 
     # ## 4. The model
@@ -145,27 +171,36 @@ def main(argv=None):
 
     # ## 5. Training: one "epoch" is `steps_per_epoch` batches of the endless stream
     start = time.time()
-    history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=heldout,
-                        shuffle=False, verbose=2)
+    history = model.fit(
+        train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=heldout, shuffle=False, verbose=2
+    )
     seconds = time.time() - start
-    print(f"{epochs * steps_per_epoch} steps in {seconds:.0f} s "
-          f"({epochs * steps_per_epoch * batch * length / seconds:.0f} positions/s)")
+    print(
+        f"{epochs * steps_per_epoch} steps in {seconds:.0f} s "
+        f"({epochs * steps_per_epoch * batch * length / seconds:.0f} positions/s)"
+    )
 
     # The loss curve (training loss per epoch, held-out loss after each epoch).
     for epoch, (loss, val) in enumerate(zip(history.history["loss"], history.history["val_loss"]), 1):
-        print(f"epoch {epoch}: train loss {loss:.3f}  held-out loss {val:.3f}  "
-              f"held-out MLM acc {history.history['val_mlm_accuracy'][epoch - 1]:.3f}")
+        print(
+            f"epoch {epoch}: train loss {loss:.3f}  held-out loss {val:.3f}  "
+            f"held-out MLM acc {history.history['val_mlm_accuracy'][epoch - 1]:.3f}"
+        )
 
     # ## 6. Evaluation on held-out articles
     # The baseline is predicting the most frequent target piece everywhere (often "the").
     metrics = model.evaluate(heldout, return_dict=True, verbose=0)
     targets = np.concatenate([y["mask_ids"].numpy()[y["mask_weights"].numpy() > 0] for _, y in heldout])
     baseline = np.bincount(targets).max() / len(targets)
-    print(f"held-out MLM accuracy {metrics['mlm_accuracy']:.4f} (most-frequent-piece baseline {baseline:.4f}), "
-          f"NSP accuracy {metrics['nsp_accuracy']:.4f} (chance 0.5)")
+    print(
+        f"held-out MLM accuracy {metrics['mlm_accuracy']:.4f} (most-frequent-piece baseline {baseline:.4f}), "
+        f"NSP accuracy {metrics['nsp_accuracy']:.4f} (chance 0.5)"
+    )
     print("fill-mask after training: ", top_words(model))
-    print(f"RESULT mlm_accuracy={metrics['mlm_accuracy']:.4f} nsp_accuracy={metrics['nsp_accuracy']:.4f} "
-          f"baseline={baseline:.4f}")
+    print(
+        f"RESULT mlm_accuracy={metrics['mlm_accuracy']:.4f} nsp_accuracy={metrics['nsp_accuracy']:.4f} "
+        f"baseline={baseline:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_bert_zoo import BertSpanQA  # noqa: E402
+from keras_bert_zoo.tasks.span_qa.data import read_squad  # noqa: E402
 from keras_bert_zoo.tasks.span_qa.metrics import squad_scores  # noqa: E402
 from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows  # noqa: E402
-from keras_bert_zoo.tasks.span_qa.data import read_squad  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
@@ -92,10 +92,10 @@ def main(argv=None):
     # pieces ("overlap" mode, HF's), so every answer lies whole inside at least one window.
     # Each window's label is the answer's first and last piece, or 0 (`[CLS]`) when the
     # window does not contain it.
-    preprocessor = SpanQAPreprocessor.from_preset(model_dir, sequence_length=length, doc_stride=stride,
-                                                  stride_mode="overlap")
-    windows = make_qa_windows(preprocessor, train.questions, train.contexts, train.answer_starts,
-                              train.answer_ends)
+    preprocessor = SpanQAPreprocessor.from_preset(
+        model_dir, sequence_length=length, doc_stride=stride, stride_mode="overlap"
+    )
+    windows = make_qa_windows(preprocessor, train.questions, train.contexts, train.answer_starts, train.answer_ends)
     print(f"{len(windows)} training windows of {length} pieces")
 
     # ## Training: a Dense(2) over every piece gives the start and end scores
@@ -118,8 +118,10 @@ def main(argv=None):
     print(f"dev exact match {scores['exact_match']:.4f}, F1 {scores['f1']:.4f} ({scores['total']} questions)")
 
     # ## A new passage
-    passage = ("The Eiffel Tower was built for the 1889 World's Fair in Paris. It was designed by the "
-               "engineering company of Gustave Eiffel and is 330 metres tall.")
+    passage = (
+        "The Eiffel Tower was built for the 1889 World's Fair in Paris. It was designed by the "
+        "engineering company of Gustave Eiffel and is 330 metres tall."
+    )
     for question in ["When was the Eiffel Tower built?", "How tall is the Eiffel Tower?"]:
         best = model.predict_answers([question], [passage])[0]
         print(f"{question} -> {best['answer']!r} ({best['probability']:.2f})")

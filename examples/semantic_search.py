@@ -32,8 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from keras_bert_zoo import BertSentenceEmbedder  # noqa: E402
-from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations  # noqa: E402
 from keras_bert_zoo.tasks.embedder.data import read_sts  # noqa: E402
+from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
 
@@ -94,8 +94,13 @@ def main(argv=None):
     results = {}
     for pooling in ("mean", "cls"):
         # A second embedder on the *same* backbone: no second copy of the weights.
-        model = embedder if pooling == "mean" else BertSentenceEmbedder(
-            embedder.backbone, pooling=pooling, normalize=True, preprocessor=embedder.preprocessor)
+        model = (
+            embedder
+            if pooling == "mean"
+            else BertSentenceEmbedder(
+                embedder.backbone, pooling=pooling, normalize=True, preprocessor=embedder.preprocessor
+            )
+        )
         a, b = model.encode(pairs.sentences1, batch_size=64), model.encode(pairs.sentences2, batch_size=64)
         results[pooling] = similarity_correlations(a, b, pairs.scores)["spearman"]
         print(f"STS-B dev ({len(pairs)} pairs), {pooling} pooling: Spearman {results[pooling]:.4f}")

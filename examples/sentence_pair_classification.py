@@ -91,11 +91,12 @@ def main(argv=None):
     # ## Fine-tuning on pairs
     # Same model as single-sentence classification: the pooled `[CLS]` vector sees both
     # sentences through self-attention, so the pair needs no special architecture.
-    model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["different", "paraphrase"],
-                                       preprocessor=preprocessor)
+    model = BertClassifier.from_preset(
+        model_dir, num_classes=2, label_names=["different", "paraphrase"], preprocessor=preprocessor
+    )
     # The schedule's length: `fit` counts its length-grouped batches (MRPC, 3 epochs: 360
     # steps, where 3 * ceil(3668 / 32) = 345 would end the decay 15 steps early).
-    model.compile(optimizer=create_optimizer(5e-5))   # loss and accuracy: the defaults
+    model.compile(optimizer=create_optimizer(5e-5))  # loss and accuracy: the defaults
     start = time.time()
     model.fit((train_a, train_b), train_y, batch_size=batch, epochs=epochs, verbose=2)
     print(f"trained {epochs} epoch(s) in {time.time() - start:.0f} s")
@@ -103,12 +104,12 @@ def main(argv=None):
     # ## MRPC's metrics: F1 of the "paraphrase" class and accuracy
     # MRPC is 68% paraphrases, so accuracy alone flatters a model that says "paraphrase"
     # to everything; F1 on the positive class is GLUE's headline figure for it.
-    predicted = model.predict((dev_a, dev_b), batch_size=64, verbose=0).argmax(-1)   # class ids, for the metrics
+    predicted = model.predict((dev_a, dev_b), batch_size=64, verbose=0).argmax(-1)  # class ids, for the metrics
     f1, acc = f1_score(dev_y, predicted), accuracy(dev_y, predicted)
     print(f"dev F1 {f1:.4f}, accuracy {acc:.4f}")
 
     pair = (["The company said profits rose 10 percent."], ["Profits grew by a tenth, the firm said."])
-    [label], [p] = model.predict_labels(pair, verbose=0)   # label names and softmax probabilities
+    [label], [p] = model.predict_labels(pair, verbose=0)  # label names and softmax probabilities
     print(f"{label} ({p.max():.2f}): {pair[0][0]} / {pair[1][0]}")
     print(f"RESULT f1={f1:.4f} accuracy={acc:.4f}")
 

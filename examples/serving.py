@@ -114,11 +114,15 @@ def main(argv=None):
     dev_x, dev_y = read_sst2(os.path.join(args.data_dir, "sst2", "dev.tsv"), dev_size)
 
     # ## 1. A model worth serving
-    model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["negative", "positive"],
-                                       preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length))
+    model = BertClassifier.from_preset(
+        model_dir,
+        num_classes=2,
+        label_names=["negative", "positive"],
+        preprocessor=BertPreprocessor.from_preset(model_dir, sequence_length=length),
+    )
     model.compile(optimizer=create_optimizer(5e-5))  # `fit` counts its batches for the schedule
     model.fit(train_x, train_y, batch_size=batch, epochs=1, verbose=2)
-    _, keras_probabilities = model.predict_labels(dev_x, verbose=0)   # what the SavedModel must reproduce
+    _, keras_probabilities = model.predict_labels(dev_x, verbose=0)  # what the SavedModel must reproduce
 
     with tempfile.TemporaryDirectory() as tmp:
         # ## 2. Export
@@ -132,8 +136,12 @@ def main(argv=None):
         texts_file = os.path.join(tmp, "texts.json")
         with open(texts_file, "w") as f:
             json.dump(dev_x, f)
-        done = subprocess.run([sys.executable, "-c", SERVER, export_dir, texts_file], capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": ""})
+        done = subprocess.run(
+            [sys.executable, "-c", SERVER, export_dir, texts_file],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ""},
+        )
         if done.returncode != 0:
             raise SystemExit(f"the TensorFlow-only process failed:\n{done.stderr[-2000:]}")
         lines = done.stdout.strip().splitlines()
@@ -148,8 +156,10 @@ def main(argv=None):
     # ## 4. The TF Serving REST request
     # TF Serving (not run here) serves `serving_default` on
     # `POST http://HOST:8501/v1/models/sst2:predict`. Columnar form: one list per input.
-    request = {"signature_name": "serving_default", "inputs": {"text": ["A gripping, beautifully acted film.",
-                                                                        "Two hours I will never get back."]}}
+    request = {
+        "signature_name": "serving_default",
+        "inputs": {"text": ["A gripping, beautifully acted film.", "Two hours I will never get back."]},
+    }
     print("request.json:", json.dumps(request))
     print('response: {"outputs": {"labels": [...], "label_ids": [...], "probabilities": [[...], [...]]}}')
     print(f"RESULT accuracy={accuracy:.4f} max_difference={difference:.2e}")

@@ -62,8 +62,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.path.normpath(DEFAULT_DATA), help="folder holding sst2/")
     parser.add_argument("--model", default=None, help="checkpoint directory (default: all-MiniLM-L6-v2)")
-    parser.add_argument("--train-sentences", type=int, default=20_000,
-                        help="first N training sentences (HF's recipe: 20,000)")
+    parser.add_argument(
+        "--train-sentences", type=int, default=20_000, help="first N training sentences (HF's recipe: 20,000)"
+    )
     parser.add_argument("--sequence-length", type=int, default=128, help="pieces per sentence (HF's recipe: 128)")
     parser.add_argument("--smoke", action="store_true", help="tiny budget: a few sentences, a couple of steps")
     return parser.parse_args(argv)
@@ -107,8 +108,9 @@ def main(argv=None):
     # run the sentences sorted by length (`keras_bert_zoo.batch_raw`).
     # The checkpoint has no classification head: a fresh Dense(2) on the pooled output starts.
     preprocessor = BertPreprocessor.from_preset(model_dir, sequence_length=length)
-    model = BertClassifier.from_preset(model_dir, num_classes=2, label_names=["negative", "positive"],
-                                       preprocessor=preprocessor)
+    model = BertClassifier.from_preset(
+        model_dir, num_classes=2, label_names=["negative", "positive"], preprocessor=preprocessor
+    )
 
     # BERT's fine-tuning recipe: AdamW with a linear warm-up over the first 10% of the
     # steps, then a linear decay to zero. The schedule needs the total step count, which

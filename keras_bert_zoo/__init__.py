@@ -14,11 +14,32 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-__all__ = ["BertBackbone", "BertClassifier", "BertPretrainer", "BertTagger", "BertSpanQA", "BertMultipleChoice",
-           "BertSentenceEmbedder", "BertFeatureExtractor", "presets", "BertTokenizer", "SegmentPacker",
-           "BertPreprocessor", "TaggingPreprocessor", "SpanQAPreprocessor", "MultipleChoicePreprocessor",
-           "learn_vocabulary", "batch_raw", "MaskedLMMasker", "masked_lm_dataset", "export_saved_model", "finetune",
-           "pretrain", "continue_pretraining", "import_all"]
+__all__ = [
+    "BertBackbone",
+    "BertClassifier",
+    "BertPretrainer",
+    "BertTagger",
+    "BertSpanQA",
+    "BertMultipleChoice",
+    "BertSentenceEmbedder",
+    "BertFeatureExtractor",
+    "presets",
+    "BertTokenizer",
+    "SegmentPacker",
+    "BertPreprocessor",
+    "TaggingPreprocessor",
+    "SpanQAPreprocessor",
+    "MultipleChoicePreprocessor",
+    "learn_vocabulary",
+    "batch_raw",
+    "MaskedLMMasker",
+    "masked_lm_dataset",
+    "export_saved_model",
+    "finetune",
+    "pretrain",
+    "continue_pretraining",
+    "import_all",
+]
 
 
 def import_all():
@@ -36,23 +57,23 @@ def import_all():
     from keras_bert_zoo import convert, training  # noqa: F401  register the checkpoint formats; optimizer="auto"
     from keras_bert_zoo.export.saved_model import export_saved_model
     from keras_bert_zoo.models.backbone import BertBackbone
-    from keras_bert_zoo.tasks.classifier.model import BertClassifier
-    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
     from keras_bert_zoo.models.feature_extractor import BertFeatureExtractor
-    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
-    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
-    from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
-    from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.preprocessing import BertPreprocessor, BertTokenizer, SegmentPacker, learn_vocabulary
     from keras_bert_zoo.preprocessing.batching import batch_raw
-    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
     from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
-    from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
-    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
-    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+    from keras_bert_zoo.tasks.classifier.model import BertClassifier
+    from keras_bert_zoo.tasks.embedder.model import BertSentenceEmbedder
     from keras_bert_zoo.tasks.finetuning import finetune
-    from keras_bert_zoo.tasks.pretrainer.job import pretrain
+    from keras_bert_zoo.tasks.multiple_choice.model import BertMultipleChoice
+    from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
     from keras_bert_zoo.tasks.pretrainer.adaptation import continue_pretraining
+    from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
+    from keras_bert_zoo.tasks.pretrainer.job import pretrain
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
+    from keras_bert_zoo.tasks.span_qa.model import BertSpanQA
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
+    from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
     globals().update({name: value for name, value in locals().items() if name in __all__})
 

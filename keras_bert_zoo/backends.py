@@ -28,4 +28,5 @@ def require_tensorflow(what):
         raise UsageError(
             f"{what} needs the TensorFlow backend, and Keras runs on {backend} (KERAS_BACKEND={backend}); "
             "set KERAS_BACKEND=tensorflow, or on this backend use the Keras-native path "
-            "(model.fit / evaluate / predict on raw inputs, from_preset / save_to_preset).")
+            "(model.fit / evaluate / predict on raw inputs, from_preset / save_to_preset)."
+        )

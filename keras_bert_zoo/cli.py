@@ -90,8 +90,7 @@ def _interrupted_message(verb, error):
     checkpointing = sys.modules.get("keras_bert_zoo.training.checkpointing")
     point = checkpointing.resume_point() if checkpointing else None
     if point and os.path.isdir(point):
-        return (f"bert-zoo {verb}: {what}; --out was left as it was. Rerun the same command to resume from "
-                f"{point}.")
+        return f"bert-zoo {verb}: {what}; --out was left as it was. Rerun the same command to resume from {point}."
     return f"bert-zoo {verb}: {what}; outputs were left as they were."
 
 

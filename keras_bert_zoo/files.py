@@ -39,9 +39,23 @@ import tempfile
 
 from keras_bert_zoo.errors import InvalidInputError, MissingPathError, OutputError, OutputExistsError
 
-__all__ = ["write_text", "write_json", "write_metrics", "write_npy", "check_input_file", "check_text_file",
-           "read_text_file", "decode_utf8", "read_json", "csv_rows", "check_output", "output_file", "output_dir",
-           "scratch_dir", "replace_dir"]
+__all__ = [
+    "write_text",
+    "write_json",
+    "write_metrics",
+    "write_npy",
+    "check_input_file",
+    "check_text_file",
+    "read_text_file",
+    "decode_utf8",
+    "read_json",
+    "csv_rows",
+    "check_output",
+    "output_file",
+    "output_dir",
+    "scratch_dir",
+    "replace_dir",
+]
 
 
 def write_text(path, text):
@@ -111,7 +125,8 @@ def check_text_file(path, what="corpus file", max_line_bytes=_MAX_LINE_BYTES):
                 if run > max_line_bytes:
                     raise InvalidInputError(
                         f"{path}:{line}: a line longer than {max_line_bytes // 2**20} MB; a corpus has one sentence "
-                        "(or one document) per line: add the line breaks (or check it is the right file).")
+                        "(or one document) per line: add the line breaks (or check it is the right file)."
+                    )
                 if i < len(pieces) - 1:
                     line, run = line + 1, 0
 
@@ -174,7 +189,8 @@ def read_json(path, what="JSON file", fix="restore the file (or download it agai
 
 def _json_kind(value):
     return {dict: "object", list: "list", str: "string", bool: "boolean"}.get(
-        type(value), "number" if isinstance(value, (int, float)) else "null")
+        type(value), "number" if isinstance(value, (int, float)) else "null"
+    )
 
 
 def csv_rows(path, what="data file", **reader_options):
@@ -201,10 +217,14 @@ def csv_rows(path, what="data file", **reader_options):
             rows.append((start, row))
             start = reader.line_num + 1
     except csv.Error as e:
-        quote = "" if reader_options.get("quoting") == csv.QUOTE_NONE else \
-            " (an unclosed quote? a field that opens with \" must close with \")"
-        raise InvalidInputError(f"{path}:{start}: cannot be read as CSV: {e}{quote}; fix the row, "
-                                "or check it is the right file.") from None
+        quote = (
+            ""
+            if reader_options.get("quoting") == csv.QUOTE_NONE
+            else ' (an unclosed quote? a field that opens with " must close with ")'
+        )
+        raise InvalidInputError(
+            f"{path}:{start}: cannot be read as CSV: {e}{quote}; fix the row, or check it is the right file."
+        ) from None
     return rows
 
 
@@ -228,8 +248,10 @@ def check_output(path, overwrite=False, kind="dir", flag="--out"):
             raise OutputError(f"{shown} is an existing directory; give a file path{for_flag}.")
         if not overwrite:
             what = _describe(path) if is_dir else "a file"
-            raise OutputExistsError(f"{shown} already exists ({what}); choose a new path, or pass --overwrite "
-                                    "(overwrite=True in Python) to replace it once the new output is complete.")
+            raise OutputExistsError(
+                f"{shown} already exists ({what}); choose a new path, or pass --overwrite "
+                "(overwrite=True in Python) to replace it once the new output is complete."
+            )
     ancestor = parent
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)

@@ -16,9 +16,24 @@ Examples:
 import argparse
 import math
 
-__all__ = ["MAX_STEPS", "MAX_BATCH", "MAX_LENGTH", "MAX_VOCABULARY", "int_in", "float_in", "positive_int", "steps_int",
-           "count_int", "batch_int", "length_int", "seed_int", "learning_rate_float", "ratio_float", "STRATEGIES",
-           "PRECISIONS"]
+__all__ = [
+    "MAX_STEPS",
+    "MAX_BATCH",
+    "MAX_LENGTH",
+    "MAX_VOCABULARY",
+    "int_in",
+    "float_in",
+    "positive_int",
+    "steps_int",
+    "count_int",
+    "batch_int",
+    "length_int",
+    "seed_int",
+    "learning_rate_float",
+    "ratio_float",
+    "STRATEGIES",
+    "PRECISIONS",
+]
 
 MAX_STEPS = 10**9
 MAX_BATCH = 65_536

@@ -22,8 +22,17 @@ import inspect
 import os
 import warnings
 
-__all__ = ["BF16_FLAGS", "INT8_FLAGS", "cpu_flags", "native_bf16_cpu", "native_int8_cpu", "has_accelerator",
-           "precision_warning", "warn_if_emulated", "forget_warnings"]
+__all__ = [
+    "BF16_FLAGS",
+    "INT8_FLAGS",
+    "cpu_flags",
+    "native_bf16_cpu",
+    "native_int8_cpu",
+    "has_accelerator",
+    "precision_warning",
+    "warn_if_emulated",
+    "forget_warnings",
+]
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")
@@ -84,14 +93,18 @@ def precision_warning(precision, flags=None, accelerator=None):
     if precision == "int8":  # `quantize("int8")` runs on the CPU's integer units (TensorFlow's CPU path)
         if native_int8_cpu(flags):
             return None
-        return ("This CPU has no 8-bit dot-product instructions (neither avx512_vnni, avx_vnni nor amx_int8): an "
-                "int8-quantized model computes Keras' int8 numbers here, but more slowly than float32. int8 pays on "
-                "CPUs with VNNI or AMX.")
+        return (
+            "This CPU has no 8-bit dot-product instructions (neither avx512_vnni, avx_vnni nor amx_int8): an "
+            "int8-quantized model computes Keras' int8 numbers here, but more slowly than float32. int8 pays on "
+            "CPUs with VNNI or AMX."
+        )
     if native_bf16_cpu(flags) or (has_accelerator() if accelerator is None else accelerator):
         return None
-    return ("This CPU has no native bfloat16 instructions (neither avx512_bf16 nor amx_bf16): the mixed_bfloat16 "
-            "policy runs emulated here and is slower than float32. Keep float32 (the default) on this machine; "
-            "bf16 pays on CPUs with those instructions, GPUs and TPUs.")
+    return (
+        "This CPU has no native bfloat16 instructions (neither avx512_bf16 nor amx_bf16): the mixed_bfloat16 "
+        "policy runs emulated here and is slower than float32. Keep float32 (the default) on this machine; "
+        "bf16 pays on CPUs with those instructions, GPUs and TPUs."
+    )
 
 
 _warned = set()

@@ -19,9 +19,21 @@ Examples:
 True
 """
 
-__all__ = ["OPTIMIZER_HOOKS", "distribute_strategy", "symbolic_build", "predict_function", "metrics_result",
-           "sublayers", "learning_rate_value", "adam_moments", "decays", "autocast_scope",
-           "dense_kernel_variable", "forget_steps", "all_layers"]
+__all__ = [
+    "OPTIMIZER_HOOKS",
+    "distribute_strategy",
+    "symbolic_build",
+    "predict_function",
+    "metrics_result",
+    "sublayers",
+    "learning_rate_value",
+    "adam_moments",
+    "decays",
+    "autocast_scope",
+    "dense_kernel_variable",
+    "forget_steps",
+    "all_layers",
+]
 
 # Keras optimizer methods `BertAdamW` overrides -> their arguments (after self).
 OPTIMIZER_HOOKS = {

@@ -92,9 +92,11 @@ def _acquire(lock, shown, created):
             owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
             _remove_empty(created)
-            raise OutputBusyError(f"{shown} is being written by another run right now (pid {owner}); wait for it "
-                                  "to finish (then pass --overwrite to replace its output), or choose another "
-                                  "path.") from None
+            raise OutputBusyError(
+                f"{shown} is being written by another run right now (pid {owner}); wait for it "
+                "to finish (then pass --overwrite to replace its output), or choose another "
+                "path."
+            ) from None
         # The previous owner unlinks the file on release: if we locked an unlinked inode,
         # a third process may hold a fresh file at the path; start over on that one.
         try:

@@ -41,8 +41,15 @@ def save_tiny_model(path, words):
     from keras_bert_zoo import BertBackbone
 
     keras.utils.set_random_seed(0)
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                 max_sequence_length=32, dropout=0.0).save_to_preset(path)
+    BertBackbone(
+        vocabulary_size=len(words),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=32,
+        dropout=0.0,
+    ).save_to_preset(path)
     with open(os.path.join(path, "vocab.txt"), "w") as f:
         f.write("\n".join(words) + "\n")
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
@@ -206,6 +213,11 @@ def start_on_backend(backend, script, tmp_path, **args):
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
     # stderr to a file: a pipe nobody reads while the other backend runs could fill and stall it
     with open(base + ".err", "w") as err:
-        process = subprocess.Popen([sys.executable, "-c", _BACKEND_PREAMBLE + script, backend, base + ".json",
-                                    base + ".npz"], stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO_ROOT)
+        process = subprocess.Popen(
+            [sys.executable, "-c", _BACKEND_PREAMBLE + script, backend, base + ".json", base + ".npz"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            cwd=REPO_ROOT,
+        )
     return _BackendRun(backend, process, base)

@@ -62,8 +62,11 @@ def _sources():
     found = {}
     for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        found[module_name(path)] = (path.relative_to(ROOT).as_posix(), ast.parse(text, str(path)),
-                                     len(text.splitlines()))
+        found[module_name(path)] = (
+            path.relative_to(ROOT).as_posix(),
+            ast.parse(text, str(path)),
+            len(text.splitlines()),
+        )
     return found
 
 
@@ -78,7 +81,7 @@ def _imported(module, node, is_package):
         base = module.split(".")
         if not is_package:
             base.pop()
-        base = base[:len(base) - (node.level - 1)]
+        base = base[: len(base) - (node.level - 1)]
         source = ".".join(base + ([node.module] if node.module else []))
     else:
         source = node.module
@@ -190,8 +193,12 @@ def long_modules():
 
 def _body_lines(node):
     body = node.body
-    if (len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)):
+    if (
+        len(body) > 1
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     return body[-1].end_lineno - body[0].lineno + 1
 
@@ -219,8 +226,11 @@ def long_functions():
 
 def _check(found, allowed, what, describe):
     problems = [f"{describe(key, value)}" for key, value in sorted(found.items()) if key not in allowed]
-    problems += [f"stale exception (no longer {what}; delete it): {key!r}" for key in sorted(allowed, key=str)
-                 if key not in found]
+    problems += [
+        f"stale exception (no longer {what}; delete it): {key!r}"
+        for key in sorted(allowed, key=str)
+        if key not in found
+    ]
     assert not problems, "\n".join(problems)
 
 
@@ -230,18 +240,24 @@ TASKS = f"{PACKAGE}.tasks"
 # and the pretrainer's jobs (`job`: `pretrain`, `adaptation`: `continue_pretraining`).
 MODEL_HALF = {"model", "serving", "spec", "job", "adaptation"}
 # What the data half may not reach: the Keras models and layers and everything that runs them.
-MODEL_LAYERS = tuple(f"{PACKAGE}.{name}" for name in ("models", "training", "export", "convert", "commands",
-                                                      "cli", "demo"))
+MODEL_LAYERS = tuple(
+    f"{PACKAGE}.{name}" for name in ("models", "training", "export", "convert", "commands", "cli", "demo")
+)
 # Words naming a task (tokens of a file name, split at "_") -> the task package that owns them.
-TASK_WORDS = {**dict.fromkeys(("tag", "tagger", "tagging", "entities", "entity", "conll"), "tagger"),
-              **dict.fromkeys(("qa", "squad", "span"), "span_qa"),
-              **dict.fromkeys(("choice",), "multiple_choice")}
+TASK_WORDS = {
+    **dict.fromkeys(("tag", "tagger", "tagging", "entities", "entity", "conll"), "tagger"),
+    **dict.fromkeys(("qa", "squad", "span"), "span_qa"),
+    **dict.fromkeys(("choice",), "multiple_choice"),
+}
 
 
 def task_packages():
     """{task package: its modules (itself included)}, for every package `keras_bert_zoo.tasks.<name>`."""
-    packages = {name for name, (path, _, _) in SOURCES.items()
-                if path.endswith("__init__.py") and name.startswith(TASKS + ".") and name.count(".") == 2}
+    packages = {
+        name
+        for name, (path, _, _) in SOURCES.items()
+        if path.endswith("__init__.py") and name.startswith(TASKS + ".") and name.count(".") == 2
+    }
     return {package: {m for m in SOURCES if m == package or m.startswith(package + ".")} for package in packages}
 
 
@@ -263,11 +279,16 @@ def data_half_violations(graph, packages):
     found = []
     for package, members in sorted(packages.items()):
         for module in sorted(members - model_half - {package}):
-            bad = sorted(m for m in _reachable(graph, module) if m in model_half or m == PACKAGE
-                         or m.startswith(MODEL_LAYERS) and m.partition(".")[0] == PACKAGE)
+            bad = sorted(
+                m
+                for m in _reachable(graph, module)
+                if m in model_half or m == PACKAGE or m.startswith(MODEL_LAYERS) and m.partition(".")[0] == PACKAGE
+            )
             if bad:
-                found.append(f"{module} (data half) reaches {bad[:3]}: the data half of {package} "
-                             f"imports nothing of its model half ({sorted(MODEL_HALF)}) nor of the models")
+                found.append(
+                    f"{module} (data half) reaches {bad[:3]}: the data half of {package} "
+                    f"imports nothing of its model half ({sorted(MODEL_HALF)}) nor of the models"
+                )
     return found
 
 
@@ -280,26 +301,43 @@ def misplaced_task_files(paths):
         for word in sorted(words & set(TASK_WORDS)):
             home = f"{PACKAGE}/tasks/{TASK_WORDS[word]}"
             if not path.startswith(home + "/"):
-                found.append(f"{path}: its name says {word!r}, so it belongs in {home}/ ({'/'.join(parts[:-1])} "
-                             "is not that task's folder)")
+                found.append(
+                    f"{path}: its name says {word!r}, so it belongs in {home}/ ({'/'.join(parts[:-1])} "
+                    "is not that task's folder)"
+                )
     return found
 
 
 def test_no_import_cycles():
-    _check(cycle_report(), CYCLE_EXCEPTIONS, "a cycle",
-           lambda component, path: f"import cycle among {sorted(component)}:\n    {path}")
+    _check(
+        cycle_report(),
+        CYCLE_EXCEPTIONS,
+        "a cycle",
+        lambda component, path: f"import cycle among {sorted(component)}:\n    {path}",
+    )
 
 
 def test_modules_are_short():
-    _check(long_modules(), LONG_MODULES, f"over {MAX_MODULE_LINES} lines",
-           lambda path, lines: f"{path} has {lines} lines (limit {MAX_MODULE_LINES}); split it into modules "
-                               "with one job each")
+    _check(
+        long_modules(),
+        LONG_MODULES,
+        f"over {MAX_MODULE_LINES} lines",
+        lambda path, lines: (
+            f"{path} has {lines} lines (limit {MAX_MODULE_LINES}); split it into modules with one job each"
+        ),
+    )
 
 
 def test_function_bodies_are_short():
-    _check(long_functions(), LONG_FUNCTIONS, f"over {MAX_BODY_LINES} body lines",
-           lambda name, lines: f"{name} has a {lines}-line body without its docstring (limit "
-                               f"{MAX_BODY_LINES}); extract its steps into named functions")
+    _check(
+        long_functions(),
+        LONG_FUNCTIONS,
+        f"over {MAX_BODY_LINES} body lines",
+        lambda name, lines: (
+            f"{name} has a {lines}-line body without its docstring (limit "
+            f"{MAX_BODY_LINES}); extract its steps into named functions"
+        ),
+    )
 
 
 def test_the_graph_sees_lazy_relative_and_submodule_imports():
@@ -311,16 +349,26 @@ def test_the_graph_sees_lazy_relative_and_submodule_imports():
     assert "keras_bert_zoo.preprocessing.preprocessor" in graph["keras_bert_zoo.preprocessing"]  # re-export
     tree = ast.parse("from . import sibling\nfrom ..models import backbone\n")
     assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[0], False) == [
-        "keras_bert_zoo.tasks", "keras_bert_zoo.tasks.sibling"]
+        "keras_bert_zoo.tasks",
+        "keras_bert_zoo.tasks.sibling",
+    ]
     assert _imported("keras_bert_zoo.tasks.finetuning", tree.body[1], False) == [
-        "keras_bert_zoo.models", "keras_bert_zoo.models.backbone"]
+        "keras_bert_zoo.models",
+        "keras_bert_zoo.models.backbone",
+    ]
     assert _imported("keras_bert_zoo.tasks", tree.body[0], True)[0] == "keras_bert_zoo.tasks"
 
 
 def test_every_task_is_a_package_with_its_model_serving_and_spec():
     packages = task_packages()
     assert sorted(p.rpartition(".")[2] for p in packages) == [
-        "classifier", "embedder", "multiple_choice", "pretrainer", "span_qa", "tagger"]
+        "classifier",
+        "embedder",
+        "multiple_choice",
+        "pretrainer",
+        "span_qa",
+        "tagger",
+    ]
     for package, members in packages.items():
         assert {f"{package}.model", f"{package}.serving", f"{package}.spec"} <= members, package
 
@@ -335,23 +383,38 @@ def test_files_named_for_a_task_sit_in_its_package():
 
 def test_the_task_rules_fail_when_broken():
     # A data module importing its model (through a helper), or the models, is caught; a clean one is not.
-    toy = {f"{TASKS}.tagger": {}, f"{TASKS}.tagger.data": {f"{TASKS}.tagger.helper": 1},
-           f"{TASKS}.tagger.helper": {f"{TASKS}.tagger.model": 2}, f"{TASKS}.tagger.model": {},
-           f"{TASKS}.tagger.spec": {}, f"{TASKS}.tagger.windows": {f"{PACKAGE}.models.backbone": 3},
-           f"{TASKS}.tagger.words": {f"{PACKAGE}.preprocessing.tokenizer": 4}}
+    toy = {
+        f"{TASKS}.tagger": {},
+        f"{TASKS}.tagger.data": {f"{TASKS}.tagger.helper": 1},
+        f"{TASKS}.tagger.helper": {f"{TASKS}.tagger.model": 2},
+        f"{TASKS}.tagger.model": {},
+        f"{TASKS}.tagger.spec": {},
+        f"{TASKS}.tagger.windows": {f"{PACKAGE}.models.backbone": 3},
+        f"{TASKS}.tagger.words": {f"{PACKAGE}.preprocessing.tokenizer": 4},
+    }
     packages = {f"{TASKS}.tagger": set(toy)}
     found = data_half_violations(toy, packages)
-    assert [line.split()[0] for line in found] == [f"{TASKS}.tagger.data", f"{TASKS}.tagger.helper",
-                                                   f"{TASKS}.tagger.windows"]
-    assert misplaced_task_files(["keras_bert_zoo/preprocessing/tag_windows.py", "keras_bert_zoo/metrics/squad.py",
-                                 "keras_bert_zoo/tasks/tagger/windows.py", "keras_bert_zoo/preprocessing/stage.py",
-                                 "keras_bert_zoo/models/multiple_choice.py"]) == [
+    assert [line.split()[0] for line in found] == [
+        f"{TASKS}.tagger.data",
+        f"{TASKS}.tagger.helper",
+        f"{TASKS}.tagger.windows",
+    ]
+    assert misplaced_task_files(
+        [
+            "keras_bert_zoo/preprocessing/tag_windows.py",
+            "keras_bert_zoo/metrics/squad.py",
+            "keras_bert_zoo/tasks/tagger/windows.py",
+            "keras_bert_zoo/preprocessing/stage.py",
+            "keras_bert_zoo/models/multiple_choice.py",
+        ]
+    ) == [
         "keras_bert_zoo/preprocessing/tag_windows.py: its name says 'tag', so it belongs in "
         "keras_bert_zoo/tasks/tagger/ (keras_bert_zoo/preprocessing is not that task's folder)",
         "keras_bert_zoo/metrics/squad.py: its name says 'squad', so it belongs in keras_bert_zoo/tasks/span_qa/ "
         "(keras_bert_zoo/metrics is not that task's folder)",
         "keras_bert_zoo/models/multiple_choice.py: its name says 'choice', so it belongs in "
-        "keras_bert_zoo/tasks/multiple_choice/ (keras_bert_zoo/models is not that task's folder)"]
+        "keras_bert_zoo/tasks/multiple_choice/ (keras_bert_zoo/models is not that task's folder)",
+    ]
 
 
 def test_the_checks_fail_on_a_cycle_and_on_a_stale_exception():

@@ -13,8 +13,19 @@ import sys
 
 from keras_bert_zoo.cli import VERBS
 
-HEAVY = ("tensorflow", "keras", "tensorflow_text", "numpy", "jax", "torch", "keras_hub", "transformers",
-         "huggingface_hub", "safetensors", "tokenizers")
+HEAVY = (
+    "tensorflow",
+    "keras",
+    "tensorflow_text",
+    "numpy",
+    "jax",
+    "torch",
+    "keras_hub",
+    "transformers",
+    "huggingface_hub",
+    "safetensors",
+    "tokenizers",
+)
 
 # Every help screen, the finetune tasks' included.
 HELP_COMMANDS = [[]] + [[verb] for verb in VERBS] + [["finetune", task] for task in ("classify", "tag", "qa", "choice")]
@@ -53,8 +64,9 @@ def test_no_help_screen_imports_tensorflow_keras_or_numpy():
 
 def test_the_probe_sees_a_loaded_module():
     # The check above is only as good as the probe: argparse is loaded by any help screen.
-    assert _probe([["vocab"]], heavy=("argparse", "tensorflow")) == [[["vocab"], _probe([["vocab"]])[0][1],
-                                                                       ["argparse"]]]
+    assert _probe([["vocab"]], heavy=("argparse", "tensorflow")) == [
+        [["vocab"], _probe([["vocab"]])[0][1], ["argparse"]]
+    ]
 
 
 def test_python_dash_m_help_imports_no_tensorflow_either(tmp_path):
@@ -62,10 +74,16 @@ def test_python_dash_m_help_imports_no_tensorflow_either(tmp_path):
     # start-up) prints the loaded modules at exit; -X importtime would miss importlib.import_module's.
     (tmp_path / "sitecustomize.py").write_text(
         "import atexit, sys\n"
-        "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules)), file=sys.__stdout__))\n")
+        "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules)), file=sys.__stdout__))\n"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "keras_bert_zoo.cli", "finetune", "--help"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_bert_zoo.cli", "finetune", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0 and "TASK" in done.stdout, done.stderr[-2000:]
     loaded = set(done.stdout.rsplit("MODULES ", 1)[1].split())
     assert "keras_bert_zoo.commands.finetune" in loaded  # the verb's parser was built

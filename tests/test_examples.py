@@ -49,22 +49,29 @@ SUBPROCESS = {"distributed_training.py"}
 # The examples whose recipe is BERT's warm-up/decay schedule (`create_optimizer`): their run must
 # end it exactly at the last step (`_check_schedules_end_at_the_last_step`; distributed_training.py
 # runs in a subprocess, where it is not watched).
-SCHEDULED = {"text_classification.py", "sentence_pair_classification.py", "named_entity_recognition.py",
-             "question_answering.py", "pretraining_from_scratch.py", "domain_adaptive_pretraining.py",
-             "multiple_choice.py", "serving.py"}
+SCHEDULED = {
+    "text_classification.py",
+    "sentence_pair_classification.py",
+    "named_entity_recognition.py",
+    "question_answering.py",
+    "pretraining_from_scratch.py",
+    "domain_adaptive_pretraining.py",
+    "multiple_choice.py",
+    "serving.py",
+}
 
 # file -> {RESULT key: (low, high)}, both inclusive. Every key is required (OPTIONAL lists the
 # ones a --smoke run leaves out) and a key not declared here fails: a renamed or missing figure
 # cannot pass unnoticed. Trained figures after a smoke budget are only range-checked; the
 # deterministic ones (loading_checkpoints, serving's SavedModel vs Keras) are checked as measured.
-UNIT = (0.0, 1.0)            # accuracy, F1, exact match
-CORRELATION = (-1.0, 1.0)    # Spearman
+UNIT = (0.0, 1.0)  # accuracy, F1, exact match
+CORRELATION = (-1.0, 1.0)  # Spearman
 EXPECT = {
     "loading_checkpoints.py": {
-        "google_max_diff": (0.0, 1e-6),       # the same weights, read back from a Google checkpoint
-        "converted_max_diff": (0.0, 1e-6),    # ... and from the converted preset
+        "google_max_diff": (0.0, 1e-6),  # the same weights, read back from a Google checkpoint
+        "converted_max_diff": (0.0, 1e-6),  # ... and from the converted preset
         "tanh_gelu_max_diff": (math.nextafter(1e-4, math.inf), math.inf),  # > 1e-4: the GELU trap shows
-        "hf_max_diff": (0.0, 1e-4),           # vs HF transformers' BertModel (full run only)
+        "hf_max_diff": (0.0, 1e-4),  # vs HF transformers' BertModel (full run only)
     },
     "serving.py": {"accuracy": UNIT, "max_difference": (0.0, 1e-5)},  # SavedModel vs Keras probabilities
     "semantic_search.py": {"spearman_mean": CORRELATION, "spearman_cls": CORRELATION},
@@ -87,7 +94,8 @@ def _listed():
 
 def test_every_example_is_declared():
     assert set(_listed()) == set(DEFAULT) | set(SLOW), (
-        "examples/ and the DEFAULT / SLOW tables of tests/test_examples.py differ: declare each example once")
+        "examples/ and the DEFAULT / SLOW tables of tests/test_examples.py differ: declare each example once"
+    )
     assert not set(DEFAULT) & set(SLOW)
     assert set(_listed()) == set(EXPECT), "examples/ and EXPECT differ: declare the RESULT bounds of each example"
     assert len(DEFAULT) >= len(_listed()) / 2, "at least half of the examples run in the default suite"
@@ -121,15 +129,17 @@ def _check_schedules_end_at_the_last_step(name, schedules):
     a schedule sized for fewer steps than ran trains its last steps at rate 0."""
     assert bool(schedules) == (name in SCHEDULED), f"{name}: schedules seen {len(schedules)}; update SCHEDULED"
     for steps, schedule in schedules.values():
-        assert steps == schedule.total_steps, (
-            f"{name}: {steps} steps ran on a schedule of {schedule.total_steps}")
+        assert steps == schedule.total_steps, f"{name}: {steps} steps ran on a schedule of {schedule.total_steps}"
         assert float(schedule(steps - 1)) > 0.0 and float(schedule(steps)) == 0.0, name
 
 
 def _run_in_process(path):
     out, schedules = io.StringIO(), {}
-    with mock.patch.object(sys, "argv", [path, "--smoke"]), contextlib.redirect_stdout(out), \
-            mock.patch.object(keras.Model, "fit", _recording_fit(schedules)):
+    with (
+        mock.patch.object(sys, "argv", [path, "--smoke"]),
+        contextlib.redirect_stdout(out),
+        mock.patch.object(keras.Model, "fit", _recording_fit(schedules)),
+    ):
         try:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as e:  # a clear-message exit is a failure of the smoke run
@@ -170,17 +180,23 @@ def _check_values(name, line):
 def test_result_check_can_fail():
     """The bounds check rejects a wrong figure, a missing key and an undeclared key."""
     _check_values("serving.py", "RESULT accuracy=0.5000 max_difference=0.00e+00")
-    _check_values("loading_checkpoints.py",
-                  "RESULT google_max_diff=0.00e+00 converted_max_diff=0.00e+00 tanh_gelu_max_diff=2.58e-03")
-    for bad in ("RESULT accuracy=1.5000 max_difference=0.00e+00",      # accuracy > 1
-                "RESULT accuracy=0.5000 max_difference=2.00e-03",      # SavedModel differs from Keras
-                "RESULT accuracy=0.5000",                              # a key missing
-                "RESULT accuracy=0.5 max_difference=0 extra=1"):       # a key not declared
+    _check_values(
+        "loading_checkpoints.py",
+        "RESULT google_max_diff=0.00e+00 converted_max_diff=0.00e+00 tanh_gelu_max_diff=2.58e-03",
+    )
+    for bad in (
+        "RESULT accuracy=1.5000 max_difference=0.00e+00",  # accuracy > 1
+        "RESULT accuracy=0.5000 max_difference=2.00e-03",  # SavedModel differs from Keras
+        "RESULT accuracy=0.5000",  # a key missing
+        "RESULT accuracy=0.5 max_difference=0 extra=1",
+    ):  # a key not declared
         with pytest.raises(AssertionError):
             _check_values("serving.py", bad)
     with pytest.raises(AssertionError):  # the GELU trap no longer visible
-        _check_values("loading_checkpoints.py",
-                      "RESULT google_max_diff=0.00e+00 converted_max_diff=0.00e+00 tanh_gelu_max_diff=1.00e-04")
+        _check_values(
+            "loading_checkpoints.py",
+            "RESULT google_max_diff=0.00e+00 converted_max_diff=0.00e+00 tanh_gelu_max_diff=1.00e-04",
+        )
     with pytest.raises(AssertionError):
         _check_values("not_declared.py", "RESULT accuracy=0.5")
 
@@ -206,8 +222,11 @@ def test_missing_data_dir_names_the_flag(name, tmp_path):
     minilm_path()  # the examples look up the checkpoint before reading data; skips without it
     path = os.path.join(EXAMPLES_DIR, name)
     missing = str(tmp_path / "nonexistent")
-    with mock.patch.object(sys, "argv", [path, "--data-dir", missing, "--smoke"]), \
-            contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exit_info:
+    with (
+        mock.patch.object(sys, "argv", [path, "--data-dir", missing, "--smoke"]),
+        contextlib.redirect_stdout(io.StringIO()),
+        pytest.raises(SystemExit) as exit_info,
+    ):
         runpy.run_path(path, run_name="__main__")
     message = str(exit_info.value.code)
     assert "--data-dir" in message and missing in message, message

@@ -27,8 +27,10 @@ WORDS = ["good", "great", "bad", "awful", "the", "film", "was", "plot", "a", "ve
 def _sentences(n, seed=0):
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 2, size=n)
-    texts = [" ".join(rng.choice(WORDS[4:10], size=int(rng.integers(1, 10))))
-             + " " + ("good" if y else "bad") for y in labels]
+    texts = [
+        " ".join(rng.choice(WORDS[4:10], size=int(rng.integers(1, 10)))) + " " + ("good" if y else "bad")
+        for y in labels
+    ]
     return texts, labels
 
 
@@ -58,8 +60,11 @@ def test_classifier_fit_evaluate_predict_on_raw_text(tiny, tmp_path):
 def test_tagger_fit_and_predict_tags_on_raw_words(tiny):
     words = [["john", "visited", "paris"], ["the", "film", "was", "good"], ["paris", "was", "great"]] * 6
     tags = [[1, 0, 2], [0, 0, 0, 0], [2, 0, 0]] * 6
-    model = BertTagger.from_preset(tiny, label_names=["O", "B-PER", "B-LOC"],
-                                   preprocessor=TaggingPreprocessor.from_preset(tiny, sequence_length=16))
+    model = BertTagger.from_preset(
+        tiny,
+        label_names=["O", "B-PER", "B-LOC"],
+        preprocessor=TaggingPreprocessor.from_preset(tiny, sequence_length=16),
+    )
     model.compile(optimizer=create_optimizer(1e-2))
     model.fit(words, tags, batch_size=4, epochs=2, verbose=0)
     predicted = model.predict_tags(words[:3])
@@ -74,9 +79,33 @@ def _tsv(path, n, seed):
 
 def test_finetune_export_and_serve(tiny, tmp_path):
     out, served = str(tmp_path / "out"), str(tmp_path / "served")
-    assert cli.main(["finetune", "classify", "--model", tiny, "--glue", "sst2", "--train",
-                     _tsv(tmp_path / "train.tsv", 40, 0), "--dev", _tsv(tmp_path / "dev.tsv", 16, 1), "--out", out,
-                     "--epochs", "1", "--batch-size", "8", "--sequence-length", "16", "--checkpoint-every", "2"]) == 0
+    assert (
+        cli.main(
+            [
+                "finetune",
+                "classify",
+                "--model",
+                tiny,
+                "--glue",
+                "sst2",
+                "--train",
+                _tsv(tmp_path / "train.tsv", 40, 0),
+                "--dev",
+                _tsv(tmp_path / "dev.tsv", 16, 1),
+                "--out",
+                out,
+                "--epochs",
+                "1",
+                "--batch-size",
+                "8",
+                "--sequence-length",
+                "16",
+                "--checkpoint-every",
+                "2",
+            ]
+        )
+        == 0
+    )
     with open(os.path.join(out, "metrics.json")) as f:
         assert 0.0 <= json.load(f)["accuracy"] <= 1.0
     assert cli.main(["export", "--model", out, "--out", served]) == 0
@@ -98,8 +127,9 @@ def test_vocab_learns_a_wordpiece_vocabulary(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"the {w} film was {v}\n" for w in WORDS for v in WORDS))
     out = str(tmp_path / "vocab.txt")
-    assert cli.main(["vocab", "--corpus", str(corpus), "--size", "60", "--out", out,
-                     "--learner", "tokenizers"]) == 0  # HF tokenizers' trainer, at its floor too
+    assert (
+        cli.main(["vocab", "--corpus", str(corpus), "--size", "60", "--out", out, "--learner", "tokenizers"]) == 0
+    )  # HF tokenizers' trainer, at its floor too
     with open(out) as f:
         vocabulary = f.read().split()
     assert vocabulary[:1] == ["[PAD]"] and "film" in vocabulary and len(vocabulary) <= 60

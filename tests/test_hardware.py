@@ -17,8 +17,10 @@ AMX = AVX2 | {"avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "
 AVX_VNNI_ONLY = AVX2 | {"avx_vnni"}  # Intel Alder Lake: int8 dot products, no bf16
 
 
-@pytest.mark.parametrize("flags, bf16, int8", [(AVX2, False, False), (AVX512_BF16, True, True), (AMX, True, True),
-                                               (AVX_VNNI_ONLY, False, True)])
+@pytest.mark.parametrize(
+    "flags, bf16, int8",
+    [(AVX2, False, False), (AVX512_BF16, True, True), (AMX, True, True), (AVX_VNNI_ONLY, False, True)],
+)
 def test_native_precisions_from_cpu_flags(flags, bf16, int8):
     assert hardware.native_bf16_cpu(flags) is bf16
     assert hardware.native_int8_cpu(flags) is int8
@@ -51,8 +53,9 @@ def emulated(monkeypatch):
 
 
 def _tiny_backbone():
-    return BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=8)
+    return BertBackbone(
+        vocabulary_size=30, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
 
 
 def test_a_bf16_model_warns_once_at_the_users_line(emulated):

@@ -15,9 +15,18 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import keras_compat
-from keras_bert_zoo.keras_compat import (OPTIMIZER_HOOKS, adam_moments, autocast_scope, decays, distribute_strategy,
-                                         learning_rate_value, metrics_result, predict_function, symbolic_build,
-                                         sublayers)
+from keras_bert_zoo.keras_compat import (
+    OPTIMIZER_HOOKS,
+    adam_moments,
+    autocast_scope,
+    decays,
+    distribute_strategy,
+    learning_rate_value,
+    metrics_result,
+    predict_function,
+    sublayers,
+    symbolic_build,
+)
 from tests.helpers import REPO_ROOT
 
 PACKAGE = os.path.join(REPO_ROOT, "keras_bert_zoo")
@@ -151,14 +160,20 @@ def test_no_module_but_keras_compat_reads_a_keras_private():
                 name = None
                 if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                     name = node.attr
-                elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr")
-                      and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
-                      and str(node.args[1].value).startswith("_")):
+                elif (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) in ("getattr", "hasattr")
+                    and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant)
+                    and str(node.args[1].value).startswith("_")
+                ):
                     name = node.args[1].value
                 if name is not None and name not in ours:
                     found.append(f"{os.path.relpath(path, REPO_ROOT)}:{node.lineno}: {name}")
-            found += [f"{os.path.relpath(path, REPO_ROOT)}: .predict_function"
-                      for _ in re.finditer(r"\.predict_function\b", source)]
+            found += [
+                f"{os.path.relpath(path, REPO_ROOT)}: .predict_function"
+                for _ in re.finditer(r"\.predict_function\b", source)
+            ]
             found += [f"{os.path.relpath(path, REPO_ROOT)}: keras.src" for _ in re.finditer(r"\bkeras\.src\b", source)]
     assert not found, "Keras privates read outside keras_bert_zoo/keras_compat.py:\n" + "\n".join(found)
 

@@ -72,8 +72,14 @@ def _all_layers(model):
 
 
 def _backbone(vocabulary_size):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=16,
-                        intermediate_dim=32, max_sequence_length=32)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
 
 
 def _save_load(model, tmp_path, name):
@@ -107,8 +113,14 @@ def test_backbone(tmp_path):
         restored = _save_load(m, tmp_path, "backbone")
         got = restored.predict(x, verbose=0)
         tf.nest.map_structure(np.testing.assert_array_equal, expected, got)
-        assert {"BertBackbone", "BertEmbeddings", "BertEncoderBlock", "AttentionLayout",
-                "LoraDense", "Int8Dense"} <= _all_layers(restored)
+        assert {
+            "BertBackbone",
+            "BertEmbeddings",
+            "BertEncoderBlock",
+            "AttentionLayout",
+            "LoraDense",
+            "Int8Dense",
+        } <= _all_layers(restored)
         assert restored.get_config() == m.get_config()
 
 
@@ -131,8 +143,13 @@ def test_backbone_with_lora(tmp_path):
 def test_classifier_with_preprocessor(tmp_path):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
-    model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=3, preprocessor=pre,
-                           label_names=["a", "b", "c"], data_layout={"sequence_length": 16})
+    model = BertClassifier(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        num_classes=3,
+        preprocessor=pre,
+        label_names=["a", "b", "c"],
+        data_layout={"sequence_length": 16},
+    )
     expected = model.predict(TEXTS, verbose=0)
     restored = _save_load(model, tmp_path, "classifier")
     # Raw strings in: the tokenizer, packer and vocabulary came back too.
@@ -159,8 +176,9 @@ def test_pretrainer(tmp_path):
     assert {"BertPretrainer", "MaskedLMHead", "NextSentenceHead", "BertPreprocessor"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertPretrainer.from_preset(str(tmp_path / "preset"), preprocessor=None)
-    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), expected,
-                          reloaded.predict(x, verbose=0))
+    tf.nest.map_structure(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), expected, reloaded.predict(x, verbose=0)
+    )
 
 
 def test_tagger(tmp_path):
@@ -169,8 +187,13 @@ def test_tagger(tmp_path):
     keras.utils.set_random_seed(0)
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
     names = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    model = BertTagger(_backbone(pre.tokenizer.vocabulary_size()), num_labels=5, preprocessor=pre,
-                       label_names=names, data_layout={"scheme": None})
+    model = BertTagger(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        num_labels=5,
+        preprocessor=pre,
+        label_names=names,
+        data_layout={"scheme": None},
+    )
     sentences = [["Angela", "Merkel", "visited", "Zürich"], ["and"] * 30, ["x"]]
     x = _ids(pre.tokenizer.vocabulary_size())
     expected, expected_tags = model.predict(x, verbose=0), model.predict_tags(sentences)
@@ -190,8 +213,13 @@ def test_span_qa(tmp_path):
 
     keras.utils.set_random_seed(0)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=24, doc_stride=6, max_query_length=8)
-    model = BertSpanQA(_backbone(pre.tokenizer.vocabulary_size()), preprocessor=pre, version_2_with_negative=True,
-                       null_threshold=0.5, data_layout={"doc_stride": 6})
+    model = BertSpanQA(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        preprocessor=pre,
+        version_2_with_negative=True,
+        null_threshold=0.5,
+        data_layout={"doc_stride": 6},
+    )
     questions, contexts = ["Who visited Zürich?", "and?"], ["Angela Merkel visited Zürich. " * 6, "x"]
     x = _ids(pre.tokenizer.vocabulary_size())
     expected, expected_answers = model.predict(x, verbose=0), model.predict_answers(questions, contexts)
@@ -202,11 +230,13 @@ def test_span_qa(tmp_path):
     assert {"BertSpanQA", "SpanQAPreprocessor", "BertTokenizer"} <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertSpanQA.from_preset(str(tmp_path / "preset"))
-    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), reloaded.predict(x, verbose=0),
-                          expected)
+    tf.nest.map_structure(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), reloaded.predict(x, verbose=0), expected
+    )
     assert reloaded.preprocessor.doc_stride == 6 and reloaded.preprocessor.max_query_length == 8
-    assert [r["answer"] for r in reloaded.predict_answers(questions, contexts)] == \
-        [r["answer"] for r in expected_answers]
+    assert [r["answer"] for r in reloaded.predict_answers(questions, contexts)] == [
+        r["answer"] for r in expected_answers
+    ]
 
 
 def test_multiple_choice(tmp_path):
@@ -214,8 +244,11 @@ def test_multiple_choice(tmp_path):
 
     keras.utils.set_random_seed(0)
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=12)
-    model = BertMultipleChoice(_backbone(pre.tokenizer.vocabulary_size()), preprocessor=pre,
-                               data_layout={"sequence_length": 12, "num_choices": 3})
+    model = BertMultipleChoice(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        preprocessor=pre,
+        data_layout={"sequence_length": 12, "num_choices": 3},
+    )
     contexts, choices = TEXTS[:3], [TEXTS[1:], TEXTS[:3], [TEXTS[3], TEXTS[0], TEXTS[0]]]
     expected = model.predict((contexts, choices), verbose=0)
     assert expected.shape == (3, 3)
@@ -223,7 +256,9 @@ def test_multiple_choice(tmp_path):
     # Raw strings in: the preprocessor (and its length) came back too.
     np.testing.assert_array_equal(restored.predict((contexts, choices), verbose=0), expected)
     assert restored.preprocessor.sequence_length == 12 and restored.data_layout == model.data_layout
-    assert {"BertMultipleChoice", "MultipleChoicePreprocessor", "BertTokenizer", "SegmentPacker"} <= _all_layers(restored)
+    assert {"BertMultipleChoice", "MultipleChoicePreprocessor", "BertTokenizer", "SegmentPacker"} <= _all_layers(
+        restored
+    )
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertMultipleChoice.from_preset(str(tmp_path / "preset"))
     np.testing.assert_allclose(reloaded.predict((contexts, choices), verbose=0), expected, rtol=1e-5, atol=1e-5)
@@ -236,14 +271,16 @@ def test_embedder(tmp_path, pooling):
 
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
-    model = BertSentenceEmbedder(_backbone(pre.tokenizer.vocabulary_size()), pooling=pooling, normalize=True,
-                                 preprocessor=pre)
+    model = BertSentenceEmbedder(
+        _backbone(pre.tokenizer.vocabulary_size()), pooling=pooling, normalize=True, preprocessor=pre
+    )
     expected = model.encode(TEXTS)
     restored = _save_load(model, tmp_path, "embedder")
     np.testing.assert_array_equal(restored.encode(TEXTS), expected)
     assert (restored.pooling, restored.normalize, restored.preprocessor.sequence_length) == (pooling, True, 16)
-    assert {"BertSentenceEmbedder", "BertPreprocessor"} | ({"SentencePooling"} if pooling == "mean" else set()) \
-        <= _all_layers(restored)
+    assert {"BertSentenceEmbedder", "BertPreprocessor"} | (
+        {"SentencePooling"} if pooling == "mean" else set()
+    ) <= _all_layers(restored)
     model.save_to_preset(str(tmp_path / "preset"))
     reloaded = BertSentenceEmbedder.from_preset(str(tmp_path / "preset"))
     np.testing.assert_allclose(reloaded.encode(TEXTS), expected, rtol=1e-5, atol=1e-6)
@@ -253,8 +290,15 @@ def test_feature_extractor(tmp_path):
     from keras_bert_zoo import BertFeatureExtractor
 
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone(vocabulary_size=50, num_layers=4, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                            max_sequence_length=32, output_hidden_states=True)
+    backbone = BertBackbone(
+        vocabulary_size=50,
+        num_layers=4,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=32,
+        output_hidden_states=True,
+    )
     model = BertFeatureExtractor(backbone, combination="concat_last_four")
     x = _ids(50)
     expected = model.predict(x, verbose=0)
@@ -266,8 +310,13 @@ def test_feature_extractor(tmp_path):
 
 def test_masker(tmp_path):
     # The masker has no weights: its .keras content is its config, checked with the same seed.
-    masker = MaskedLMMasker(vocabulary_size=60, mask_token_id=4, unselectable_token_ids=[0, 2, 3],
-                            max_predictions=4, whole_word_masking=False)
+    masker = MaskedLMMasker(
+        vocabulary_size=60,
+        mask_token_id=4,
+        unselectable_token_ids=[0, 2, 3],
+        max_predictions=4,
+        whole_word_masking=False,
+    )
     ids = tf.constant(_ids(60)["token_ids"])
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(masker))
     a, b = masker(ids, seed=[3, 4]), restored(ids, seed=[3, 4])
@@ -286,13 +335,17 @@ def test_classifier_mixed_precision_roundtrip(tmp_path, policy):
     assert restored.backbone.dtype_policy.name == policy
 
 
-@pytest.mark.parametrize("make", [
-    lambda: BertClassifier(_backbone(40), num_classes=3),
-    lambda: BertTagger(_backbone(40), num_labels=5),
-    lambda: BertSpanQA(_backbone(40)),
-    lambda: BertMultipleChoice(_backbone(40)),
-    lambda: BertPretrainer(_backbone(40)),
-], ids=["classifier", "tagger", "span_qa", "multiple_choice", "pretrainer"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BertClassifier(_backbone(40), num_classes=3),
+        lambda: BertTagger(_backbone(40), num_labels=5),
+        lambda: BertSpanQA(_backbone(40)),
+        lambda: BertMultipleChoice(_backbone(40)),
+        lambda: BertPretrainer(_backbone(40)),
+    ],
+    ids=["classifier", "tagger", "span_qa", "multiple_choice", "pretrainer"],
+)
 def test_compiled_task_reloads_compiled(make, tmp_path):
     """A task compiled with its defaults comes back from `.keras` compiled the same way,
     optimizer state included, without Keras' "compile() was not called" warning."""

@@ -68,8 +68,12 @@ def unlisted_public_names(tree):
     it also imports, such as `fast = None` when `import fast` fails, is that module's, not its own)."""
     listed = set(declared_all(tree) or ())
     top_level = [n for node in tree.body for n in (ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node])]
-    imported = {(a.asname or a.name).split(".")[0] for node in top_level
-                if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    imported = {
+        (a.asname or a.name).split(".")[0]
+        for node in top_level
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for a in node.names
+    }
     return sorted({n for n in defined_names(tree) if not n.startswith("_") and n not in listed | imported})
 
 
@@ -84,14 +88,18 @@ def test_every_public_module_has_an_all_listing_what_exists():
         problems += [f"{name}.__all__ names {n!r} twice" for n in set(listed) if listed.count(n) > 1]
         problems += [f"{name}.__all__ names {n!r}, which it does not have" for n in listed if not hasattr(module, n)]
         problems += [f"{name}.__all__ names the private {n!r}" for n in listed if n.startswith("_")]
-        problems += [f"{name} defines {n!r} without `_` and leaves it out of __all__ (list it, or make it `_{n}`)"
-                     for n in unlisted_public_names(SOURCES[name])]
+        problems += [
+            f"{name} defines {n!r} without `_` and leaves it out of __all__ (list it, or make it `_{n}`)"
+            for n in unlisted_public_names(SOURCES[name])
+        ]
     assert not problems, "\n".join(problems)
 
 
 def test_the_all_checks_see_a_missing_all_and_an_unlisted_name():
-    tree = ast.parse("import os\nLIMIT = 3\n_CACHE = {}\ndef helper():\n    pass\nclass Thing:\n    pass\n"
-                     "try:\n    import fast\nexcept ImportError:\n    fast = None\n")
+    tree = ast.parse(
+        "import os\nLIMIT = 3\n_CACHE = {}\ndef helper():\n    pass\nclass Thing:\n    pass\n"
+        "try:\n    import fast\nexcept ImportError:\n    fast = None\n"
+    )
     assert declared_all(tree) is None
     assert unlisted_public_names(tree) == ["LIMIT", "Thing", "helper"]  # `os`, `fast` imported, `_CACHE` private
     listed = ast.parse('__all__ = ["Thing", "helper"]\n' + ast.unparse(tree))
@@ -141,8 +149,9 @@ def test_what_is_imported_from_a_module_is_in_its_all():
             if name.startswith("_") and path.is_relative_to(ROOT / PACKAGE):
                 continue  # the package's own private imports (e.g. __init__'s `convert as _convert`)
             if name not in (declared_all(SOURCES[source]) or ()):
-                problems.append(f"{path.relative_to(ROOT)}:{line} imports {name!r} from {source}, which does "
-                                "not list it in __all__")
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line} imports {name!r} from {source}, which does not list it in __all__"
+                )
     assert not problems, "\n".join(problems)
 
 
@@ -176,8 +185,9 @@ def private_uses(tree):
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == PACKAGE:
-            found += [(node.lineno, f"imports {a.name} from {node.module}") for a in node.names
-                      if a.name.startswith("_")]
+            found += [
+                (node.lineno, f"imports {a.name} from {node.module}") for a in node.names if a.name.startswith("_")
+            ]
         elif isinstance(node, ast.Attribute) and node.attr in PRIVATE and node.attr not in OTHER_LIBRARIES:
             base = node.value  # a test's own fake may use its own private attributes
             if not (isinstance(base, ast.Name) and base.id in ("self", "cls")):
@@ -213,13 +223,15 @@ def test_no_test_uses_a_private_name_of_the_package():
 
 def test_the_private_name_check_sees_each_kind_of_use():
     assert {"_tokenize", "_exchange", "_discover"} <= PRIVATE  # a method, a function, a module function
-    source = ("from keras_bert_zoo.files import _exchange\n"
-              "tokenizer._tokenize(x)\n"
-              "monkeypatch.setattr(files, '_exchange', None)\n"
-              "monkeypatch.setattr('keras_bert_zoo.files._exchange', None)\n"
-              "code = 'import keras_bert_zoo; keras_bert_zoo.tasks.registry._discover()'\n"
-              "model._flatten_layers()\n"  # Keras' own internal: not ours
-              "class Fake:\n    def _exchange(self):\n        return self._exchange\n")  # a fake's own
+    source = (
+        "from keras_bert_zoo.files import _exchange\n"
+        "tokenizer._tokenize(x)\n"
+        "monkeypatch.setattr(files, '_exchange', None)\n"
+        "monkeypatch.setattr('keras_bert_zoo.files._exchange', None)\n"
+        "code = 'import keras_bert_zoo; keras_bert_zoo.tasks.registry._discover()'\n"
+        "model._flatten_layers()\n"  # Keras' own internal: not ours
+        "class Fake:\n    def _exchange(self):\n        return self._exchange\n"
+    )  # a fake's own
     assert sorted({line for line, _ in private_uses(ast.parse(source))}) == [1, 2, 3, 4, 5]
 
 
@@ -232,8 +244,11 @@ def benchmark_uses(tree):
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, f"imports {a.name}") for a in node.names
-                      if a.name.split(".")[0] in BENCHMARKS | {"benchmarks"}]
+            found += [
+                (node.lineno, f"imports {a.name}")
+                for a in node.names
+                if a.name.split(".")[0] in BENCHMARKS | {"benchmarks"}
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             if node.module.split(".")[0] in BENCHMARKS | {"benchmarks"}:
                 found.append((node.lineno, f"imports from {node.module}"))
@@ -258,12 +273,15 @@ def test_no_test_imports_a_benchmark():
     assert not problems, "run benchmarks as a user would (python benchmarks/run.py NAME):\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("source", [
-    "import sys, os\nsys.path.insert(0, os.path.join(ROOT, 'benchmarks'))",
-    "from common import hf_step",
-    "run = pytest.importorskip('run')",
-    "from suite import fit_speed",
-    "import benchmarks.serving",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sys, os\nsys.path.insert(0, os.path.join(ROOT, 'benchmarks'))",
+        "from common import hf_step",
+        "run = pytest.importorskip('run')",
+        "from suite import fit_speed",
+        "import benchmarks.serving",
+    ],
+)
 def test_the_benchmark_check_sees_each_kind_of_import(source):
     assert benchmark_uses(ast.parse(source))

@@ -41,8 +41,12 @@ def code_after(marker):
 
 
 def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path, monkeypatch):
-    cache_repo(hf_cache, presets.PRETRAINED_REPOS["bert_tiny_uncased"], FIXTURE,
-               files=("config.json", "tf_model.h5", "vocab.txt"))
+    cache_repo(
+        hf_cache,
+        presets.PRETRAINED_REPOS["bert_tiny_uncased"],
+        FIXTURE,
+        files=("config.json", "tf_model.h5", "vocab.txt"),
+    )
     monkeypatch.chdir(tmp_path)  # the block writes its SavedModel to a relative path
     namespace = {"__name__": "readme_quickstart"}
     exec(compile(code_after(MARKER), "README.md:quickstart", "exec"), namespace)

@@ -23,13 +23,17 @@ ROOT = os.path.dirname(PACKAGE)
 ALLOWED = {
     "keras_bert_zoo/models/task.py:default_optimizer": (
         "internal: `import keras_bert_zoo.models.task` runs keras_bert_zoo/__init__.py first, which "
-        "imports keras_bert_zoo.training and registers the optimizer, so only a broken package gets here"),
+        "imports keras_bert_zoo.training and registers the optimizer, so only a broken package gets here"
+    ),
     "keras_bert_zoo/preprocessing/tokenizer.py:BertTokenizer.token_to_id": (
-        "the mapping protocol: an unknown token is a KeyError, as `dict[token]` (callers catch it)"),
+        "the mapping protocol: an unknown token is a KeyError, as `dict[token]` (callers catch it)"
+    ),
     "keras_bert_zoo/models/loading.py:_hook": (
-        "internal: the hooks are registered by `import keras_bert_zoo`, so only a broken package gets here"),
+        "internal: the hooks are registered by `import keras_bert_zoo`, so only a broken package gets here"
+    ),
     "keras_bert_zoo/tasks/registry.py:_discover": (
-        "internal: two task modules of this package declaring one name is a bug of the package"),
+        "internal: two task modules of this package declaring one name is a bug of the package"
+    ),
 }
 
 
@@ -79,19 +83,27 @@ def _allowed(key):
 
 def test_no_bare_builtin_raises():
     hits = scan()
-    bare = [f"{key.split(':')[0]}:{line}: raise {cls} in {key.split(':', 1)[1]}"
-            for key, where in sorted(hits.items()) if not _allowed(key) for line, cls in where]
+    bare = [
+        f"{key.split(':')[0]}:{line}: raise {cls} in {key.split(':', 1)[1]}"
+        for key, where in sorted(hits.items())
+        if not _allowed(key)
+        for line, cls in where
+    ]
     assert not bare, (
         "raise the keras_bert_zoo.errors class instead (UsageError for a flag or argument, "
         "ArgumentTypeError for a wrong type, InvalidInputError for bad data, CheckpointError for a "
-        "bad checkpoint), or list a genuine internal check in ALLOWED with the reason:\n" + "\n".join(bare))
+        "bad checkpoint), or list a genuine internal check in ALLOWED with the reason:\n" + "\n".join(bare)
+    )
 
 
 def test_allow_list_is_not_stale():
     hits = scan()
     files = {key.split(":", 1)[0] for key in hits}
-    stale = [key for key in ALLOWED
-             if (key.endswith(":*") and key[:-2] not in files) or (not key.endswith(":*") and key not in hits)]
+    stale = [
+        key
+        for key in ALLOWED
+        if (key.endswith(":*") and key[:-2] not in files) or (not key.endswith(":*") and key not in hits)
+    ]
     assert not stale, f"these ALLOWED entries match no bare raise any more; remove them: {stale}"
 
 
@@ -99,14 +111,17 @@ def test_allow_list_reasons():
     assert all(isinstance(reason, str) and reason.strip() for reason in ALLOWED.values())
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("def f():\n    raise ValueError('x')\n", [("f", 2, "ValueError")]),
-    ("class A:\n    def g(self):\n        raise TypeError\n", [("A.g", 3, "TypeError")]),
-    ("raise KeyError('k')\n", [("<module>", 1, "KeyError")]),
-    ("def f():\n    def inner():\n        raise RuntimeError('r')\n", [("f.inner", 3, "RuntimeError")]),
-    ("from keras_bert_zoo.errors import UsageError\nraise UsageError('u')\n", []),
-    ("try:\n    pass\nexcept ValueError:\n    raise\n", []),  # a re-raise keeps the caught class
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("def f():\n    raise ValueError('x')\n", [("f", 2, "ValueError")]),
+        ("class A:\n    def g(self):\n        raise TypeError\n", [("A.g", 3, "TypeError")]),
+        ("raise KeyError('k')\n", [("<module>", 1, "KeyError")]),
+        ("def f():\n    def inner():\n        raise RuntimeError('r')\n", [("f.inner", 3, "RuntimeError")]),
+        ("from keras_bert_zoo.errors import UsageError\nraise UsageError('u')\n", []),
+        ("try:\n    pass\nexcept ValueError:\n    raise\n", []),  # a re-raise keeps the caught class
+    ],
+)
 def test_scanner_finds_bare_raises(tmp_path, source, expected):
     path = tmp_path / "module.py"
     path.write_text(source)

@@ -31,9 +31,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402
+import numpy as np  # noqa: E402
 from common import git_commit, now, uptime, versions, write_json  # noqa: E402
 
 
@@ -83,8 +82,17 @@ class KerasSystem:
     `grappler_bf16`: float32 model, and TensorFlow's graph rewrite
     `auto_mixed_precision_onednn_bfloat16` turns its ops to bfloat16 (non-XLA only)."""
 
-    def __init__(self, name, make_backbone, jit_compile, policy="float32", batch=32, seq=128,
-                 vocabulary_size=30522, grappler_bf16=False):
+    def __init__(
+        self,
+        name,
+        make_backbone,
+        jit_compile,
+        policy="float32",
+        batch=32,
+        seq=128,
+        vocabulary_size=30522,
+        grappler_bf16=False,
+    ):
         import keras
         import tensorflow as tf
 
@@ -151,16 +159,22 @@ class HFSystem:
         self.name, self.batch, self.seq, self.policy = "HF transformers (PyTorch eager)", batch, seq, "float32"
         self.torch = torch
         config = transformers.BertConfig(
-            vocab_size=shape["vocabulary_size"], hidden_size=shape["hidden_dim"],
-            num_hidden_layers=shape["num_layers"], num_attention_heads=shape["num_heads"],
-            intermediate_size=shape["intermediate_dim"], max_position_embeddings=shape["max_sequence_length"],
-            num_labels=2)
+            vocab_size=shape["vocabulary_size"],
+            hidden_size=shape["hidden_dim"],
+            num_hidden_layers=shape["num_layers"],
+            num_attention_heads=shape["num_heads"],
+            intermediate_size=shape["intermediate_dim"],
+            max_position_embeddings=shape["max_sequence_length"],
+            num_labels=2,
+        )
         self.model = transformers.BertForSequenceClassification(config)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=5e-5, weight_decay=0.01, eps=1e-6)
         x, y = random_batch(batch, seq, shape["vocabulary_size"])
-        self.batch_inputs = dict(input_ids=torch.tensor(x["token_ids"]).long(),
-                                 token_type_ids=torch.tensor(x["segment_ids"]).long(),
-                                 attention_mask=torch.tensor(x["padding_mask"]).long())
+        self.batch_inputs = dict(
+            input_ids=torch.tensor(x["token_ids"]).long(),
+            token_type_ids=torch.tensor(x["segment_ids"]).long(),
+            attention_mask=torch.tensor(x["padding_mask"]).long(),
+        )
         self.labels = torch.tensor(y).long()
         self.train_tokens_per_second(1)
         self.infer_tokens_per_second(1)
@@ -272,8 +286,11 @@ def build_systems(names, shape, batch, seq):
         if n not in SYSTEMS:
             raise SystemExit(f"--systems: unknown {n!r}; choose from {', '.join([*SYSTEMS, 'hf'])}")
         label, library, jit, policy, grappler = SYSTEMS[n]
-        systems.append(KerasSystem(label, maker(library), jit, policy, batch, seq, shape["vocabulary_size"],
-                                   grappler_bf16=grappler))
+        systems.append(
+            KerasSystem(
+                label, maker(library), jit, policy, batch, seq, shape["vocabulary_size"], grappler_bf16=grappler
+            )
+        )
     for s, n in zip(systems, names):
         s.key = n
     return systems
@@ -313,46 +330,66 @@ def summarise(systems, train, infer, peaks, shape, seq):
         t = statistics.median(train[s.name])
         i = statistics.median(infer[s.name]) if infer[s.name] else None
         dtype = "bfloat16" if "bfloat16" in s.policy or getattr(s, "grappler_bf16", False) else "float32"
-        rows.append({
-            "system": s.name, "key": getattr(s, "key", "hf"), "precision": dtype,
-            "train_tokens_per_s": t, "train_rounds": train[s.name], "first_over_this_train": tr_ref / t,
-            "train_tokens_per_cpu_s_rounds": getattr(measure, "train_cpu", {}).get(s.name),
-            "train_tflops": t * train_flops / 1e12,
-            "train_mfu_fp32_peak": t * train_flops / peak["float32"],
-            "train_mfu_own_peak": t * train_flops / peak[dtype],
-            "infer_tokens_per_s": i, "infer_rounds": infer[s.name],
-            "first_over_this_infer": (in_ref / i) if i else None,
-            "infer_mfu_fp32_peak": (i * infer_flops / peak["float32"]) if i else None,
-            "infer_mfu_own_peak": (i * infer_flops / peak[dtype]) if i else None,
-        })
+        rows.append(
+            {
+                "system": s.name,
+                "key": getattr(s, "key", "hf"),
+                "precision": dtype,
+                "train_tokens_per_s": t,
+                "train_rounds": train[s.name],
+                "first_over_this_train": tr_ref / t,
+                "train_tokens_per_cpu_s_rounds": getattr(measure, "train_cpu", {}).get(s.name),
+                "train_tflops": t * train_flops / 1e12,
+                "train_mfu_fp32_peak": t * train_flops / peak["float32"],
+                "train_mfu_own_peak": t * train_flops / peak[dtype],
+                "infer_tokens_per_s": i,
+                "infer_rounds": infer[s.name],
+                "first_over_this_infer": (in_ref / i) if i else None,
+                "infer_mfu_fp32_peak": (i * infer_flops / peak["float32"]) if i else None,
+                "infer_mfu_own_peak": (i * infer_flops / peak[dtype]) if i else None,
+            }
+        )
     return rows, peak
 
 
 def print_table(rows, peak, title):
     print(f"\n{title}")
-    print(f"matmul peak (2048^3 tf.matmul, best of the run): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, "
-          f"bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s")
-    print(f"{'system':58s} {'train tok/s':>11s} {'1st/this':>8s} {'MFU':>6s} {'infer tok/s':>11s} "
-          f"{'1st/this':>8s} {'MFU':>6s}")
+    print(
+        f"matmul peak (2048^3 tf.matmul, best of the run): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, "
+        f"bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s"
+    )
+    print(
+        f"{'system':58s} {'train tok/s':>11s} {'1st/this':>8s} {'MFU':>6s} {'infer tok/s':>11s} "
+        f"{'1st/this':>8s} {'MFU':>6s}"
+    )
     for r in rows:
-        inf = (f"{r['infer_tokens_per_s']:11,.0f} {r['first_over_this_infer']:8.2f} {r['infer_mfu_own_peak']:6.1%}"
-               if r["infer_tokens_per_s"] else f"{'—':>11s} {'':8s} {'':6s}")
-        print(f"{r['system']:58s} {r['train_tokens_per_s']:11,.0f} {r['first_over_this_train']:8.2f} "
-              f"{r['train_mfu_own_peak']:6.1%} {inf}")
+        inf = (
+            f"{r['infer_tokens_per_s']:11,.0f} {r['first_over_this_infer']:8.2f} {r['infer_mfu_own_peak']:6.1%}"
+            if r["infer_tokens_per_s"]
+            else f"{'—':>11s} {'':8s} {'':6s}"
+        )
+        print(
+            f"{r['system']:58s} {r['train_tokens_per_s']:11,.0f} {r['first_over_this_train']:8.2f} "
+            f"{r['train_mfu_own_peak']:6.1%} {inf}"
+        )
     print("MFU: achieved model FLOP/s / the matmul peak of the system's precision (bf16 rows: the bf16 peak).")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="run.py backbone_speed", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="run.py backbone_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="bert_mini_uncased")
     parser.add_argument("--layers", type=int, default=None, help="the preset's width with this many layers")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6, help="batches per measurement")
-    parser.add_argument("--systems", default="ours_nojit,ours,keras_hub,keras_hub_nojit,hf",
-                        help="first is the reference of the ratios; both jit settings of each Keras model")
+    parser.add_argument(
+        "--systems",
+        default="ours_nojit,ours,keras_hub,keras_hub_nojit,hf",
+        help="first is the reference of the ratios; both jit settings of each Keras model",
+    )
     parser.add_argument("--json", default=None, help="detailed results (default /tmp/backbone_speed_PRESET_SEQ.json)")
     parser.add_argument("--no-summary", action="store_true", help="do not write the benchmarks/results/ record")
     args = parser.parse_args(argv)
@@ -363,19 +400,35 @@ def main(argv=None):
     systems = build_systems(names, shape, args.batch, args.seq)
     train, infer, peaks = measure(systems, args.rounds, args.steps, args.steps)
     rows, peak = summarise(systems, train, infer, peaks, shape, args.seq)
-    title = (f"{args.preset}{f' ({args.layers} layers)' if args.layers else ''}, batch {args.batch} x {args.seq}, {os.cpu_count()} cores; medians of {args.rounds} "
-             f"rounds of {args.steps} steps; load before: {uptime_before}; after: {uptime()}")
+    title = (
+        f"{args.preset}{f' ({args.layers} layers)' if args.layers else ''}, batch {args.batch} x {args.seq}, {os.cpu_count()} cores; medians of {args.rounds} "
+        f"rounds of {args.steps} steps; load before: {uptime_before}; after: {uptime()}"
+    )
     print_table(rows, peak, title)
     path = args.json or f"/tmp/backbone_speed_{args.preset}_{args.seq}.json"
-    write_json(path, {
-        "command": command, "started": started, "ended": now(), "git_commit": git_commit(),
-        "uptime_before": uptime_before, "uptime_after": uptime(), "preset": args.preset, "shape": shape,
-        "batch": args.batch, "seq": args.seq, "rounds": args.rounds, "steps": args.steps,
-        "train_flops_per_token": train_flops_per_token(shape, args.seq),
-        "forward_flops_per_token": forward_flops_per_token(shape, args.seq),
-        "matmul_peak_flops": peak, "matmul_peak_rounds": peaks, "rows": rows,
-        "versions": versions("tensorflow", "keras", "keras-hub", "torch", "transformers"),
-    })
+    write_json(
+        path,
+        {
+            "command": command,
+            "started": started,
+            "ended": now(),
+            "git_commit": git_commit(),
+            "uptime_before": uptime_before,
+            "uptime_after": uptime(),
+            "preset": args.preset,
+            "shape": shape,
+            "batch": args.batch,
+            "seq": args.seq,
+            "rounds": args.rounds,
+            "steps": args.steps,
+            "train_flops_per_token": train_flops_per_token(shape, args.seq),
+            "forward_flops_per_token": forward_flops_per_token(shape, args.seq),
+            "matmul_peak_flops": peak,
+            "matmul_peak_rounds": peaks,
+            "rows": rows,
+            "versions": versions("tensorflow", "keras", "keras-hub", "torch", "transformers"),
+        },
+    )
     print(f"results: {path}")
     for s in systems:
         if isinstance(s, HFProcess):
@@ -386,14 +439,33 @@ def main(argv=None):
         ours = rows[0]
         out = []
         for r in rows[1:]:
-            for what, key, mfu in (("train", "train_tokens_per_s", "train_mfu_own_peak"),
-                                   ("inference", "infer_tokens_per_s", "infer_mfu_own_peak")):
-                out.append({"what": f"{args.preset}{layers} {what}, batch {args.batch} x {args.seq}", "unit": "tokens/s",
-                            "ours": ours[key], "peer": r[key], "peer_name": r["system"], "higher_is_better": True,
-                            "note": f"MFU {ours['system']} {ours[mfu]:.1%}, {r['system']} {r[mfu]:.1%}"})
+            for what, key, mfu in (
+                ("train", "train_tokens_per_s", "train_mfu_own_peak"),
+                ("inference", "infer_tokens_per_s", "infer_mfu_own_peak"),
+            ):
+                out.append(
+                    {
+                        "what": f"{args.preset}{layers} {what}, batch {args.batch} x {args.seq}",
+                        "unit": "tokens/s",
+                        "ours": ours[key],
+                        "peer": r[key],
+                        "peer_name": r["system"],
+                        "higher_is_better": True,
+                        "note": f"MFU {ours['system']} {ours[mfu]:.1%}, {r['system']} {r[mfu]:.1%}",
+                    }
+                )
         name = f"backbone_speed_{args.preset}{layers.replace(' ', '_')}_{args.seq}"
-        print(common.write_result(name, out, command, source=path, started=started, machine_info=machine,
-                                  load=[load_before[0], os.getloadavg()[0]]))
+        print(
+            common.write_result(
+                name,
+                out,
+                command,
+                source=path,
+                started=started,
+                machine_info=machine,
+                load=[load_before[0], os.getloadavg()[0]],
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -53,16 +53,35 @@ import sys
 import time
 
 import common
-from common import (git_commit, hf_train, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json,
-                    write_result)
+from common import (
+    git_commit,
+    hf_train,
+    minilm_path,
+    now,
+    read_json,
+    set_tf_threads,
+    uptime,
+    versions,
+    write_json,
+    write_result,
+)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DATA = os.path.join(common.DATA, "conll2003")
 TRAIN = os.path.join(DATA, "eng.train")
 DEV = os.path.join(DATA, "eng.testa")
 
-RECIPE = dict(learning_rate=5e-5, batch_size=32, sequence_length=128, warmup_ratio=0.1, weight_decay=0.01,
-              adam_epsilon=1e-6, clip_norm=1.0, seed=0, threads=2)
+RECIPE = dict(
+    learning_rate=5e-5,
+    batch_size=32,
+    sequence_length=128,
+    warmup_ratio=0.1,
+    weight_decay=0.01,
+    adam_epsilon=1e-6,
+    clip_norm=1.0,
+    seed=0,
+    threads=2,
+)
 # REFERENCE_RESULTS.md: HF transformers, same checkpoint and recipe, another session.
 HF_REFERENCE = {1: dict(f1=0.834, train_seconds=1125, sentences_per_second=12.5)}
 
@@ -74,8 +93,11 @@ def run_dir(root, epochs, max_train, seed=0):
 def _seqeval(true, pred):
     from seqeval.metrics import f1_score, precision_score, recall_score
 
-    return dict(f1=float(f1_score(true, pred)), precision=float(precision_score(true, pred)),
-                recall=float(recall_score(true, pred)))
+    return dict(
+        f1=float(f1_score(true, pred)),
+        precision=float(precision_score(true, pred)),
+        recall=float(recall_score(true, pred)),
+    )
 
 
 def _per_type(true, pred):
@@ -90,6 +112,7 @@ def _per_type(true, pred):
 def run_ours(epochs, max_train, out, batching="auto"):
     set_tf_threads(RECIPE["threads"])
     from keras_bert_zoo import finetune
+
     entity_scores = common.lib("entity_scores")
     read_tagged = common.lib("read_tagged")
     TaggingLayout = common.lib("TaggingLayout")
@@ -98,10 +121,24 @@ def run_ours(epochs, max_train, out, batching="auto"):
     load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
-        "tag", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), layout=TaggingLayout(), epochs=epochs,
-        batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"], warmup_ratio=RECIPE["warmup_ratio"],
-        sequence_length=RECIPE["sequence_length"], max_train_examples=max_train, select="final", eval_every=0,
-        seed=RECIPE["seed"], batching=batching, verbose=2)
+        "tag",
+        minilm,
+        TRAIN,
+        DEV,
+        os.path.join(out, "ours_model"),
+        layout=TaggingLayout(),
+        epochs=epochs,
+        batch_size=RECIPE["batch_size"],
+        learning_rate=RECIPE["learning_rate"],
+        warmup_ratio=RECIPE["warmup_ratio"],
+        sequence_length=RECIPE["sequence_length"],
+        max_train_examples=max_train,
+        select="final",
+        eval_every=0,
+        seed=RECIPE["seed"],
+        batching=batching,
+        verbose=2,
+    )
     wall = time.perf_counter() - start
     # Cross-check: the same model's word predictions, scored by seqeval and by our metric again.
     dev = read_tagged(DEV, label_names=model.label_names)
@@ -110,22 +147,40 @@ def run_ours(epochs, max_train, out, batching="auto"):
     predict_seconds = time.perf_counter() - t
     again = entity_scores(dev.tags, predicted)
     record = {
-        "system": "ours", "batching": {"auto": "packed"}.get(batching, batching),
-        "metrics": metrics, "f1": metrics["f1"], "precision": metrics["precision"],
-        "recall": metrics["recall"], "seqeval": _seqeval(dev.tags, predicted), "f1_recomputed": again["f1"],
+        "system": "ours",
+        "batching": {"auto": "packed"}.get(batching, batching),
+        "metrics": metrics,
+        "f1": metrics["f1"],
+        "precision": metrics["precision"],
+        "recall": metrics["recall"],
+        "seqeval": _seqeval(dev.tags, predicted),
+        "f1_recomputed": again["f1"],
         "per_type": _per_type(dev.tags, predicted),
-        "train_seconds": metrics["train_seconds"], "sentences_per_second": metrics["train_examples_per_second"],
-        "steps": metrics["steps"], "train_sentences": metrics["train_examples"], "dev_sentences": len(dev),
-        "dev_words": dev.num_words, "dev_words_unseen": 0, "dev_predict_seconds": predict_seconds,
-        "final_train_loss": metrics["final_train_loss"], "wall_seconds": wall,
-        "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-        "uptime_before": uptime_before, "uptime_after": uptime(), "date": now(),
-        "git_commit": git_commit(), "versions": versions("tensorflow", "keras"),
+        "train_seconds": metrics["train_seconds"],
+        "sentences_per_second": metrics["train_examples_per_second"],
+        "steps": metrics["steps"],
+        "train_sentences": metrics["train_examples"],
+        "dev_sentences": len(dev),
+        "dev_words": dev.num_words,
+        "dev_words_unseen": 0,
+        "dev_predict_seconds": predict_seconds,
+        "final_train_loss": metrics["final_train_loss"],
+        "wall_seconds": wall,
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
+        "uptime_before": uptime_before,
+        "uptime_after": uptime(),
+        "date": now(),
+        "git_commit": git_commit(),
+        "versions": versions("tensorflow", "keras"),
         "metrics_json": os.path.join(out, "ours_model", "metrics.json"),
     }
     write_json(os.path.join(out, "ours.json"), record)
-    print(f"ours: dev F1 {record['f1']:.4f} (seqeval {record['seqeval']['f1']:.4f}), "
-          f"{record['sentences_per_second']:.1f} train sentences/s over {record['train_seconds']:.0f} s", flush=True)
+    print(
+        f"ours: dev F1 {record['f1']:.4f} (seqeval {record['seqeval']['f1']:.4f}), "
+        f"{record['sentences_per_second']:.1f} train sentences/s over {record['train_seconds']:.0f} s",
+        flush=True,
+    )
     return record
 
 
@@ -150,11 +205,21 @@ def _encode(tokenizer, words, tags, label_index, max_length):
         unseen_words += len(sentence) - len(seen)
         truncated_words += len(seen_full - seen)
         truncated_sentences += int(len(full["input_ids"][i]) > max_length)
-        features.append(dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                             attention_mask=enc["attention_mask"][i], labels=labels, word_ids=word_ids))
-    counts = dict(truncated_sentences=truncated_sentences, words_unseen=unseen_words,
-                  words_cut_by_truncation=truncated_words,
-                  words_without_pieces=unseen_words - truncated_words)
+        features.append(
+            dict(
+                input_ids=enc["input_ids"][i],
+                token_type_ids=enc["token_type_ids"][i],
+                attention_mask=enc["attention_mask"][i],
+                labels=labels,
+                word_ids=word_ids,
+            )
+        )
+    counts = dict(
+        truncated_sentences=truncated_sentences,
+        words_unseen=unseen_words,
+        words_cut_by_truncation=truncated_words,
+        words_without_pieces=unseen_words - truncated_words,
+    )
     return features, counts
 
 
@@ -181,7 +246,8 @@ def run_hf(epochs, max_train, out):
     index = {n: i for i, n in enumerate(names)}
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     model = BertForTokenClassification.from_pretrained(
-        minilm, num_labels=len(names), id2label=dict(enumerate(names)), label2id=index)
+        minilm, num_labels=len(names), id2label=dict(enumerate(names)), label2id=index
+    )
 
     t = time.perf_counter()
     train_features, train_counts = _encode(tokenizer, train.words, train.tags, index, RECIPE["sequence_length"])
@@ -189,8 +255,13 @@ def run_hf(epochs, max_train, out):
     dev_features, dev_counts = _encode(tokenizer, dev.words, None, index, RECIPE["sequence_length"])
     collate = common.pad_collate(tokenizer.pad_token_id, pad_labels=True)
     generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader([{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],
-                        batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate)
+    loader = DataLoader(
+        [{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],
+        batch_size=RECIPE["batch_size"],
+        shuffle=True,
+        generator=generator,
+        collate_fn=collate,
+    )
     trained = hf_train(model, loader, epochs, f"{minilm} on {len(train)} sentences, dev {len(dev)}", RECIPE)
     train_seconds = trained["train_seconds"]
 
@@ -201,7 +272,7 @@ def run_hf(epochs, max_train, out):
     order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
     with torch.no_grad():
         for start in range(0, len(order), 64):
-            ids = order[start:start + 64]
+            ids = order[start : start + 64]
             batch = collate([{k: v for k, v in dev_features[i].items() if k != "word_ids"} for i in ids])
             batch.pop("labels")
             argmax = model(**batch).logits.argmax(-1).numpy()
@@ -214,21 +285,35 @@ def run_hf(epochs, max_train, out):
     predict_seconds = time.perf_counter() - t
     scores = _seqeval(dev.tags, predicted)
     record = {
-        "system": "hf", "f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
-        "seqeval": scores, "per_type": _per_type(dev.tags, predicted),
-        "sentences_per_second": len(train) * epochs / train_seconds, **trained,
-        "train_sentences": len(train), "dev_sentences": len(dev),
-        "dev_words": dev.num_words, "dev_words_unseen": dev_counts["words_unseen"], "dev_counts": dev_counts,
-        "train_counts": train_counts, "tokenize_train_seconds": tokenize_seconds,
+        "system": "hf",
+        "f1": scores["f1"],
+        "precision": scores["precision"],
+        "recall": scores["recall"],
+        "seqeval": scores,
+        "per_type": _per_type(dev.tags, predicted),
+        "sentences_per_second": len(train) * epochs / train_seconds,
+        **trained,
+        "train_sentences": len(train),
+        "dev_sentences": len(dev),
+        "dev_words": dev.num_words,
+        "dev_words_unseen": dev_counts["words_unseen"],
+        "dev_counts": dev_counts,
+        "train_counts": train_counts,
+        "tokenize_train_seconds": tokenize_seconds,
         "dev_predict_seconds": predict_seconds,
-        "uptime_after": uptime(), "date": now(),
-        "git_commit": git_commit(), "versions": versions("torch", "transformers", "seqeval"),
+        "uptime_after": uptime(),
+        "date": now(),
+        "git_commit": git_commit(),
+        "versions": versions("torch", "transformers", "seqeval"),
         "torch_threads": torch.get_num_threads(),
         "tensorflow_in_process": "tensorflow" in sys.modules,
     }
     write_json(os.path.join(out, "hf.json"), record)
-    print(f"HF: dev F1 {record['f1']:.4f}, {record['sentences_per_second']:.1f} train sentences/s over "
-          f"{train_seconds:.0f} s; {dev_counts['words_unseen']} dev words unseen at length 128", flush=True)
+    print(
+        f"HF: dev F1 {record['f1']:.4f}, {record['sentences_per_second']:.1f} train sentences/s over "
+        f"{train_seconds:.0f} s; {dev_counts['words_unseen']} dev words unseen at length 128",
+        flush=True,
+    )
     return record
 
 
@@ -244,31 +329,43 @@ def print_table(out, epochs):
         if r is None:
             rows.append(f"| {name} | (not run) | | | | | | | |")
             continue
-        rows.append(f"| {name} | {r['f1']:.4f} | {r['precision']:.4f} / {r['recall']:.4f} | "
-                    f"{r['seqeval']['f1']:.4f} | {r['steps']} | {r['train_seconds']:.0f} | "
-                    f"{r['sentences_per_second']:.1f} | {_load_note(r)} | {r['date'][:16]} |")
-    print(f"\nCoNLL-2003, all-MiniLM-L6-v2, {epochs} epoch(s), dev (eng.testa) at the end of training "
-          f"({out}):\n")
-    print("| system | dev entity F1 | precision / recall | F1 by seqeval (default mode) | steps | train s "
-          "| train sentences/s | load 1-min (before→after) | date |")
+        rows.append(
+            f"| {name} | {r['f1']:.4f} | {r['precision']:.4f} / {r['recall']:.4f} | "
+            f"{r['seqeval']['f1']:.4f} | {r['steps']} | {r['train_seconds']:.0f} | "
+            f"{r['sentences_per_second']:.1f} | {_load_note(r)} | {r['date'][:16]} |"
+        )
+    print(f"\nCoNLL-2003, all-MiniLM-L6-v2, {epochs} epoch(s), dev (eng.testa) at the end of training ({out}):\n")
+    print(
+        "| system | dev entity F1 | precision / recall | F1 by seqeval (default mode) | steps | train s "
+        "| train sentences/s | load 1-min (before→after) | date |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if ours and hf:
-        summary = dict(f1_difference=ours["f1"] - hf["f1"],
-                       speed_ratio=ours["sentences_per_second"] / hf["sentences_per_second"])
-        print(f"\nours − HF dev F1: {summary['f1_difference']:+.4f}; ours/HF training speed: "
-              f"{summary['speed_ratio']:.2f}x. HF could not see {hf['dev_words_unseen']} of {hf['dev_words']} dev "
-              f"words at length 128 ({hf['dev_counts']['truncated_sentences']} dev sentences truncated; those "
-              f"words are predicted \"O\"); ours reads them in windows. Ours, seqeval on our predictions "
-              f"{ours['seqeval']['f1']:.4f} vs our metric {ours['f1']:.4f}.")
+        summary = dict(
+            f1_difference=ours["f1"] - hf["f1"], speed_ratio=ours["sentences_per_second"] / hf["sentences_per_second"]
+        )
+        print(
+            f"\nours − HF dev F1: {summary['f1_difference']:+.4f}; ours/HF training speed: "
+            f"{summary['speed_ratio']:.2f}x. HF could not see {hf['dev_words_unseen']} of {hf['dev_words']} dev "
+            f"words at length 128 ({hf['dev_counts']['truncated_sentences']} dev sentences truncated; those "
+            f'words are predicted "O"); ours reads them in windows. Ours, seqeval on our predictions '
+            f"{ours['seqeval']['f1']:.4f} vs our metric {ours['f1']:.4f}."
+        )
         ref = HF_REFERENCE.get(epochs)
         if ref:
-            print(f"REFERENCE_RESULTS.md (HF, another session): dev F1 {ref['f1']}, "
-                  f"{ref['sentences_per_second']} sentences/s.")
-        print(f"\n| CoNLL-2003 dev entity F1 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training) "
-              f"| {ours['f1']:.3f} | {hf['f1']:.3f} |")
-        print(f"| CoNLL-2003 fine-tuning, training sentences/s (MiniLM, same run) | "
-              f"{ours['sentences_per_second']:.1f} | {hf['sentences_per_second']:.1f} |")
+            print(
+                f"REFERENCE_RESULTS.md (HF, another session): dev F1 {ref['f1']}, "
+                f"{ref['sentences_per_second']} sentences/s."
+            )
+        print(
+            f"\n| CoNLL-2003 dev entity F1 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training) "
+            f"| {ours['f1']:.3f} | {hf['f1']:.3f} |"
+        )
+        print(
+            f"| CoNLL-2003 fine-tuning, training sentences/s (MiniLM, same run) | "
+            f"{ours['sentences_per_second']:.1f} | {hf['sentences_per_second']:.1f} |"
+        )
         return summary
     return None
 
@@ -282,8 +379,9 @@ def _started(record):
     """When a side's run began: its `date` is written at the end, after training and scoring."""
     import datetime
 
-    took = record.get("wall_seconds") or (record["train_seconds"] + record.get("dev_predict_seconds", 0)
-                                          + record.get("tokenize_train_seconds", 0))
+    took = record.get("wall_seconds") or (
+        record["train_seconds"] + record.get("dev_predict_seconds", 0) + record.get("tokenize_train_seconds", 0)
+    )
     end = datetime.datetime.fromisoformat(record["date"])
     return (end - datetime.timedelta(seconds=took)).isoformat(timespec="seconds")
 
@@ -293,9 +391,14 @@ def assemble_results(out, epochs):
     same time, one core each), so that `--record` can summarise it."""
     ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
     summary = print_table(out, epochs)
-    results = {"ours": ours, "hf": hf, **(summary or {}),
-               "command": f"python benchmarks/run.py conll --epochs {epochs} --only ours|hf (each side separately)",
-               "started": min(_started(r) for r in (ours, hf) if r), "git_commit_start": (ours or {}).get("git_commit")}
+    results = {
+        "ours": ours,
+        "hf": hf,
+        **(summary or {}),
+        "command": f"python benchmarks/run.py conll --epochs {epochs} --only ours|hf (each side separately)",
+        "started": min(_started(r) for r in (ours, hf) if r),
+        "git_commit_start": (ours or {}).get("git_commit"),
+    }
     write_json(os.path.join(out, "results.json"), results)
     return results
 
@@ -307,16 +410,34 @@ def record_result(out, epochs):
         return None
     ours, hf = results["ours"], results.get("hf") or {}
     what = f"CoNLL-2003 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training)"
-    rows = [{"what": f"{what}: dev entity F1", "unit": "F1", "ours": ours["f1"], "peer": hf.get("f1"),
-             "peer_name": "HF transformers", "higher_is_better": True},
-            {"what": f"{what}: training speed (ours: {ours.get('batching', 'padded')} batches)",
-             "unit": "sentences/s", "ours": ours["sentences_per_second"],
-             "peer": hf.get("sentences_per_second"), "peer_name": _hf_name(hf),
-             "higher_is_better": True}]
+    rows = [
+        {
+            "what": f"{what}: dev entity F1",
+            "unit": "F1",
+            "ours": ours["f1"],
+            "peer": hf.get("f1"),
+            "peer_name": "HF transformers",
+            "higher_is_better": True,
+        },
+        {
+            "what": f"{what}: training speed (ours: {ours.get('batching', 'padded')} batches)",
+            "unit": "sentences/s",
+            "ours": ours["sentences_per_second"],
+            "peer": hf.get("sentences_per_second"),
+            "peer_name": _hf_name(hf),
+            "higher_is_better": True,
+        },
+    ]
     loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
-    return write_result("conll", rows, command=results.get("command", "python benchmarks/run.py conll"),
-                        source=os.path.join(out, "results.json"), started=results.get("started"),
-                        load=[min(loads), max(loads)], commit=results.get("git_commit_start"))
+    return write_result(
+        "conll",
+        rows,
+        command=results.get("command", "python benchmarks/run.py conll"),
+        source=os.path.join(out, "results.json"),
+        started=results.get("started"),
+        load=[min(loads), max(loads)],
+        commit=results.get("git_commit_start"),
+    )
 
 
 def main(argv=None):
@@ -324,11 +445,16 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-train-sentences", type=int, help="keep the first N training sentences (smoke tests)")
     common.side_options(parser, "/tmp/bert_zoo_conll", "e<epochs>-seed<N>")
-    parser.add_argument("--record", action="store_true",
-                        help="with --table: also write its benchmarks/results/conll.HOSTKIND.json")
-    parser.add_argument("--batching", choices=("auto", "by_length", "bucketed"), default="auto",
-                        help="ours: finetune's batching: auto (packed rows), by_length (batches grouped by "
-                             "length), bucketed (random batches each padded to their longest, as HF's)")
+    parser.add_argument(
+        "--record", action="store_true", help="with --table: also write its benchmarks/results/conll.HOSTKIND.json"
+    )
+    parser.add_argument(
+        "--batching",
+        choices=("auto", "by_length", "bucketed"),
+        default="auto",
+        help="ours: finetune's batching: auto (packed rows), by_length (batches grouped by "
+        "length), bucketed (random batches each padded to their longest, as HF's)",
+    )
     args = parser.parse_args(argv)
     RECIPE.update(seed=args.seed, threads=args.threads)
     out = run_dir(args.root, args.epochs, args.max_train_sentences, args.seed)
@@ -351,19 +477,49 @@ def main(argv=None):
     started, uptime_start, commit_start = now(), uptime(), git_commit()
     print(f"{started}: {uptime_start}", flush=True)
     for side in ("ours", "hf"):
-        subprocess.run([*common.self_cmd("conll"), "--only", side, "--epochs", str(args.epochs),
-                        "--root", args.root, "--seed", str(args.seed), "--threads", str(args.threads)]
-                       + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences
-                          else []) + ["--batching", args.batching], check=True)
+        subprocess.run(
+            [
+                *common.self_cmd("conll"),
+                "--only",
+                side,
+                "--epochs",
+                str(args.epochs),
+                "--root",
+                args.root,
+                "--seed",
+                str(args.seed),
+                "--threads",
+                str(args.threads),
+            ]
+            + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences else [])
+            + ["--batching", args.batching],
+            check=True,
+        )
     summary = print_table(out, args.epochs)
-    write_json(os.path.join(out, "results.json"), {
-        "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")),
-        **(summary or {}), "recipe": {**RECIPE, "epochs": args.epochs, "max_train_sentences": args.max_train_sentences,
-                                      "train": TRAIN, "dev": DEV, "model": minilm_path()},
-        "command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
-        "uptime_end": uptime(), "cpus": os.cpu_count(),
-        "git_commit_start": commit_start, "git_commit_end": git_commit(),
-    })
+    write_json(
+        os.path.join(out, "results.json"),
+        {
+            "ours": read_json(os.path.join(out, "ours.json")),
+            "hf": read_json(os.path.join(out, "hf.json")),
+            **(summary or {}),
+            "recipe": {
+                **RECIPE,
+                "epochs": args.epochs,
+                "max_train_sentences": args.max_train_sentences,
+                "train": TRAIN,
+                "dev": DEV,
+                "model": minilm_path(),
+            },
+            "command": command,
+            "started": started,
+            "finished": now(),
+            "uptime_start": uptime_start,
+            "uptime_end": uptime(),
+            "cpus": os.cpu_count(),
+            "git_commit_start": commit_start,
+            "git_commit_end": git_commit(),
+        },
+    )
     print(f"\nresults: {os.path.join(out, 'results.json')}")
     if not args.no_record:
         print(f"record: {record_result(out, args.epochs)}")

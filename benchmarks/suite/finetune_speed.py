@@ -51,8 +51,18 @@ import subprocess
 import time
 
 import common
-from common import (git_commit, hf_optimizer, hf_step, minilm_path, now, read_json, set_tf_threads, uptime, versions,
-                    write_json)
+from common import (
+    git_commit,
+    hf_optimizer,
+    hf_step,
+    minilm_path,
+    now,
+    read_json,
+    set_tf_threads,
+    uptime,
+    versions,
+    write_json,
+)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
@@ -60,25 +70,47 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 DATA = common.DATA
-RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6,
-              clip_norm=1.0, seed=0)
+RECIPE = dict(
+    learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6, clip_norm=1.0, seed=0
+)
 # task -> data, length, finetune's task options, default examples per round, batchings of ours, HF class.
 TASKS = {
-    "classify": dict(data="SST-2", train=os.path.join(DATA, "sst2", "train.tsv"), sequence_length=128,
-                     options={}, examples=512, batchings=("auto",), hf_class="BertForSequenceClassification",
-                     unit="sentences"),
-    "tag": dict(data="CoNLL-2003", train=os.path.join(DATA, "conll2003", "eng.train"), sequence_length=128,
-                options={}, examples=256, batchings=("auto", "bucketed", "by_length"), hf_class="BertForTokenClassification",
-                unit="sentences"),
-    "qa": dict(data="SQuAD v1.1", train=os.path.join(DATA, "squad", "train.json"), sequence_length=256,
-               # 128 questions, not 32: the first 32 share a few long passages (windows of ~250 pieces,
-               # which no packing can pair), unlike the training set as a whole.
-               options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64), examples=128,
-               batchings=("auto", "bucketed"), hf_class="BertForQuestionAnswering", unit="windows",
-               # Batch 16, not the recipe's 32: with both frameworks in one process, 32 x 256 was
-               # killed for memory on this shared machine (as in `squad.py --only speed`); the
-               # work per window is the same.
-               batch_size=16),
+    "classify": dict(
+        data="SST-2",
+        train=os.path.join(DATA, "sst2", "train.tsv"),
+        sequence_length=128,
+        options={},
+        examples=512,
+        batchings=("auto",),
+        hf_class="BertForSequenceClassification",
+        unit="sentences",
+    ),
+    "tag": dict(
+        data="CoNLL-2003",
+        train=os.path.join(DATA, "conll2003", "eng.train"),
+        sequence_length=128,
+        options={},
+        examples=256,
+        batchings=("auto", "bucketed", "by_length"),
+        hf_class="BertForTokenClassification",
+        unit="sentences",
+    ),
+    "qa": dict(
+        data="SQuAD v1.1",
+        train=os.path.join(DATA, "squad", "train.json"),
+        sequence_length=256,
+        # 128 questions, not 32: the first 32 share a few long passages (windows of ~250 pieces,
+        # which no packing can pair), unlike the training set as a whole.
+        options=dict(doc_stride=128, stride_mode="overlap", max_query_length=64),
+        examples=128,
+        batchings=("auto", "bucketed"),
+        hf_class="BertForQuestionAnswering",
+        unit="windows",
+        # Batch 16, not the recipe's 32: with both frameworks in one process, 32 x 256 was
+        # killed for memory on this shared machine (as in `squad.py --only speed`); the
+        # work per window is the same.
+        batch_size=16,
+    ),
 }
 
 
@@ -113,27 +145,49 @@ def build_ours(task, examples, batching, total_rounds, jit_compile=False, coarse
         default_boundaries = common.lib("default_boundaries")
         make_tagging_dataset = common.lib("make_tagging_dataset")
 
-        ds = make_tagging_dataset(train_examples, preprocessor, batch_size(task), training=True,
-                                  seed=RECIPE["seed"], with_labels=True, bucket=True,
-                                  boundaries=default_boundaries(cfg["sequence_length"]))
+        ds = make_tagging_dataset(
+            train_examples,
+            preprocessor,
+            batch_size(task),
+            training=True,
+            seed=RECIPE["seed"],
+            with_labels=True,
+            bucket=True,
+            boundaries=default_boundaries(cfg["sequence_length"]),
+        )
     else:
-        ds = spec.dataset(train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"],
-                          batching=batching)
+        ds = spec.dataset(
+            train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"], batching=batching
+        )
     ds, steps_per_epoch = with_known_cardinality(ds)
-    model.compile(optimizer=create_optimizer(RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds,
-                                             warmup_ratio=RECIPE["warmup_ratio"]), jit_compile=jit_compile)
+    model.compile(
+        optimizer=create_optimizer(
+            RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds, warmup_ratio=RECIPE["warmup_ratio"]
+        ),
+        jit_compile=jit_compile,
+    )
 
     def count(state, batch):
         # Examples = sequences: a row's first token, or where a packed row's sequence number changes.
         mask = batch[0]["padding_mask"]
         starts = (mask > 0) & tf.not_equal(mask, tf.pad(mask, [[0, 0], [1, 0]])[:, :-1])
-        return (state[0] + tf.reduce_sum(tf.cast(starts, tf.int64)), state[1] + tf.reduce_sum(tf.cast(mask > 0, tf.int64)),
-                state[2] + tf.size(mask, out_type=tf.int64))
+        return (
+            state[0] + tf.reduce_sum(tf.cast(starts, tf.int64)),
+            state[1] + tf.reduce_sum(tf.cast(mask > 0, tf.int64)),
+            state[2] + tf.size(mask, out_type=tf.int64),
+        )
 
     zero = tf.constant(0, tf.int64)
     rows, real, padded = (int(x) for x in ds.reduce((zero, zero, zero), count))
-    return dict(model=model, dataset=ds, steps_per_epoch=steps_per_epoch, examples=rows, read=len(train_examples),
-                real_tokens=real, padded_tokens=padded)
+    return dict(
+        model=model,
+        dataset=ds,
+        steps_per_epoch=steps_per_epoch,
+        examples=rows,
+        read=len(train_examples),
+        real_tokens=real,
+        padded_tokens=padded,
+    )
 
 
 def ours_round(system):
@@ -142,8 +196,14 @@ def ours_round(system):
     train = common.lib("train")
 
     log = StepLog()
-    train(system["model"], system["dataset"], epochs=1, steps_per_epoch=system["steps_per_epoch"], callbacks=[log],
-          verbose=0)
+    train(
+        system["model"],
+        system["dataset"],
+        epochs=1,
+        steps_per_epoch=system["steps_per_epoch"],
+        callbacks=[log],
+        verbose=0,
+    )
     return log.train_seconds, system["examples"]
 
 
@@ -160,11 +220,19 @@ def hf_features(task, examples):
 
         data = read_examples(cfg["train"], DataLayout.for_task("sst2"), max_examples=examples)
         enc = tokenizer(*[list(t) for t in data.texts], truncation=True, max_length=cfg["sequence_length"])
-        features = [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                         attention_mask=enc["attention_mask"][i], labels=int(data.labels[i])) for i in range(len(data))]
+        features = [
+            dict(
+                input_ids=enc["input_ids"][i],
+                token_type_ids=enc["token_type_ids"][i],
+                attention_mask=enc["attention_mask"][i],
+                labels=int(data.labels[i]),
+            )
+            for i in range(len(data))
+        ]
         return features, common.pad_collate(tokenizer.pad_token_id, ("labels",)), dict(num_labels=len(data.label_names))
     if task == "tag":
         from suite import conll
+
         read_tagged = common.lib("read_tagged")
 
         data = read_tagged(cfg["train"], max_examples=examples)
@@ -172,8 +240,11 @@ def hf_features(task, examples):
         index = {n: i for i, n in enumerate(names)}
         features, _ = conll._encode(tokenizer, data.words, data.tags, index, cfg["sequence_length"])
         features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
-        return features, common.pad_collate(tokenizer.pad_token_id, pad_labels=True), dict(
-            num_labels=len(names), id2label=dict(enumerate(names)), label2id=index)
+        return (
+            features,
+            common.pad_collate(tokenizer.pad_token_id, pad_labels=True),
+            dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id=index),
+        )
     from suite import squad
 
     data = squad.read_squad(cfg["train"], examples)
@@ -190,14 +261,29 @@ def build_hf(task, examples, total_rounds):
     features, collate, kwargs = hf_features(task, examples)
     torch.manual_seed(RECIPE["seed"])
     model = getattr(transformers, TASKS[task]["hf_class"]).from_pretrained(minilm_path(), **kwargs).train()
-    loader = DataLoader(features, batch_size=batch_size(task), shuffle=True, collate_fn=collate,
-                        generator=torch.Generator().manual_seed(RECIPE["seed"]))
+    loader = DataLoader(
+        features,
+        batch_size=batch_size(task),
+        shuffle=True,
+        collate_fn=collate,
+        generator=torch.Generator().manual_seed(RECIPE["seed"]),
+    )
     optimizer, scheduler, _ = hf_optimizer(model, len(loader) * 2 * total_rounds, RECIPE)
     real = sum(sum(f["attention_mask"]) for f in features)
-    padded = sum(b["attention_mask"].numel() for b in DataLoader(features, batch_size=batch_size(task),
-                                                                 shuffle=True, collate_fn=collate))
-    return dict(model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, examples=len(features),
-                steps_per_epoch=len(loader), real_tokens=real, padded_tokens=padded)
+    padded = sum(
+        b["attention_mask"].numel()
+        for b in DataLoader(features, batch_size=batch_size(task), shuffle=True, collate_fn=collate)
+    )
+    return dict(
+        model=model,
+        loader=loader,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        examples=len(features),
+        steps_per_epoch=len(loader),
+        real_tokens=real,
+        padded_tokens=padded,
+    )
 
 
 def hf_round(system, threads, max_steps=None):
@@ -234,20 +320,29 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     total = rounds + 1
     systems = {}  # name -> (kind, system, round function)
     for batching in cfg["batchings"]:
-        label = ("default batches" + (", packed" if task in ("tag", "qa") else "") if batching == "auto"
-                 else f'batching="{batching}"')
+        label = (
+            "default batches" + (", packed" if task in ("tag", "qa") else "")
+            if batching == "auto"
+            else f'batching="{batching}"'
+        )
         for jit in (False, True) if xla else (False,):
             system = build_ours(task, examples, batching, total, jit_compile=jit)
             systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
     if task == "tag" and coarse:
         system = build_ours(task, examples, "auto", total, coarse=True)
         systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
-            "ours", system, lambda s=system: ours_round(s))
+            "ours",
+            system,
+            lambda s=system: ours_round(s),
+        )
     hf = build_hf(task, examples, total)
     for n in sorted({threads, 1}, reverse=True):
         cap = hf_steps if n > 1 else None
         systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
-            "hf", hf, lambda n=n, cap=cap: hf_round(hf, n, cap))
+            "hf",
+            hf,
+            lambda n=n, cap=cap: hf_round(hf, n, cap),
+        )
 
     warmup = {}
     for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
@@ -264,27 +359,61 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
             seconds, n = round_function()
             times[name].append(seconds)
             counts[name].append(n)
-        print(f"{task}: round {r + 1}/{rounds}: " + ", ".join(
-            f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems) + f" {cfg['unit']}/s; load "
-              f"{os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{task}: round {r + 1}/{rounds}: "
+            + ", ".join(f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems)
+            + f" {cfg['unit']}/s; load "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     hf_names = [n for n in systems if systems[n][0] == "hf"]
-    result = {"task": task, "data": cfg["data"], "train_file": cfg["train"], "first_examples": examples,
-              "unit": cfg["unit"], "sequence_length": cfg["sequence_length"], "options": cfg["options"],
-              "recipe": RECIPE, "batch_size": batch_size(task), "order": list(systems), "rounds": rounds, "threads": threads, "hf_steps_cap": hf_steps, "systems": {},
-              "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
-              "started": started, "date": now(), "loadavg_before": list(load_before),
-              "loadavg_after": list(os.getloadavg()), "uptime_before": uptime_before, "uptime_after": uptime(),
-              "git_commit": git_commit(), "cpus": os.cpu_count(),
-              "versions": {"keras": keras.__version__, "tensorflow": tf.__version__, "torch": torch.__version__,
-                           "transformers": transformers.__version__}}
+    result = {
+        "task": task,
+        "data": cfg["data"],
+        "train_file": cfg["train"],
+        "first_examples": examples,
+        "unit": cfg["unit"],
+        "sequence_length": cfg["sequence_length"],
+        "options": cfg["options"],
+        "recipe": RECIPE,
+        "batch_size": batch_size(task),
+        "order": list(systems),
+        "rounds": rounds,
+        "threads": threads,
+        "hf_steps_cap": hf_steps,
+        "systems": {},
+        "tf_threads": {
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+        },
+        "started": started,
+        "date": now(),
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
+        "uptime_before": uptime_before,
+        "uptime_after": uptime(),
+        "git_commit": git_commit(),
+        "cpus": os.cpu_count(),
+        "versions": {
+            "keras": keras.__version__,
+            "tensorflow": tf.__version__,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+    }
     rates = {name: [n / t for n, t in zip(counts[name], times[name])] for name in systems}
     for name, (kind, system, _) in systems.items():
-        row = {"kind": kind, "examples_per_epoch": system["examples"], "steps_per_epoch": system["steps_per_epoch"],
-               "round_seconds": times[name], "round_examples": counts[name], "warmup_seconds": warmup[name],
-               "median_examples_per_second": statistics.median(rates[name]),
-               "best_examples_per_second": max(rates[name]),
-               "padded_over_real_tokens": system["padded_tokens"] / max(system["real_tokens"], 1)}
+        row = {
+            "kind": kind,
+            "examples_per_epoch": system["examples"],
+            "steps_per_epoch": system["steps_per_epoch"],
+            "round_seconds": times[name],
+            "round_examples": counts[name],
+            "warmup_seconds": warmup[name],
+            "median_examples_per_second": statistics.median(rates[name]),
+            "best_examples_per_second": max(rates[name]),
+            "padded_over_real_tokens": system["padded_tokens"] / max(system["real_tokens"], 1),
+        }
         if kind == "ours":
             row["examples_read"] = system["read"]
             for hf_name in hf_names:  # per-round ratio: > 1 is ours faster
@@ -298,20 +427,27 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
 
 # --- tables, records --------------------------------------------------------------------------------------
 def print_task(result):
-    print(f"\n{result['task']} ({result['data']}, first {result['first_examples']} examples, length "
-          f"{result['sequence_length']}, batch {result['batch_size']}), {result['rounds']} interleaved "
-          f"rounds of one epoch; load {result['loadavg_before'][0]:.1f} -> {result['loadavg_after'][0]:.1f} "
-          f"({result['started'][:16]} to {result['date'][11:16]})\n")
+    print(
+        f"\n{result['task']} ({result['data']}, first {result['first_examples']} examples, length "
+        f"{result['sequence_length']}, batch {result['batch_size']}), {result['rounds']} interleaved "
+        f"rounds of one epoch; load {result['loadavg_before'][0]:.1f} -> {result['loadavg_after'][0]:.1f} "
+        f"({result['started'][:16]} to {result['date'][11:16]})\n"
+    )
     order = result.get("order") or list(result["systems"])
     hf_names = [n for n in order if result["systems"][n]["kind"] == "hf"]
-    print(f"| system | {result['unit']}/s (median round) | best round | padded / real tokens | "
-          + " | ".join(f"ours / {n.split(', ')[-1]} HF (median of rounds)" for n in hf_names) + " |")
+    print(
+        f"| system | {result['unit']}/s (median round) | best round | padded / real tokens | "
+        + " | ".join(f"ours / {n.split(', ')[-1]} HF (median of rounds)" for n in hf_names)
+        + " |"
+    )
     print("|---|---|---|---|" + "---|" * len(hf_names))
     for name in order:
         r = result["systems"][name]
         ratios = " | ".join(f"{r['ratio_vs'][h]['median']:.2f}x" if r["kind"] == "ours" else "" for h in hf_names)
-        print(f"| {name} | {r['median_examples_per_second']:.1f} | {r['best_examples_per_second']:.1f} | "
-              f"{r['padded_over_real_tokens']:.2f} | {ratios} |")
+        print(
+            f"| {name} | {r['median_examples_per_second']:.1f} | {r['best_examples_per_second']:.1f} | "
+            f"{r['padded_over_real_tokens']:.2f} | {ratios} |"
+        )
 
 
 def summary_rows(results):
@@ -322,15 +458,20 @@ def summary_rows(results):
             if s["kind"] != "ours":
                 continue
             for threads, hf_name in hf.items():
-                rows.append({
-                    "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}, batch {result['batch_size']}), {name}, "
-                            f"vs HF on {threads}",
-                    "unit": f"{result['unit']}/s", "ours": round(s["median_examples_per_second"], 2),
-                    "peer": round(result["systems"][hf_name]["median_examples_per_second"], 2),
-                    "peer_name": f"HF transformers (PyTorch, {threads})", "higher_is_better": True,
-                    "note": f"median of per-round ratios {s['ratio_vs'][hf_name]['median']:.2f}x over "
-                            f"{result['rounds']} interleaved rounds; load {result['loadavg_before'][0]:.1f}"
-                            f"->{result['loadavg_after'][0]:.1f}"})
+                rows.append(
+                    {
+                        "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}, batch {result['batch_size']}), {name}, "
+                        f"vs HF on {threads}",
+                        "unit": f"{result['unit']}/s",
+                        "ours": round(s["median_examples_per_second"], 2),
+                        "peer": round(result["systems"][hf_name]["median_examples_per_second"], 2),
+                        "peer_name": f"HF transformers (PyTorch, {threads})",
+                        "higher_is_better": True,
+                        "note": f"median of per-round ratios {s['ratio_vs'][hf_name]['median']:.2f}x over "
+                        f"{result['rounds']} interleaved rounds; load {result['loadavg_before'][0]:.1f}"
+                        f"->{result['loadavg_after'][0]:.1f}",
+                    }
+                )
     return rows
 
 
@@ -342,19 +483,33 @@ def write_record(rows, command, source, started, load):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="run.py finetune_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("all", *TASKS), default="all")
-    parser.add_argument("--examples", type=int, default=None,
-                        help="first N training examples per round (default per task: "
-                             + ", ".join(f"{t} {c['examples']}" for t, c in TASKS.items()) + "; qa: questions)")
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=None,
+        help="first N training examples per round (default per task: "
+        + ", ".join(f"{t} {c['examples']}" for t, c in TASKS.items())
+        + "; qa: questions)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--hf-steps", type=int, default=2,
-                        help="batches per round of HF on --threads threads (its 1-thread rounds run whole epochs)")
-    parser.add_argument("--no-coarse", action="store_true",
-                        help="tag: skip the diagnostic row of random batches cut to the coarse buckets")
+    parser.add_argument(
+        "--hf-steps",
+        type=int,
+        default=2,
+        help="batches per round of HF on --threads threads (its 1-thread rounds run whole epochs)",
+    )
+    parser.add_argument(
+        "--no-coarse",
+        action="store_true",
+        help="tag: skip the diagnostic row of random batches cut to the coarse buckets",
+    )
     parser.add_argument("--xla", action="store_true", help="also ours compiled with XLA (diagnostic rows)")
     parser.add_argument("--out", default="/tmp/bert_zoo_finetune_speed")
     parser.add_argument("--table", action="store_true", help="print the tables of the last run")
-    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results/finetune_speed.HOSTKIND.json")
+    parser.add_argument(
+        "--no-record", action="store_true", help="do not write benchmarks/results/finetune_speed.HOSTKIND.json"
+    )
     args = parser.parse_args(argv)
     command = common.command_line("finetune_speed", argv)
 
@@ -365,24 +520,52 @@ def main(argv=None):
                 print_task(result)
         return
     if args.task != "all":
-        run_task(args.task, args.examples or TASKS[args.task]["examples"], args.rounds, args.threads, args.out,
-                 args.xla, args.hf_steps, not args.no_coarse)
+        run_task(
+            args.task,
+            args.examples or TASKS[args.task]["examples"],
+            args.rounds,
+            args.threads,
+            args.out,
+            args.xla,
+            args.hf_steps,
+            not args.no_coarse,
+        )
         return
     # Each task in its own process: one task's TensorFlow graphs and PyTorch memory never add to the next's.
     started, load_before, results = now(), os.getloadavg()[0], []
     for task in TASKS:
-        cmd = [*common.self_cmd("finetune_speed"), "--task", task, "--rounds", str(args.rounds),
-               "--threads", str(args.threads), "--hf-steps", str(args.hf_steps), "--out", args.out] \
-            + (["--xla"] if args.xla else []) + (["--no-coarse"] if args.no_coarse else []) \
+        cmd = (
+            [
+                *common.self_cmd("finetune_speed"),
+                "--task",
+                task,
+                "--rounds",
+                str(args.rounds),
+                "--threads",
+                str(args.threads),
+                "--hf-steps",
+                str(args.hf_steps),
+                "--out",
+                args.out,
+            ]
+            + (["--xla"] if args.xla else [])
+            + (["--no-coarse"] if args.no_coarse else [])
             + (["--examples", str(args.examples)] if args.examples else [])
+        )
         print(f"\n=== {task}: {' '.join(cmd)}", flush=True)
         if subprocess.run(cmd).returncode != 0:
             print(f"{task}: FAILED (see above)", flush=True)
             continue
         results.append(read_json(os.path.join(args.out, f"{task}.json")))
-    combined = {"command": command, "started": started, "date": now(), "git_commit": git_commit(),
-                "loadavg": [load_before, os.getloadavg()[0]], "tasks": {r["task"]: r for r in results},
-                "versions": versions("tensorflow", "keras", "torch", "transformers")}
+    combined = {
+        "command": command,
+        "started": started,
+        "date": now(),
+        "git_commit": git_commit(),
+        "loadavg": [load_before, os.getloadavg()[0]],
+        "tasks": {r["task"]: r for r in results},
+        "versions": versions("tensorflow", "keras", "torch", "transformers"),
+    }
     path = os.path.join(args.out, "finetune_speed.json")
     write_json(path, combined)
     print("\n" + "=" * 80)

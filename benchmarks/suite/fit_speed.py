@@ -64,8 +64,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
 
 DATA = common.DATA
-FILES = {"classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
-         "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa"))}
+FILES = {
+    "classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
+    "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa")),
+}
 BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
 DEV_EXAMPLES = None  # all; a worker's `--dev-examples`
 READ = {}  # path -> what `read` returns, for a worker on an older package (`--data FILE`, read by today's)
@@ -109,24 +111,39 @@ def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="au
     dev_x, dev_y, _ = read(task, FILES[task][1], DEV_EXAMPLES)
     keras.utils.set_random_seed(seed)
     if task == "classify":
-        model = BertClassifier.from_preset(minilm, num_classes=2,
-                                           preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+        model = BertClassifier.from_preset(
+            minilm, num_classes=2, preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH)
+        )
     else:
-        model = BertTagger.from_preset(minilm, num_labels=len(names), label_names=names,
-                                       preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH))
+        model = BertTagger.from_preset(
+            minilm,
+            num_labels=len(names),
+            label_names=names,
+            preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH),
+        )
     model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
     _, fit_s, fit_cpu_s = common.timed(model.fit, x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
-    _, evaluate_s, evaluate_cpu_s = common.timed(model.evaluate, dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0,
-                                                 batching=eval_batching)
+    _, evaluate_s, evaluate_cpu_s = common.timed(
+        model.evaluate, dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching
+    )
     if task == "classify":
-        pred, predict_s, predict_cpu_s = common.timed(model.predict, dev_x, batch_size=EVAL_BATCH, verbose=0,
-                                                      batching=eval_batching)
+        pred, predict_s, predict_cpu_s = common.timed(
+            model.predict, dev_x, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching
+        )
         pred = np.argmax(pred, -1).tolist()
     else:
         pred, predict_s, predict_cpu_s = common.timed(model.predict_tags, dev_x, batch_size=EVAL_BATCH)
-    return dict(fit_s=fit_s, evaluate_s=evaluate_s, predict_s=predict_s, fit_cpu_s=fit_cpu_s,
-                evaluate_cpu_s=evaluate_cpu_s, predict_cpu_s=predict_cpu_s, train_examples=len(y),
-                dev_examples=len(dev_y), dev_score=accuracy(task, dev_y, pred))
+    return dict(
+        fit_s=fit_s,
+        evaluate_s=evaluate_s,
+        predict_s=predict_s,
+        fit_cpu_s=fit_cpu_s,
+        evaluate_cpu_s=evaluate_cpu_s,
+        predict_cpu_s=predict_cpu_s,
+        train_examples=len(y),
+        dev_examples=len(dev_y),
+        dev_score=accuracy(task, dev_y, pred),
+    )
 
 
 def run_keras_hub(task, n, seed):
@@ -135,10 +152,17 @@ def run_keras_hub(task, n, seed):
 
     x, y, _ = read(task, FILES[task][0], n)
     keras.utils.set_random_seed(seed)
-    backbone = keras_hub.models.BertBackbone(vocabulary_size=30522, num_layers=6, num_heads=12, hidden_dim=384,
-                                             intermediate_dim=1536, max_sequence_length=512)
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.path.join(common.minilm_path(), "vocab.txt"),
-                                               lowercase=True)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=30522,
+        num_layers=6,
+        num_heads=12,
+        hidden_dim=384,
+        intermediate_dim=1536,
+        max_sequence_length=512,
+    )
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=os.path.join(common.minilm_path(), "vocab.txt"), lowercase=True
+    )
     pre = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=LENGTH)
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=pre)
     model.compile()
@@ -174,8 +198,15 @@ def run_hf(task, n, seed, threads, autocast=False):
 
         if task == "classify":
             enc = tokenizer(texts, truncation=True, max_length=LENGTH)
-            return [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                         attention_mask=enc["attention_mask"][i], labels=labels[i]) for i in range(len(texts))]
+            return [
+                dict(
+                    input_ids=enc["input_ids"][i],
+                    token_type_ids=enc["token_type_ids"][i],
+                    attention_mask=enc["attention_mask"][i],
+                    labels=labels[i],
+                )
+                for i in range(len(texts))
+            ]
         rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
         return rows
 
@@ -189,14 +220,17 @@ def run_hf(task, n, seed, threads, autocast=False):
         common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
     fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
 
-    t, c = time.perf_counter(), time.process_time()  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
+    t, c = (
+        time.perf_counter(),
+        time.process_time(),
+    )  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
     model.eval()
     dev = features(dev_x, dev_y)
     word_ids = [f.pop("word_ids", None) for f in dev]
     pred = []
     with torch.no_grad():
         for start in range(0, len(dev), EVAL_BATCH):
-            batch = collate(dev[start:start + EVAL_BATCH])
+            batch = collate(dev[start : start + EVAL_BATCH])
             with precision():
                 out = model(**batch)
             out.loss.item()
@@ -212,9 +246,18 @@ def run_hf(task, n, seed, threads, autocast=False):
                     out[w] = names[row[pos]]
             tags.append(out)
         pred = tags
-    return dict(fit_s=fit_s, evaluate_s=eval_s, predict_s=eval_s, fit_cpu_s=fit_cpu_s, evaluate_cpu_s=eval_cpu_s,
-                predict_cpu_s=eval_cpu_s, train_examples=len(y), dev_examples=len(dev_y),
-                dev_score=accuracy(task, dev_y, pred), threads=threads)
+    return dict(
+        fit_s=fit_s,
+        evaluate_s=eval_s,
+        predict_s=eval_s,
+        fit_cpu_s=fit_cpu_s,
+        evaluate_cpu_s=eval_cpu_s,
+        predict_cpu_s=eval_cpu_s,
+        train_examples=len(y),
+        dev_examples=len(dev_y),
+        dev_score=accuracy(task, dev_y, pred),
+        threads=threads,
+    )
 
 
 SYSTEMS = {
@@ -241,8 +284,9 @@ for _name, _backend in KERAS_BACKENDS.items():
 def dump_data(args):
     """Writes what `read` returns for the training and dev files (today's package reads them) to `args.dump_data`."""
     train, dev = FILES[args.task]
-    common.write_json(args.dump_data, {train: read(args.task, train, args.examples),
-                                       dev: read(args.task, dev, args.dev_examples)})
+    common.write_json(
+        args.dump_data, {train: read(args.task, train, args.examples), dev: read(args.task, dev, args.dev_examples)}
+    )
 
 
 def worker(args):
@@ -253,7 +297,9 @@ def worker(args):
     load = os.getloadavg()
     result = SYSTEMS[args.worker.partition("@")[0]](args.task, args.examples, args.seed)
     result.update(system=args.worker, seed=args.seed, loadavg_before=list(load), loadavg_after=list(os.getloadavg()))
-    result["package"] = os.path.dirname(sys.modules["keras_bert_zoo"].__file__) if "keras_bert_zoo" in sys.modules else None
+    result["package"] = (
+        os.path.dirname(sys.modules["keras_bert_zoo"].__file__) if "keras_bert_zoo" in sys.modules else None
+    )
     if "keras" in sys.modules:
         result["keras_backend"] = sys.modules["keras"].backend.backend()
     print("RESULT " + json.dumps(result), flush=True)
@@ -268,8 +314,12 @@ def main(argv=None):
     parser.add_argument("--examples", type=int, default=1600)
     parser.add_argument("--dev-examples", type=int, default=None, help="the first N dev examples (default: all)")
     parser.add_argument("--seeds", default="0", help="comma-separated; each round uses the next seed")
-    parser.add_argument("--smoke", action="store_true", help="every system (or --systems) on 64 training and 64 dev "
-                        "examples, 1 round, no record: checks that each runs")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every system (or --systems) on 64 training and 64 dev "
+        "examples, 1 round, no record: checks that each runs",
+    )
     parser.add_argument("--table", metavar="RUN", help="the table of a run's detail JSON (its `runs`), re-summarized")
     parser.add_argument("--record", action="store_true", help="with --table: write its rows as the current record")
     parser.add_argument("--worker", default=None)
@@ -290,37 +340,74 @@ def main(argv=None):
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
     unknown = [s for s in systems if s.partition("@")[0] not in SYSTEMS]
     if unknown:
-        raise SystemExit(f"fit_speed: unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)} "
-                         "(SYSTEM@REF: the same on the package at a git commit)")
+        raise SystemExit(
+            f"fit_speed: unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)} "
+            "(SYSTEM@REF: the same on the package at a git commit)"
+        )
     envs = {s: common.package_env(s.partition("@")[2]) for s in systems if "@" in s}
     dev = ["--dev-examples", args.dev_examples] if args.dev_examples else []
     data = os.path.join(tempfile.mkdtemp(prefix="fit_speed."), "examples.json")
     if envs:  # an older package may read files differently: its workers get today's reading
-        subprocess.run(common.self_cmd("fit_speed", "--task", args.task, "--examples", args.examples,
-                                       "--dump-data", data, *dev), check=True)
+        subprocess.run(
+            common.self_cmd("fit_speed", "--task", args.task, "--examples", args.examples, "--dump-data", data, *dev),
+            check=True,
+        )
     bf16_hardware = common.bf16_hardware()
     if any("bf16" in s for s in systems) and not bf16_hardware:
-        print("note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
-              "bfloat16 here, slower than float32; compare them on a bf16 host", flush=True)
+        print(
+            "note: this CPU has no native bf16 (neither amx_bf16 nor avx512_bf16): bf16 systems run emulated "
+            "bfloat16 here, slower than float32; compare them on a bf16 host",
+            flush=True,
+        )
     started, info_before = common.now(), common.machine_line()
 
     def run_one(system, k):
         extra = dev + (["--data", data] if system in envs else [])
-        return common.run_worker(common.self_cmd("fit_speed", "--worker", system, "--task", args.task, "--examples",
-                                                 args.examples, "--seed", seeds[k % len(seeds)], *extra), system,
-                                 env=envs.get(system))
+        return common.run_worker(
+            common.self_cmd(
+                "fit_speed",
+                "--worker",
+                system,
+                "--task",
+                args.task,
+                "--examples",
+                args.examples,
+                "--seed",
+                seeds[k % len(seeds)],
+                *extra,
+            ),
+            system,
+            env=envs.get(system),
+        )
 
     runs = common.interleave(systems, args.rounds, run_one)
-    record = dict(task=args.task, command=common.command_line("fit_speed", argv), examples=args.examples,
-                  dev_examples=args.dev_examples, batch_size=BATCH,
-                  sequence_length=LENGTH, started=started, machine_before=info_before,
-                  versions=common.versions("tensorflow", "keras", "keras-hub", "torch", "transformers", "jax"),
-                  bf16_hardware=bf16_hardware, runs=runs, reference=args.reference,
-                  summary=summarize(runs, systems, args.reference))
+    record = dict(
+        task=args.task,
+        command=common.command_line("fit_speed", argv),
+        examples=args.examples,
+        dev_examples=args.dev_examples,
+        batch_size=BATCH,
+        sequence_length=LENGTH,
+        started=started,
+        machine_before=info_before,
+        versions=common.versions("tensorflow", "keras", "keras-hub", "torch", "transformers", "jax"),
+        bf16_hardware=bf16_hardware,
+        runs=runs,
+        reference=args.reference,
+        summary=summarize(runs, systems, args.reference),
+    )
     print_table(record, info_before)
     if not args.smoke:
-        print(common.write_result(f"fit_speed_{args.task}", rows(record), record["command"],
-                                  started=started, machine_info=info_before, detail=record))
+        print(
+            common.write_result(
+                f"fit_speed_{args.task}",
+                rows(record),
+                record["command"],
+                started=started,
+                machine_info=info_before,
+                detail=record,
+            )
+        )
 
 
 def table(path, record=False):
@@ -330,11 +417,21 @@ def table(path, record=False):
     run["summary"] = summarize(run["runs"], list(dict.fromkeys(r["system"] for r in run["runs"])), run["reference"])
     print_table(run, run.get("machine_before", ""))
     for row in rows(run):
-        print(f"{row['what']}: {row['ours']} vs {row['peer']} {row['unit']}"
-              + (f" ({row['note']})" if row.get("note") else ""))
+        print(
+            f"{row['what']}: {row['ours']} vs {row['peer']} {row['unit']}"
+            + (f" ({row['note']})" if row.get("note") else "")
+        )
     if record:
-        print(common.write_result(f"fit_speed_{run['task']}", rows(run), run.get("command", ""), source=path,
-                                  started=run.get("started"), machine_info=run.get("machine_before", "")))
+        print(
+            common.write_result(
+                f"fit_speed_{run['task']}",
+                rows(run),
+                run.get("command", ""),
+                source=path,
+                started=run.get("started"),
+                machine_info=run.get("machine_before", ""),
+            )
+        )
 
 
 def summarize(runs, systems, reference="ours"):
@@ -343,9 +440,11 @@ def summarize(runs, systems, reference="ours"):
     out = {}
     for s in systems:
         mine = [r for r in runs if r["system"] == s]
-        out[s] = dict(fit_examples_per_s=statistics.median(r["train_examples"] / r["fit_s"] for r in mine),
-                      backend="torch" if s.startswith("hf") else KERAS_BACKENDS.get(s.partition("@")[0], "tensorflow"),
-                      precision="bf16" if "bf16" in s else "float32")
+        out[s] = dict(
+            fit_examples_per_s=statistics.median(r["train_examples"] / r["fit_s"] for r in mine),
+            backend="torch" if s.startswith("hf") else KERAS_BACKENDS.get(s.partition("@")[0], "tensorflow"),
+            precision="bf16" if "bf16" in s else "float32",
+        )
         for key in ("evaluate_s", "predict_s"):
             if all(key in r for r in mine):
                 out[s][key] = statistics.median(r[key] for r in mine)
@@ -367,33 +466,63 @@ def rows(record):
     for s, v in summary.items():
         setting = f"{s} ({v.get('backend', '?')}, {v.get('precision', '?')})"
         if (s.startswith("ours") and "@" not in s) or s == ref:  # our other backends / precisions: their own figures
-            out.append(dict(what=f"{task} fit, {setting}", unit="examples/s", ours=round(v["fit_examples_per_s"], 1),
-                            peer=None, peer_name=None, higher_is_better=True))
+            out.append(
+                dict(
+                    what=f"{task} fit, {setting}",
+                    unit="examples/s",
+                    ours=round(v["fit_examples_per_s"], 1),
+                    peer=None,
+                    peer_name=None,
+                    higher_is_better=True,
+                )
+            )
             if "predict_s" in v:
-                out.append(dict(what=f"{task} predict, {setting}", unit="s", ours=round(v["predict_s"], 1),
-                                peer=None, peer_name=None, higher_is_better=False))
+                out.append(
+                    dict(
+                        what=f"{task} predict, {setting}",
+                        unit="s",
+                        ours=round(v["predict_s"], 1),
+                        peer=None,
+                        peer_name=None,
+                        higher_is_better=False,
+                    )
+                )
             continue
         for key, unit in (("fit", "examples/s"), ("evaluate", "s"), ("predict", "s")):
             figure = "fit_examples_per_s" if key == "fit" else f"{key}_s"
             if figure in mine and figure in v:
                 wall, cpu = v.get(f"ours_{key}_speedup"), v.get(f"ours_{key}_cpu_speedup")
-                out.append(dict(what=f"{task} {key}, {ref} vs {setting}", unit=unit, ours=round(mine[figure], 1),
-                                peer=round(v[figure], 1), peer_name=s, higher_is_better=key == "fit",
-                                note=wall and f"median of per-round ratios: wall {wall}"
-                                + (f", CPU seconds {cpu}" if cpu else "")))
+                out.append(
+                    dict(
+                        what=f"{task} {key}, {ref} vs {setting}",
+                        unit=unit,
+                        ours=round(mine[figure], 1),
+                        peer=round(v[figure], 1),
+                        peer_name=s,
+                        higher_is_better=key == "fit",
+                        note=wall
+                        and f"median of per-round ratios: wall {wall}" + (f", CPU seconds {cpu}" if cpu else ""),
+                    )
+                )
     return out
 
 
 def print_table(record, machine):
-    print(f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
-          f"{record['sequence_length']}, 1 epoch; {machine}")
+    print(
+        f"\n{record['task']}: {record['examples']} examples, batch {record['batch_size']}, length "
+        f"{record['sequence_length']}, 1 epoch; {machine}"
+    )
     reference = record.get("reference", "ours")
-    print(f"| system | backend | precision | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / "
-          "evaluate / predict speed-up | the same in CPU seconds |")
+    print(
+        f"| system | backend | precision | fit examples/s | evaluate s | predict s | dev score | {reference}'s fit / "
+        "evaluate / predict speed-up | the same in CPU seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for s, v in record["summary"].items():
         ups = "/".join(str(v.get(f"ours_{k}_speedup", "-")) for k in ("fit", "evaluate", "predict"))
         cpu = "/".join(str(v.get(f"ours_{k}_cpu_speedup", "-")) for k in ("fit", "evaluate", "predict"))
-        print(f"| {s} | {v['backend']} | {v['precision']} | {v['fit_examples_per_s']:.1f} | "
-              f"{v.get('evaluate_s', float('nan')):.1f} | {v.get('predict_s', float('nan')):.1f} | "
-              f"{v.get('dev_scores', '-')} | {ups} | {cpu} |")
+        print(
+            f"| {s} | {v['backend']} | {v['precision']} | {v['fit_examples_per_s']:.1f} | "
+            f"{v.get('evaluate_s', float('nan')):.1f} | {v.get('predict_s', float('nan')):.1f} | "
+            f"{v.get('dev_scores', '-')} | {ups} | {cpu} |"
+        )

@@ -61,23 +61,55 @@ HF_RECIPE = dict(batch_size=32, learning_rate=5e-5, warmup_ratio=0.1, sequence_l
 # the HF reference it is comparable with (None: a different budget, no HF figure), and the
 # evaluation interval used by `--select best`.
 RECIPES = {
-    "sst2": dict(task="sst2", model="minilm", args=dict(epochs=1, max_train_examples=20_000),
-                 data="first 20,000 of train.tsv", hf="sst2", best_eval_every=200),
-    "mrpc": dict(task="mrpc", model="minilm", args=dict(epochs=3), data="train.tsv (3,668)", hf="mrpc",
-                 best_eval_every=58),
-    "rte": dict(task="rte", model="minilm", args=dict(epochs=3), data="train.tsv (2,490)", hf="rte",
-                best_eval_every=39),
+    "sst2": dict(
+        task="sst2",
+        model="minilm",
+        args=dict(epochs=1, max_train_examples=20_000),
+        data="first 20,000 of train.tsv",
+        hf="sst2",
+        best_eval_every=200,
+    ),
+    "mrpc": dict(
+        task="mrpc", model="minilm", args=dict(epochs=3), data="train.tsv (3,668)", hf="mrpc", best_eval_every=58
+    ),
+    "rte": dict(
+        task="rte", model="minilm", args=dict(epochs=3), data="train.tsv (2,490)", hf="rte", best_eval_every=39
+    ),
     # Longer budgets than HF's reference runs: different recipes, never compared with HF's figure.
-    "sst2_full": dict(task="sst2", model="minilm", args=dict(epochs=1, max_train_examples=None),
-                      data="all 67,349 of train.tsv (3.4x HF's data)", hf=None, best_eval_every=500),
-    "rte_6ep": dict(task="rte", model="minilm", args=dict(epochs=6), data="train.tsv (2,490), 2x HF's epochs",
-                    hf=None, best_eval_every=39),
+    "sst2_full": dict(
+        task="sst2",
+        model="minilm",
+        args=dict(epochs=1, max_train_examples=None),
+        data="all 67,349 of train.tsv (3.4x HF's data)",
+        hf=None,
+        best_eval_every=500,
+    ),
+    "rte_6ep": dict(
+        task="rte",
+        model="minilm",
+        args=dict(epochs=6),
+        data="train.tsv (2,490), 2x HF's epochs",
+        hf=None,
+        best_eval_every=39,
+    ),
     # No pretraining: bert_tiny_uncased from random init (same uncased vocabulary), lr 1e-4.
-    "sst2_scratch": dict(task="sst2", model="bert_tiny_uncased",
-                         args=dict(epochs=1, max_train_examples=20_000, learning_rate=1e-4),
-                         data="first 20,000 of train.tsv, random init, lr 1e-4", hf=None, best_eval_every=200),
-    "stsb": dict(task="stsb", model="minilm", args=dict(epochs=3), data="sts-train.csv (5,749 pairs)", hf=None,
-                 best_eval_every=60, files=("sts-train.csv", "sts-dev.csv")),
+    "sst2_scratch": dict(
+        task="sst2",
+        model="bert_tiny_uncased",
+        args=dict(epochs=1, max_train_examples=20_000, learning_rate=1e-4),
+        data="first 20,000 of train.tsv, random init, lr 1e-4",
+        hf=None,
+        best_eval_every=200,
+    ),
+    "stsb": dict(
+        task="stsb",
+        model="minilm",
+        args=dict(epochs=3),
+        data="sts-train.csv (5,749 pairs)",
+        hf=None,
+        best_eval_every=60,
+        files=("sts-train.csv", "sts-dev.csv"),
+    ),
 }
 
 HF_SOURCE = "HF transformers, same checkpoint and recipe, end of training, REFERENCE_RESULTS.md"
@@ -89,10 +121,18 @@ HF_REFERENCE = {
     "rte": dict(metrics={"accuracy": 0.563}, train_seconds=519, examples_per_second=14.4, epochs=3),
 }
 # Dev metrics shown per GLUE task (the first one is the task's primary metric).
-TASK_METRICS = {"sst2": ("accuracy",), "mrpc": ("f1", "accuracy"), "rte": ("accuracy",), "stsb": ("spearman", "pearson")}
+TASK_METRICS = {
+    "sst2": ("accuracy",),
+    "mrpc": ("f1", "accuracy"),
+    "rte": ("accuracy",),
+    "stsb": ("spearman", "pearson"),
+}
 # Context only, not like-for-like (other models, GLUE test set): Turc et al., google-research/bert README.
-PUBLISHED = {"sst2": "BERT-Mini 0.859, BERT-Small 0.897 (accuracy)", "mrpc": "BERT-Mini 0.811, BERT-Small 0.834 (F1)",
-             "rte": "BERT-Mini 0.579, BERT-Small 0.618 (accuracy)"}
+PUBLISHED = {
+    "sst2": "BERT-Mini 0.859, BERT-Small 0.897 (accuracy)",
+    "mrpc": "BERT-Mini 0.811, BERT-Small 0.834 (F1)",
+    "rte": "BERT-Mini 0.579, BERT-Small 0.618 (accuracy)",
+}
 
 
 def run_dir(root, name, select):
@@ -113,9 +153,12 @@ def run_recipe(name, root, command, select="final", **overrides):
 
     spec = RECIPES[name]
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    args = {**HF_RECIPE, **spec["args"],
-            "eval_every": spec["best_eval_every"] if select == "best" else 0,  # final: dev at epoch ends only
-            **overrides}
+    args = {
+        **HF_RECIPE,
+        **spec["args"],
+        "eval_every": spec["best_eval_every"] if select == "best" else 0,  # final: dev at epoch ends only
+        **overrides,
+    }
     minilm = common.minilm_path()
     model = minilm if spec["model"] == "minilm" else spec["model"]
     out = run_dir(root, name, select)
@@ -123,19 +166,40 @@ def run_recipe(name, root, command, select="final", **overrides):
     print(f"== {name} (select={select}): {args}", flush=True)
     load_before, started = os.getloadavg(), common.now()
     start = time.perf_counter()
-    _, metrics = finetune("classify", model, train, dev, out, layout=common.lib("DataLayout").for_task(spec["task"]),
-                          vocab=minilm,  # the scratch model uses the same uncased vocabulary (30,522)
-                          select=select, **args)
+    _, metrics = finetune(
+        "classify",
+        model,
+        train,
+        dev,
+        out,
+        layout=common.lib("DataLayout").for_task(spec["task"]),
+        vocab=minilm,  # the scratch model uses the same uncased vocabulary (30,522)
+        select=select,
+        **args,
+    )
     wall = time.perf_counter() - start
     record = {
-        "recipe": name, "task": spec["task"], "model": model, "select": select, **args,
+        "recipe": name,
+        "task": spec["task"],
+        "model": model,
+        "select": select,
+        **args,
         "modified": sorted(overrides),  # arguments that differ from the named recipe
-        "train": train, "dev": dev, "metrics": os.path.join(out, "metrics.json"),
+        "train": train,
+        "dev": dev,
+        "metrics": os.path.join(out, "metrics.json"),
         "dev_evaluations": count_evaluations(metrics["steps"], args["epochs"], args["eval_every"]),
-        "wall_seconds": wall, "started": started, "date": common.now(),
-        "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()), "cpus": os.cpu_count(),
-        "git_commit": common.git_commit(), "uncommitted_package_files": common.output(
-            "git", "-C", common.REPO, "status", "--porcelain", "--", "keras_bert_zoo").splitlines(), "command": command,
+        "wall_seconds": wall,
+        "started": started,
+        "date": common.now(),
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
+        "cpus": os.cpu_count(),
+        "git_commit": common.git_commit(),
+        "uncommitted_package_files": common.output(
+            "git", "-C", common.REPO, "status", "--porcelain", "--", "keras_bert_zoo"
+        ).splitlines(),
+        "command": command,
     }
     common.write_json(os.path.join(out, "recipe.json"), record)
     print_tables(root, [name])
@@ -176,27 +240,49 @@ def print_tables(root, names=None):
             hf = HF_REFERENCE[spec["hf"]]
             hf_speed = hf["examples_per_second"]
             if final is None:
-                hf_rows.append(f"| `{name}` | {spec['data']}, {hf['epochs']} ep | (not run) | "
-                               f"{_scores(hf['metrics'], metric_names)} | | | {hf_speed} | | |")
+                hf_rows.append(
+                    f"| `{name}` | {spec['data']}, {hf['epochs']} ep | (not run) | "
+                    f"{_scores(hf['metrics'], metric_names)} | | | {hf_speed} | | |"
+                )
             else:
                 m, r, path = final
                 ours_speed = m["train_examples_per_second"]
                 delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
-                note = (f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
-                        "REFERENCE_RESULTS.md (another session, other load)")
-                records += [{"what": f"{name} dev {metric_names[0]} (end of training)", "unit": "fraction",
-                             "ours": m[metric_names[0]], "peer": hf["metrics"][metric_names[0]],
-                             "peer_name": "HF transformers", "higher_is_better": True,
-                             "command": f"python benchmarks/run.py glue {name}", "source": path, "note": note,
-                             "side_by_side": False},
-                            {"what": f"{name} fine-tuning speed", "unit": "train examples/s", "ours": ours_speed,
-                             "peer": hf_speed, "peer_name": "HF transformers", "higher_is_better": True,
-                             "command": f"python benchmarks/run.py glue {name}", "source": path, "note": note,
-                             "side_by_side": False}]
+                note = (
+                    f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
+                    "REFERENCE_RESULTS.md (another session, other load)"
+                )
+                records += [
+                    {
+                        "what": f"{name} dev {metric_names[0]} (end of training)",
+                        "unit": "fraction",
+                        "ours": m[metric_names[0]],
+                        "peer": hf["metrics"][metric_names[0]],
+                        "peer_name": "HF transformers",
+                        "higher_is_better": True,
+                        "command": f"python benchmarks/run.py glue {name}",
+                        "source": path,
+                        "note": note,
+                        "side_by_side": False,
+                    },
+                    {
+                        "what": f"{name} fine-tuning speed",
+                        "unit": "train examples/s",
+                        "ours": ours_speed,
+                        "peer": hf_speed,
+                        "peer_name": "HF transformers",
+                        "higher_is_better": True,
+                        "command": f"python benchmarks/run.py glue {name}",
+                        "source": path,
+                        "note": note,
+                        "side_by_side": False,
+                    },
+                ]
                 hf_rows.append(
                     f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
                     f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "
-                    f"{ours_speed / hf_speed:.2f}x | `{path}` ({r['date'][:10]}, {_load_note(r)}) |")
+                    f"{ours_speed / hf_speed:.2f}x | `{path}` ({r['date'][:10]}, {_load_note(r)}) |"
+                )
         else:
             if final is None:
                 other_rows.append(f"| `{name}` | {spec['data']} | (not run) | | | |")
@@ -205,34 +291,46 @@ def print_tables(root, names=None):
                 other_rows.append(
                     f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
                     f"{m['train_seconds']:.0f} | {m['train_examples_per_second']:.1f} | "
-                    f"`{path}` ({r['date'][:10]}, {_load_note(r)}) |")
+                    f"`{path}` ({r['date'][:10]}, {_load_note(r)}) |"
+                )
         best = _load(root, name, "best")
         if best is not None:
             m, r, path = best
             end = _scores(final[0], metric_names) if final else "(no `select=final` run)"
             best_rows.append(
                 f"| {_recipe_text(name, r)} | {r['dev_evaluations']} (every {r['eval_every']} steps + epoch ends) | "
-                f"{_scores(m, metric_names)} (step {m['best_step']} of {m['steps']}) | {end} | `{path}` |")
+                f"{_scores(m, metric_names)} (step {m['best_step']} of {m['steps']}) | {end} | `{path}` |"
+            )
     if hf_rows:
-        print("\nHF's reference recipes, dev score of the model at the end of training (`select=\"final\"`):\n")
-        print(f"| recipe | training data | ours, end of training (dev) | {HF_SOURCE} | ours − HF "
-              "(primary) | ours train ex/s | HF train ex/s | ours/HF speed | our run (metrics.json) |")
+        print('\nHF\'s reference recipes, dev score of the model at the end of training (`select="final"`):\n')
+        print(
+            f"| recipe | training data | ours, end of training (dev) | {HF_SOURCE} | ours − HF "
+            "(primary) | ours train ex/s | HF train ex/s | ours/HF speed | our run (metrics.json) |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         print("\n".join(hf_rows))
-        print("\nHF's examples/s are from REFERENCE_RESULTS.md (another session): the speed ratio crosses sessions "
-              "and machine load. Context only, not like-for-like (other models, GLUE test set): "
-              + "; ".join(f"{t.upper()} {v}" for t, v in PUBLISHED.items()))
+        print(
+            "\nHF's examples/s are from REFERENCE_RESULTS.md (another session): the speed ratio crosses sessions "
+            "and machine load. Context only, not like-for-like (other models, GLUE test set): "
+            + "; ".join(f"{t.upper()} {v}" for t, v in PUBLISHED.items())
+        )
     if other_rows:
         print("\nOther budgets (different recipes: no HF figure exists for them), end of training:\n")
-        print("| recipe | training data | ours, end of training (dev) | train s | train ex/s | our run (metrics.json) |")
+        print(
+            "| recipe | training data | ours, end of training (dev) | train s | train ex/s | our run (metrics.json) |"
+        )
         print("|---|---|---|---|---|---|")
         print("\n".join(other_rows))
     if best_rows:
-        print("\nBest-of-dev selection (`--select best`): the kept model is the best of N dev evaluations, "
-              "chosen on the dev set it is scored on (optimistic; not comparable with HF's end-of-training "
-              "figure):\n")
-        print("| recipe | N dev evaluations | ours, best of N dev evaluations (selection on dev) | "
-              "ours, end of training (same recipe, `select=final` run) | our run (metrics.json) |")
+        print(
+            "\nBest-of-dev selection (`--select best`): the kept model is the best of N dev evaluations, "
+            "chosen on the dev set it is scored on (optimistic; not comparable with HF's end-of-training "
+            "figure):\n"
+        )
+        print(
+            "| recipe | N dev evaluations | ours, best of N dev evaluations (selection on dev) | "
+            "ours, end of training (same recipe, `select=final` run) | our run (metrics.json) |"
+        )
         print("|---|---|---|---|---|")
         print("\n".join(best_rows))
     return records
@@ -261,8 +359,13 @@ def embeddings(args, command):
 
         pairs, st = common.lib("read_sts")(dev, max_examples=n), SentenceTransformer(common.minilm_path(), device="cpu")
         a, b = (st.encode(list(x), batch_size=64) for x in (pairs.sentences1, pairs.sentences2))
-        rows.append(dict(model="minilm (sentence-transformers encode)", pooling="mean",
-                         **common.lib("similarity_correlations")(a, b, pairs.scores)))
+        rows.append(
+            dict(
+                model="minilm (sentence-transformers encode)",
+                pooling="mean",
+                **common.lib("similarity_correlations")(a, b, pairs.scores),
+            )
+        )
     print("\n| model | pooling | STS-B dev Spearman | Pearson |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['pooling']} | {r['spearman']:.4f} | {r['pearson']:.4f} |")
@@ -270,9 +373,15 @@ def embeddings(args, command):
     st = next((r for r in rows if "sentence-transformers" in r["model"]), None)
     if ours and not args.no_record:
         others = "; ".join(f"{r['model']} {r['pooling']} {r['spearman']:.4f}" for r in rows if r is not ours)
-        row = dict(what="STS-B dev Spearman, mean-pooled embeddings of all-MiniLM-L6-v2", unit="fraction",
-                   ours=round(ours["spearman"], 4), peer=st and round(st["spearman"], 4), higher_is_better=True,
-                   peer_name=st and "sentence-transformers encode, same checkpoint", note=others or None)
+        row = dict(
+            what="STS-B dev Spearman, mean-pooled embeddings of all-MiniLM-L6-v2",
+            unit="fraction",
+            ours=round(ours["spearman"], 4),
+            peer=st and round(st["spearman"], 4),
+            higher_is_better=True,
+            peer_name=st and "sentence-transformers encode, same checkpoint",
+            note=others or None,
+        )
         print(common.write_result("glue_stsb", [row], command, detail=dict(rows=rows, max_dev_examples=n)))
 
 
@@ -280,23 +389,33 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="run.py glue", description="GLUE and STS-B runs, one recipe per command")
     parser.add_argument("recipe", choices=list(RECIPES) + ["embeddings", "table"])
     parser.add_argument("--root", default="/tmp/bert_zoo_glue")
-    parser.add_argument("--select", choices=("final", "best"), default="final",
-                        help="final: the model at the end of training (HF's figure is this); best: the best of "
-                             "the periodic dev evaluations (selection on dev)")
+    parser.add_argument(
+        "--select",
+        choices=("final", "best"),
+        default="final",
+        help="final: the model at the end of training (HF's figure is this); best: the best of "
+        "the periodic dev evaluations (selection on dev)",
+    )
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--max-train-examples", type=int)
     parser.add_argument("--max-dev-examples", type=int)
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--eval-every", type=int, help="dev evaluation interval in steps (default: epoch ends "
-                                                       "only for --select final, the recipe's for best)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        help="dev evaluation interval in steps (default: epoch ends only for --select final, the recipe's for best)",
+    )
     parser.add_argument("--seed", type=int)
     parser.add_argument("--jit-compile", choices=("true", "false"))
     parser.add_argument("--record", action="store_true", help="table: also write the record benchmarks/results/glue")
     parser.add_argument("--model", action="append", help="embeddings: NAME=DIR (repeat); 'minilm' alone: the real one")
     parser.add_argument("--pooling", nargs="+", default=list(POOLINGS), choices=POOLINGS, help="embeddings")
-    parser.add_argument("--random-baseline", action="append",
-                        help="embeddings: NAME=DIR (repeat): the same architecture and vocabulary, random weights")
+    parser.add_argument(
+        "--random-baseline",
+        action="append",
+        help="embeddings: NAME=DIR (repeat): the same architecture and vocabulary, random weights",
+    )
     parser.add_argument("--st-reference", action="store_true", help="embeddings: sentence-transformers' encode too")
     parser.add_argument("--no-record", action="store_true", help="embeddings: print only")
     args = parser.parse_args(argv)
@@ -306,12 +425,24 @@ def main(argv=None):
     if args.recipe == "table":
         records = print_tables(args.root)
         if args.record and records:  # each recipe ran at its own commit and time (in its row's note)
-            print("record:", common.write_result("glue", records, command=command, source=args.root, commit="(per row)"))
+            print(
+                "record:", common.write_result("glue", records, command=command, source=args.root, commit="(per row)")
+            )
         return
-    run_recipe(args.recipe, args.root, command, select=args.select, epochs=args.epochs,
-               max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
-               learning_rate=args.learning_rate, batch_size=args.batch_size, eval_every=args.eval_every,
-               seed=args.seed, jit_compile=None if args.jit_compile is None else args.jit_compile == "true")
+    run_recipe(
+        args.recipe,
+        args.root,
+        command,
+        select=args.select,
+        epochs=args.epochs,
+        max_train_examples=args.max_train_examples,
+        max_dev_examples=args.max_dev_examples,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        jit_compile=None if args.jit_compile is None else args.jit_compile == "true",
+    )
 
 
 if __name__ == "__main__":

@@ -59,8 +59,9 @@ def finetune(seed=0):
     x, y, _ = _data(train=True)
     keras.utils.set_random_seed(seed)
     minilm = common.minilm_path()
-    model = BertClassifier.from_preset(minilm, num_classes=2,
-                                       preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=128))
+    model = BertClassifier.from_preset(
+        minilm, num_classes=2, preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=128)
+    )
     model.compile()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
     model.save_to_preset(SAVED)
@@ -106,7 +107,7 @@ def _export_check(model, texts, logits):
 
     path = export_saved_model(model, os.path.join(tempfile.mkdtemp(), "served"))
     served = tf.saved_model.load(path).signatures["serving_default"]
-    batches = [texts[i:i + BATCH] for i in range(0, len(texts), BATCH)]
+    batches = [texts[i : i + BATCH] for i in range(0, len(texts), BATCH)]
     probs = np.concatenate([served(text=tf.constant(b))["probabilities"].numpy() for b in batches])
     expected = model.logits_to_probabilities(logits)
     # The same batches through `predict` (each padded as the server pads it): equal up to float rounding.
@@ -114,10 +115,13 @@ def _export_check(model, texts, logits):
     # The same model at another batch size: how far int8 answers move when only the float
     # rounding before each row's quantization changes (a flipped int8 rounding is a 1/127 step).
     other = model.logits_to_probabilities(model.predict(texts, batch_size=BATCH // 2, verbose=0))
-    return {"export_max_abs_diff": float(np.abs(probs - expected).max()),
-            "export_same_batches_max_abs_diff": float(np.abs(probs - same_batches).max()),
-            "batch16_vs_batch32_max_abs_diff": float(np.abs(other - expected).max()),
-            "export_same_labels": int(np.sum(probs.argmax(-1) == expected.argmax(-1))), "export_examples": len(texts)}
+    return {
+        "export_max_abs_diff": float(np.abs(probs - expected).max()),
+        "export_same_batches_max_abs_diff": float(np.abs(probs - same_batches).max()),
+        "batch16_vs_batch32_max_abs_diff": float(np.abs(other - expected).max()),
+        "export_same_labels": int(np.sum(probs.argmax(-1) == expected.argmax(-1))),
+        "export_examples": len(texts),
+    }
 
 
 def run_hf(quantized, threads=2):
@@ -138,8 +142,9 @@ def run_hf(quantized, threads=2):
         logits = []
         with torch.no_grad():
             for i in range(0, len(texts), BATCH):
-                batch = tokenizer(texts[i:i + BATCH], padding=True, truncation=True, max_length=128,
-                                  return_tensors="pt")
+                batch = tokenizer(
+                    texts[i : i + BATCH], padding=True, truncation=True, max_length=128, return_tensors="pt"
+                )
                 logits.append(model(**batch).logits.numpy())
         out[f"predict_{call}_s"] = time.perf_counter() - t
     import numpy as np
@@ -148,10 +153,15 @@ def run_hf(quantized, threads=2):
     return out
 
 
-WORKERS = {"finetune": lambda: finetune(), "float32": lambda: run_ours(False), "int8": lambda: run_ours(True),
-           "int8_keras": lambda: run_ours(True, keras_int8=True),
-           "int8_export": lambda: run_ours(True, export=True), "hf_float32": lambda: run_hf(False),
-           "hf_int8": lambda: run_hf(True)}
+WORKERS = {
+    "finetune": lambda: finetune(),
+    "float32": lambda: run_ours(False),
+    "int8": lambda: run_ours(True),
+    "int8_keras": lambda: run_ours(True, keras_int8=True),
+    "int8_export": lambda: run_ours(True, export=True),
+    "hf_float32": lambda: run_hf(False),
+    "hf_int8": lambda: run_hf(True),
+}
 
 
 def _run(system):
@@ -173,22 +183,60 @@ def summarize(runs, export, finetuned, started, command):
     rows = []
     for call in ("second", "first"):
         key = f"predict_{call}_s"
-        rows.append(dict(what=f"SST-2 dev predict, {call} call: int8 vs float32 (ours)", unit="sentences/s",
-                         ours=rate("int8", key), peer=rate("float32", key), peer_name="ours float32",
-                         higher_is_better=True, note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'float32', key):.2f}x"))
-        rows.append(dict(what=f"SST-2 dev predict, {call} call: int8 vs Keras' own int8 call", unit="sentences/s",
-                         ours=rate("int8", key), peer=rate("int8_keras", key), peer_name="Keras int8 (TF int8 MatMul)",
-                         higher_is_better=True,
-                         note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'int8_keras', key):.2f}x"))
-        rows.append(dict(what=f"SST-2 dev predict, {call} call: int8, ours vs HF quantize_dynamic", unit="sentences/s",
-                         ours=rate("int8", key), peer=rate("hf_int8", key), peer_name="HF int8 (quantize_dynamic)",
-                         higher_is_better=True, note=f"HF float32 {rate('hf_float32', key):.1f} sentences/s"))
-    rows.append(dict(what="SST-2 dev accuracy: int8 vs float32 (ours)", unit="accuracy", ours=first["int8"]["dev_accuracy"],
-                     peer=first["float32"]["dev_accuracy"], peer_name="ours float32", higher_is_better=True))
-    rows.append(dict(what="SST-2 dev accuracy: int8, ours vs HF quantize_dynamic (same weights)", unit="accuracy",
-                     ours=first["int8"]["dev_accuracy"], peer=first["hf_int8"]["dev_accuracy"],
-                     peer_name="HF int8 (quantize_dynamic)", higher_is_better=True,
-                     note=f"HF float32 {first['hf_float32']['dev_accuracy']:.4f}"))
+        rows.append(
+            dict(
+                what=f"SST-2 dev predict, {call} call: int8 vs float32 (ours)",
+                unit="sentences/s",
+                ours=rate("int8", key),
+                peer=rate("float32", key),
+                peer_name="ours float32",
+                higher_is_better=True,
+                note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'float32', key):.2f}x",
+            )
+        )
+        rows.append(
+            dict(
+                what=f"SST-2 dev predict, {call} call: int8 vs Keras' own int8 call",
+                unit="sentences/s",
+                ours=rate("int8", key),
+                peer=rate("int8_keras", key),
+                peer_name="Keras int8 (TF int8 MatMul)",
+                higher_is_better=True,
+                note=f"median per-round speed-up {_median_ratio(runs, 'int8', 'int8_keras', key):.2f}x",
+            )
+        )
+        rows.append(
+            dict(
+                what=f"SST-2 dev predict, {call} call: int8, ours vs HF quantize_dynamic",
+                unit="sentences/s",
+                ours=rate("int8", key),
+                peer=rate("hf_int8", key),
+                peer_name="HF int8 (quantize_dynamic)",
+                higher_is_better=True,
+                note=f"HF float32 {rate('hf_float32', key):.1f} sentences/s",
+            )
+        )
+    rows.append(
+        dict(
+            what="SST-2 dev accuracy: int8 vs float32 (ours)",
+            unit="accuracy",
+            ours=first["int8"]["dev_accuracy"],
+            peer=first["float32"]["dev_accuracy"],
+            peer_name="ours float32",
+            higher_is_better=True,
+        )
+    )
+    rows.append(
+        dict(
+            what="SST-2 dev accuracy: int8, ours vs HF quantize_dynamic (same weights)",
+            unit="accuracy",
+            ours=first["int8"]["dev_accuracy"],
+            peer=first["hf_int8"]["dev_accuracy"],
+            peer_name="HF int8 (quantize_dynamic)",
+            higher_is_better=True,
+            note=f"HF float32 {first['hf_float32']['dev_accuracy']:.4f}",
+        )
+    )
     detail = dict(runs=runs, export=export, finetune=finetuned)
     path = common.record_path("int8", directory=os.path.join(common.RESULTS, "detail"))
     common.write_json(path, detail)
@@ -216,13 +264,21 @@ def main(argv=None):
     runs = []
     for round_ in range(args.rounds):
         runs.append({system: _run(system) for system in SYSTEMS})
-        print(f"round {round_ + 1}: " + ", ".join(
-            f"{s} {r['predict_second_s']:.2f} s / acc {r['dev_accuracy']:.4f}" for s, r in runs[-1].items()), flush=True)
+        print(
+            f"round {round_ + 1}: "
+            + ", ".join(
+                f"{s} {r['predict_second_s']:.2f} s / acc {r['dev_accuracy']:.4f}" for s, r in runs[-1].items()
+            ),
+            flush=True,
+        )
     export = _run("int8_export")
-    print(f"export: max |p_served - p_model| {export['export_max_abs_diff']:.2e} (same batches: "
-          f"{export['export_same_batches_max_abs_diff']:.2e}; model at batch 16 vs 32: "
-          f"{export['batch16_vs_batch32_max_abs_diff']:.2e}), "
-          f"same label {export['export_same_labels']}/{export['export_examples']}", flush=True)
+    print(
+        f"export: max |p_served - p_model| {export['export_max_abs_diff']:.2e} (same batches: "
+        f"{export['export_same_batches_max_abs_diff']:.2e}; model at batch 16 vs 32: "
+        f"{export['batch16_vs_batch32_max_abs_diff']:.2e}), "
+        f"same label {export['export_same_labels']}/{export['export_examples']}",
+        flush=True,
+    )
     if args.smoke:
         return print("smoke run: no record")
     command = common.command_line("int8", argv)

@@ -54,17 +54,34 @@ BATCH, LENGTH, FULL_LR = 32, 128, 5e-5
 
 def run_ours(n, seed, rank, lr):
     import keras_bert_zoo
+
     DataLayout = common.lib("DataLayout")
 
     out = tempfile.mkdtemp(prefix="bert_zoo_lora_")
     model, metrics = keras_bert_zoo.finetune(
-        "classify", common.minilm_path(), os.path.join(DATA, "train.tsv"), os.path.join(DATA, "dev.tsv"),
-        out=os.path.join(out, "run"), layout=DataLayout.for_task("sst2"), epochs=1, batch_size=BATCH,
-        learning_rate=lr, max_train_examples=n, seed=seed, lora_rank=rank, verbose=0)
+        "classify",
+        common.minilm_path(),
+        os.path.join(DATA, "train.tsv"),
+        os.path.join(DATA, "dev.tsv"),
+        out=os.path.join(out, "run"),
+        layout=DataLayout.for_task("sst2"),
+        epochs=1,
+        batch_size=BATCH,
+        learning_rate=lr,
+        max_train_examples=n,
+        seed=seed,
+        lora_rank=rank,
+        verbose=0,
+    )
     trainable = sum(int(w.numpy().size) for w in model.trainable_weights)
-    return dict(dev_accuracy=metrics["accuracy"], train_seconds=metrics["train_seconds"],
-                train_examples=metrics["train_examples"], trainable=trainable, parameters=model.count_params(),
-                final_train_loss=metrics["final_train_loss"])
+    return dict(
+        dev_accuracy=metrics["accuracy"],
+        train_seconds=metrics["train_seconds"],
+        train_examples=metrics["train_examples"],
+        trainable=trainable,
+        parameters=model.count_params(),
+        final_train_loss=metrics["final_train_loss"],
+    )
 
 
 def run_hf(n, seed, rank, lr):
@@ -83,15 +100,30 @@ def run_hf(n, seed, rank, lr):
     if rank:
         import peft
 
-        model = peft.get_peft_model(model, peft.LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0,
-                                                           target_modules=["query", "value"], bias="lora_only",
-                                                           task_type="SEQ_CLS"))
+        model = peft.get_peft_model(
+            model,
+            peft.LoraConfig(
+                r=rank,
+                lora_alpha=rank,
+                lora_dropout=0.0,
+                target_modules=["query", "value"],
+                bias="lora_only",
+                task_type="SEQ_CLS",
+            ),
+        )
 
     def features(path, limit=None):
         data = read_examples(path, DataLayout.for_task("sst2"), max_examples=limit)
         enc = tokenizer(list(data.texts[0]), truncation=True, max_length=LENGTH)
-        return [dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                     attention_mask=enc["attention_mask"][i], labels=int(y)) for i, y in enumerate(data.labels)]
+        return [
+            dict(
+                input_ids=enc["input_ids"][i],
+                token_type_ids=enc["token_type_ids"][i],
+                attention_mask=enc["attention_mask"][i],
+                labels=int(y),
+            )
+            for i, y in enumerate(data.labels)
+        ]
 
     collate = transformers.DataCollatorWithPadding(tokenizer)
     train, dev = features(os.path.join(DATA, "train.tsv"), n), features(os.path.join(DATA, "dev.tsv"))
@@ -108,11 +140,16 @@ def run_hf(n, seed, rank, lr):
     correct = 0
     with torch.no_grad():
         for start in range(0, len(dev), 64):
-            batch = collate(dev[start:start + 64])
+            batch = collate(dev[start : start + 64])
             correct += int((model(**batch).logits.argmax(-1) == batch["labels"]).sum())
-    return dict(dev_accuracy=correct / len(dev), train_seconds=train_seconds, train_examples=len(train),
-                trainable=sum(p.numel() for p in params), parameters=sum(p.numel() for p in model.parameters()),
-                final_train_loss=loss)
+    return dict(
+        dev_accuracy=correct / len(dev),
+        train_seconds=train_seconds,
+        train_examples=len(train),
+        trainable=sum(p.numel() for p in params),
+        parameters=sum(p.numel() for p in model.parameters()),
+        final_train_loss=loss,
+    )
 
 
 SYSTEMS = {
@@ -146,26 +183,53 @@ def main(argv=None):
     started, info_before, runs = common.now(), common.machine_line(), []
     for seed in seeds:
         for system in systems:
-            cmd = [*common.self_cmd("lora"), "--worker", system, "--seed", str(seed),
-                   "--examples", str(args.examples), "--rank", str(args.rank), "--lora-lr", str(args.lora_lr)]
+            cmd = [
+                *common.self_cmd("lora"),
+                "--worker",
+                system,
+                "--seed",
+                str(seed),
+                "--examples",
+                str(args.examples),
+                "--rank",
+                str(args.rank),
+                "--lora-lr",
+                str(args.lora_lr),
+            ]
             load = os.getloadavg()[0]
             result = common.run_worker(cmd, system)
             result.update(system=system, seed=seed, load_1min=[load, os.getloadavg()[0]])
             runs.append(result)
-            print(f"seed {seed} {system}: dev {result['dev_accuracy']:.4f}, "
-                  f"{result['train_examples'] / result['train_seconds']:.1f} ex/s, "
-                  f"trainable {result['trainable']:,} / {result['parameters']:,}", flush=True)
+            print(
+                f"seed {seed} {system}: dev {result['dev_accuracy']:.4f}, "
+                f"{result['train_examples'] / result['train_seconds']:.1f} ex/s, "
+                f"trainable {result['trainable']:,} / {result['parameters']:,}",
+                flush=True,
+            )
         record = write_record(args, argv, systems, runs, started, info_before)  # after each seed: a partial record
     print_table(record)
 
 
 def write_record(args, argv, systems, runs, started, info_before):
-    record = dict(examples=args.examples, rank=args.rank, lora_learning_rate=args.lora_lr,
-                  full_learning_rate=FULL_LR, batch_size=BATCH, sequence_length=LENGTH, epochs=1,
-                  command="python benchmarks/run.py lora " + " ".join(argv), started=started, finished=common.now(),
-                  machine_before=info_before, machine_after=common.machine_line(), commit=common.git_commit(),
-                  versions=common.versions("tensorflow", "keras", "torch", "transformers", "peft"),
-                  seeds_done=sorted({r["seed"] for r in runs}), runs=runs, summary=summarize(runs, systems))
+    record = dict(
+        examples=args.examples,
+        rank=args.rank,
+        lora_learning_rate=args.lora_lr,
+        full_learning_rate=FULL_LR,
+        batch_size=BATCH,
+        sequence_length=LENGTH,
+        epochs=1,
+        command="python benchmarks/run.py lora " + " ".join(argv),
+        started=started,
+        finished=common.now(),
+        machine_before=info_before,
+        machine_after=common.machine_line(),
+        commit=common.git_commit(),
+        versions=common.versions("tensorflow", "keras", "torch", "transformers", "peft"),
+        seeds_done=sorted({r["seed"] for r in runs}),
+        runs=runs,
+        summary=summarize(runs, systems),
+    )
     common.write_json(args.out or common.record_path("lora", directory=os.path.join(common.RESULTS, "detail")), record)
     return record
 
@@ -174,25 +238,55 @@ def write_summary(paths):
     """The report's record: full fine-tuning (first file having it) and each LoRA learning rate."""
     records = [common.read_json(p) for p in paths]
     full = next(r for r in records if "ours_full" in r["summary"])["summary"]["ours_full"]
-    rows = [dict(what=f"SST-2 dev accuracy, full fine-tuning (lr 5e-5), mean of {len(full['dev_accuracy'])} seeds",
-                 unit="accuracy", ours=full["dev_accuracy_mean"], peer=None, peer_name="HF full fine-tuning (not run)",
-                 higher_is_better=True)]
+    rows = [
+        dict(
+            what=f"SST-2 dev accuracy, full fine-tuning (lr 5e-5), mean of {len(full['dev_accuracy'])} seeds",
+            unit="accuracy",
+            ours=full["dev_accuracy_mean"],
+            peer=None,
+            peer_name="HF full fine-tuning (not run)",
+            higher_is_better=True,
+        )
+    ]
     for record, path in zip(records, paths):
         s = record["summary"]
         if "ours_lora" not in s:
             continue
         lr, ours, peft = record["lora_learning_rate"], s["ours_lora"], s.get("peft_lora")
-        rows += [dict(what=f"SST-2 dev accuracy, LoRA r{record['rank']} lr {lr:g}, mean of "
-                      f"{len(ours['dev_accuracy'])} seeds (full: {full['dev_accuracy_mean']:.4f})", unit="accuracy",
-                      ours=ours["dev_accuracy_mean"], peer=peft and peft["dev_accuracy_mean"],
-                      peer_name="HF PEFT LoRA", higher_is_better=True, command=record["command"], source=path),
-                 dict(what=f"LoRA r{record['rank']} lr {lr:g} training speed (median of seeds)", unit="examples/s",
-                      ours=ours["examples_per_s"], peer=peft and peft["examples_per_s"], peer_name="HF PEFT LoRA",
-                      higher_is_better=True, command=record["command"], source=path,
-                      note=f"trainable {ours['trainable']:,} ({100 * ours['trainable_fraction']:.2f}%)")]
+        rows += [
+            dict(
+                what=f"SST-2 dev accuracy, LoRA r{record['rank']} lr {lr:g}, mean of "
+                f"{len(ours['dev_accuracy'])} seeds (full: {full['dev_accuracy_mean']:.4f})",
+                unit="accuracy",
+                ours=ours["dev_accuracy_mean"],
+                peer=peft and peft["dev_accuracy_mean"],
+                peer_name="HF PEFT LoRA",
+                higher_is_better=True,
+                command=record["command"],
+                source=path,
+            ),
+            dict(
+                what=f"LoRA r{record['rank']} lr {lr:g} training speed (median of seeds)",
+                unit="examples/s",
+                ours=ours["examples_per_s"],
+                peer=peft and peft["examples_per_s"],
+                peer_name="HF PEFT LoRA",
+                higher_is_better=True,
+                command=record["command"],
+                source=path,
+                note=f"trainable {ours['trainable']:,} ({100 * ours['trainable_fraction']:.2f}%)",
+            ),
+        ]
     first = records[0]
-    path = common.write_result("lora", rows, command=first["command"], source=", ".join(paths),
-                               started=first["started"], commit=first["commit"], machine_info=first["machine_before"])
+    path = common.write_result(
+        "lora",
+        rows,
+        command=first["command"],
+        source=", ".join(paths),
+        started=first["started"],
+        commit=first["commit"],
+        machine_info=first["machine_before"],
+    )
     print(path)
 
 
@@ -201,23 +295,30 @@ def summarize(runs, systems):
     for s in systems:
         rows = [r for r in runs if r["system"] == s]
         acc = [r["dev_accuracy"] for r in rows]
-        out[s] = dict(dev_accuracy=acc, dev_accuracy_mean=statistics.mean(acc),
-                      dev_accuracy_sd=statistics.stdev(acc) if len(acc) > 1 else 0.0,
-                      trainable_fraction=rows[0]["trainable"] / rows[0]["parameters"],
-                      trainable=rows[0]["trainable"],
-                      examples_per_s=statistics.median(r["train_examples"] / r["train_seconds"] for r in rows))
+        out[s] = dict(
+            dev_accuracy=acc,
+            dev_accuracy_mean=statistics.mean(acc),
+            dev_accuracy_sd=statistics.stdev(acc) if len(acc) > 1 else 0.0,
+            trainable_fraction=rows[0]["trainable"] / rows[0]["parameters"],
+            trainable=rows[0]["trainable"],
+            examples_per_s=statistics.median(r["train_examples"] / r["train_seconds"] for r in rows),
+        )
     return out
 
 
 def print_table(record):
-    print(f"\nSST-2, all-MiniLM-L6-v2, first {record['examples']:,} train sentences, 1 epoch, batch {BATCH}; "
-          f"LoRA rank {record['rank']} lr {record['lora_learning_rate']:g}, full lr {record['full_learning_rate']:g}\n")
+    print(
+        f"\nSST-2, all-MiniLM-L6-v2, first {record['examples']:,} train sentences, 1 epoch, batch {BATCH}; "
+        f"LoRA rank {record['rank']} lr {record['lora_learning_rate']:g}, full lr {record['full_learning_rate']:g}\n"
+    )
     print("| system | dev accuracy (mean ± sd) | seeds | trainable | fraction | train ex/s (median) |")
     print("|---|---|---|---|---|---|")
     for s, row in record["summary"].items():
-        print(f"| {s} | {row['dev_accuracy_mean']:.4f} ± {row['dev_accuracy_sd']:.4f} | "
-              f"{', '.join(f'{a:.4f}' for a in row['dev_accuracy'])} | {row['trainable']:,} | "
-              f"{100 * row['trainable_fraction']:.2f}% | {row['examples_per_s']:.1f} |")
+        print(
+            f"| {s} | {row['dev_accuracy_mean']:.4f} ± {row['dev_accuracy_sd']:.4f} | "
+            f"{', '.join(f'{a:.4f}' for a in row['dev_accuracy'])} | {row['trainable']:,} | "
+            f"{100 * row['trainable_fraction']:.2f}% | {row['examples_per_s']:.1f} |"
+        )
     print(f"\n{record['machine_before']}")
 
 

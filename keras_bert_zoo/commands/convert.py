@@ -21,14 +21,22 @@ _TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json")
 
 
 def add_arguments(parser):
-    parser.add_argument("--from", dest="source", required=True,
-                        help="preset name, hf://ORG/NAME[@REV], or a directory: HF (config.json + "
-                             "model.safetensors or tf_model.h5), Google (bert_config.json + bert_model.ckpt), "
-                             "KerasHub / keras-nlp (config.json + model.weights.h5) or ours")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="preset name, hf://ORG/NAME[@REV], or a directory: HF (config.json + "
+        "model.safetensors or tf_model.h5), Google (bert_config.json + bert_model.ckpt), "
+        "KerasHub / keras-nlp (config.json + model.weights.h5) or ours",
+    )
     parser.add_argument("--out", required=True, help="output preset directory")
-    parser.add_argument("--to", choices=("keras-bert-zoo", "keras-hub"), default="keras-bert-zoo",
-                        help="output format: ours (HF layout, the default) or a KerasHub preset that "
-                             "keras_hub.models.*.from_preset loads")
+    parser.add_argument(
+        "--to",
+        choices=("keras-bert-zoo", "keras-hub"),
+        default="keras-bert-zoo",
+        help="output format: ours (HF layout, the default) or a KerasHub preset that "
+        "keras_hub.models.*.from_preset loads",
+    )
     add_overwrite_argument(parser)
 
 
@@ -73,7 +81,9 @@ def run(args):
                 src = os.path.join(source, name)
                 if os.path.exists(src):
                     shutil.copyfile(src, os.path.join(staging, name))
-    print(f"wrote {args.out}: {found.task or 'BertBackbone'} from {found.source} "
-          f"({model.count_params():,} parameters, {backbone.num_layers} layers, hidden {backbone.hidden_dim})"
-          f"{' as a KerasHub preset' if args.to == 'keras-hub' else ''}")
+    print(
+        f"wrote {args.out}: {found.task or 'BertBackbone'} from {found.source} "
+        f"({model.count_params():,} parameters, {backbone.num_layers} layers, hidden {backbone.hidden_dim})"
+        f"{' as a KerasHub preset' if args.to == 'keras-hub' else ''}"
+    )
     return 0

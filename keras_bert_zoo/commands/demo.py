@@ -17,9 +17,13 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser):
     parser.add_argument("--out", default="bert_zoo_demo", help="output directory (default ./bert_zoo_demo)")
-    parser.add_argument("--budget", choices=("small", "full"), default="full",
-                        help="small: reduced CI run (~2 min); full: the README's run (< 10 min on 2 cores; on a machine "
-                             "too slow for it, scaled down to fit, as it prints)")
+    parser.add_argument(
+        "--budget",
+        choices=("small", "full"),
+        default="full",
+        help="small: reduced CI run (~2 min); full: the README's run (< 10 min on 2 cores; on a machine "
+        "too slow for it, scaled down to fit, as it prints)",
+    )
     parser.add_argument("--seed", type=seed_int, default=0)
 
 

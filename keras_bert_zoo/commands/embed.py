@@ -32,12 +32,19 @@ def add_arguments(parser):
 
 
 def add_embedding_arguments(parser):
-    parser.add_argument("--pooling", choices=POOLINGS, default=None,
-                        help="default: the model's own (sentence-transformers config or saved embedder), else mean")
+    parser.add_argument(
+        "--pooling",
+        choices=POOLINGS,
+        default=None,
+        help="default: the model's own (sentence-transformers config or saved embedder), else mean",
+    )
     parser.add_argument("--batch-size", type=batch_int, default=64)
-    parser.add_argument("--sequence-length", type=length_int, default=None,
-                        help="default: the model's (sentence-transformers max_seq_length, saved preprocessor), "
-                             "else 128")
+    parser.add_argument(
+        "--sequence-length",
+        type=length_int,
+        default=None,
+        help="default: the model's (sentence-transformers max_seq_length, saved preprocessor), else 128",
+    )
 
 
 def load_embedder(args):
@@ -48,15 +55,19 @@ def load_embedder(args):
 
     embedder = BertSentenceEmbedder.from_preset(args.model, **options)
     if embedder.preprocessor is None:
-        raise CheckpointError(f"--model {args.model!r} has no vocab.txt, so text cannot be tokenized; copy the "
-                              "vocabulary the model was trained with into it.")
+        raise CheckpointError(
+            f"--model {args.model!r} has no vocab.txt, so text cannot be tokenized; copy the "
+            "vocabulary the model was trained with into it."
+        )
     check_vocabulary_fits(embedder, args.model)
     # As finetune: a length past the learned positions would fail inside TensorFlow on the
     # first long line (`indices[...] is not in [0, 512)`), after the model has loaded.
     positions = int(embedder.backbone.max_sequence_length)
     if int(embedder.preprocessor.sequence_length) > positions:
-        raise UsageError(f"--sequence-length {embedder.preprocessor.sequence_length} is longer than the model's "
-                         f"{positions} learned positions; use at most that.")
+        raise UsageError(
+            f"--sequence-length {embedder.preprocessor.sequence_length} is longer than the model's "
+            f"{positions} learned positions; use at most that."
+        )
     return embedder
 
 
@@ -84,10 +95,11 @@ def run(args):
             rate = done / max(time.perf_counter() - start, 1e-9)
             print(f"embedded {done}/{total} texts ({rate:.0f}/s)", file=sys.stderr, flush=True)
 
-    vectors = embedder.encode(texts, batch_size=args.batch_size, normalize=args.normalize or None,
-                              progress=progress)
+    vectors = embedder.encode(texts, batch_size=args.batch_size, normalize=args.normalize or None, progress=progress)
     write_npy(args.out, vectors, overwrite=args.overwrite)
-    print(f"wrote {args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32 ({embedder.pooling} pooling"
-          f"{', normalized' if args.normalize or embedder.normalize else ''}; "
-          f"{time.perf_counter() - start:.1f} s)")
+    print(
+        f"wrote {args.out}: {vectors.shape[0]} x {vectors.shape[1]} float32 ({embedder.pooling} pooling"
+        f"{', normalized' if args.normalize or embedder.normalize else ''}; "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
     return 0

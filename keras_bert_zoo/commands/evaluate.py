@@ -18,9 +18,11 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by finetune/pretrain")
     parser.add_argument("--data", required=True, nargs="+", help="data file(s) in the layout the model was trained on")
-    parser.add_argument("--out", default=None,
-                        help="metrics.json path (default: print only); task outputs such as predictions.json go "
-                             "in the same directory")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="metrics.json path (default: print only); task outputs such as predictions.json go in the same directory",
+    )
     add_overwrite_argument(parser)
     parser.add_argument("--batch-size", type=batch_int, default=64)
 

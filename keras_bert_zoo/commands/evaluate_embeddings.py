@@ -23,8 +23,7 @@ def add_arguments(parser):
     parser.add_argument("--data", required=True, help="STS-B file: original sts-*.csv or GLUE STS-B tsv")
     parser.add_argument("--out", default=None, help="metrics.json path (default: print only)")
     add_overwrite_argument(parser)
-    parser.add_argument("--max-examples", type=steps_int, default=None,
-                        help="score the first N pairs (default: all)")
+    parser.add_argument("--max-examples", type=steps_int, default=None, help="score the first N pairs (default: all)")
     add_embedding_arguments(parser)
 
 

@@ -20,9 +20,8 @@ Examples:
     saved_model_cli show --dir /tmp/sst2_served --tag_set serve --signature_def serving_default
 """
 
-import time
-
 import dataclasses
+import time
 
 from keras_bert_zoo.commands.common import add_overwrite_argument
 
@@ -32,8 +31,8 @@ def serving_options():
     this verb (each applies to the models of its task; the others refuse it)."""
     from keras_bert_zoo.tasks.registry import all_tasks
 
-    return [(spec.name, option) for spec in all_tasks() if spec.serving is not None
-            for option in spec.serving.options]
+    return [(spec.name, option) for spec in all_tasks() if spec.serving is not None for option in spec.serving.options]
+
 
 __all__ = ["add_arguments", "run", "serving_options"]
 
@@ -44,19 +43,36 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
     parser.add_argument("--out", required=True, help="SavedModel directory to write")
     add_overwrite_argument(parser)
-    parser.add_argument("--precision", choices=["float32", "bf16"], default="float32",
-                        help="bf16: the graph computes in bfloat16 (Keras' mixed_bfloat16; softmax, LayerNorm and "
-                             "outputs in float32), for hosts with native bf16 (AVX512-BF16, AMX); weights stay float32")
-    parser.add_argument("--quantize", choices=["int8"], default=None,
-                        help="quantize the model before exporting it (int8 weights and per-row int8 inputs)")
-    parser.add_argument("--int8-kernel", choices=["auto", "portable"], default="auto",
-                        help="an int8 model's matmuls: auto = oneDNN's int8 kernel where this CPU has VNNI (the "
-                             "SavedModel then serves on CPUs with VNNI only), portable = the float32 product (any CPU)")
+    parser.add_argument(
+        "--precision",
+        choices=["float32", "bf16"],
+        default="float32",
+        help="bf16: the graph computes in bfloat16 (Keras' mixed_bfloat16; softmax, LayerNorm and "
+        "outputs in float32), for hosts with native bf16 (AVX512-BF16, AMX); weights stay float32",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=["int8"],
+        default=None,
+        help="quantize the model before exporting it (int8 weights and per-row int8 inputs)",
+    )
+    parser.add_argument(
+        "--int8-kernel",
+        choices=["auto", "portable"],
+        default="auto",
+        help="an int8 model's matmuls: auto = oneDNN's int8 kernel where this CPU has VNNI (the "
+        "SavedModel then serves on CPUs with VNNI only), portable = the float32 product (any CPU)",
+    )
     group = parser.add_argument_group("serving options (given only: each applies to its task's models)")
     # Unset flags stay None, so only the options given reach the exporter, which refuses
     # those the model's serving does not take.
-    add_option_flags(group, [dataclasses.replace(option, default=None, help=f"{task}: {option.help}")
-                             for task, option in serving_options()])
+    add_option_flags(
+        group,
+        [
+            dataclasses.replace(option, default=None, help=f"{task}: {option.help}")
+            for task, option in serving_options()
+        ],
+    )
 
 
 def _signature_summary(path):
@@ -64,8 +80,10 @@ def _signature_summary(path):
     import tensorflow as tf
 
     loaded = tf.saved_model.load(path)
-    return {name: (sorted(fn.structured_input_signature[1]), sorted(fn.structured_outputs))
-            for name, fn in loaded.signatures.items()}
+    return {
+        name: (sorted(fn.structured_input_signature[1]), sorted(fn.structured_outputs))
+        for name, fn in loaded.signatures.items()
+    }
 
 
 def _export_info(path):
@@ -78,8 +96,8 @@ def _export_info(path):
 
 def run(args):
     from keras_bert_zoo.export.saved_model import export_saved_model
-    from keras_bert_zoo.keras_compat import all_layers
     from keras_bert_zoo.files import check_output
+    from keras_bert_zoo.keras_compat import all_layers
     from keras_bert_zoo.tasks import task_of_model_dir
 
     check_output(args.out, args.overwrite)  # before loading the model
@@ -87,15 +105,21 @@ def run(args):
     model = spec.load_model(args.model)
     if args.quantize and not any(layer.quantization_mode for layer in all_layers(model)):
         model.quantize(args.quantize)
-    options = {option.name: getattr(args, option.name) for _, option in serving_options()
-               if getattr(args, option.name) is not None}
+    options = {
+        option.name: getattr(args, option.name)
+        for _, option in serving_options()
+        if getattr(args, option.name) is not None
+    }
     start = time.perf_counter()
-    export_saved_model(model, args.out, overwrite=args.overwrite, precision=args.precision,
-                       int8_kernel=args.int8_kernel, **options)
+    export_saved_model(
+        model, args.out, overwrite=args.overwrite, precision=args.precision, int8_kernel=args.int8_kernel, **options
+    )
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
     if _export_info(args.out).get("int8_kernel") == "onednn":
-        print("  its int8 layers run oneDNN's VNNI kernel: serve it on CPUs with AVX512-VNNI, AVX-VNNI or AMX "
-              "(or export with --int8-kernel portable for any CPU)")
+        print(
+            "  its int8 layers run oneDNN's VNNI kernel: serve it on CPUs with AVX512-VNNI, AVX-VNNI or AMX "
+            "(or export with --int8-kernel portable for any CPU)"
+        )
     for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")
     print("load it with: import tensorflow as tf, tensorflow_text; tf.saved_model.load(PATH)")

@@ -9,9 +9,21 @@ Examples:
         --max-train-examples 2000 --epochs 1 --out /tmp/sst2
 """
 
-from keras_bert_zoo.commands.common import (add_checkpoint_arguments, add_distribution_arguments, add_overwrite_argument,
-                                            batch_int, checkpoint_options, count_int, jit_flag, learning_rate_float,
-                                            length_int, outputs_epilog, ratio_float, seed_int, steps_int)
+from keras_bert_zoo.commands.common import (
+    add_checkpoint_arguments,
+    add_distribution_arguments,
+    add_overwrite_argument,
+    batch_int,
+    checkpoint_options,
+    count_int,
+    jit_flag,
+    learning_rate_float,
+    length_int,
+    outputs_epilog,
+    ratio_float,
+    seed_int,
+    steps_int,
+)
 from keras_bert_zoo.flags import positive_int
 from keras_bert_zoo.tasks.options import BATCHINGS
 
@@ -38,35 +50,57 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--dev", required=True, help="dev data file, scored during training")
     parser.add_argument("--out", required=True, help="output directory (becomes a preset directory)")
     add_overwrite_argument(parser)
-    parser.add_argument("--vocab", default=None,
-                        help="vocab.txt (or its directory) when --model is a preset name or has none")
+    parser.add_argument(
+        "--vocab", default=None, help="vocab.txt (or its directory) when --model is a preset name or has none"
+    )
     parser.add_argument("--epochs", type=steps_int, default=spec.default_epochs)
     parser.add_argument("--batch-size", type=batch_int, default=32, help="per replica")
     parser.add_argument("--learning-rate", type=learning_rate_float, default=spec.default_learning_rate)
     parser.add_argument("--warmup-ratio", type=ratio_float, default=0.1)
-    parser.add_argument("--recipe", choices=("linear", "bert_original"), default="linear",
-                        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
-                             "bert_original = google-research/bert's (no Adam bias correction)")
+    parser.add_argument(
+        "--recipe",
+        choices=("linear", "bert_original"),
+        default="linear",
+        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
+        "bert_original = google-research/bert's (no Adam bias correction)",
+    )
     parser.add_argument("--sequence-length", type=length_int, default=spec.default_sequence_length)
     parser.add_argument("--max-train-examples", type=steps_int, default=None)
     parser.add_argument("--max-dev-examples", type=steps_int, default=None)
-    parser.add_argument("--eval-every", type=count_int, default=0,
-                        help="also score the dev file every N steps (0: once per epoch)")
-    parser.add_argument("--select", choices=("final", "best"), default="final",
-                        help="final: keep the model at the end of training; best: the best dev evaluation")
+    parser.add_argument(
+        "--eval-every", type=count_int, default=0, help="also score the dev file every N steps (0: once per epoch)"
+    )
+    parser.add_argument(
+        "--select",
+        choices=("final", "best"),
+        default="final",
+        help="final: keep the model at the end of training; best: the best dev evaluation",
+    )
     parser.add_argument("--seed", type=seed_int, default=0)
-    parser.add_argument("--batching", choices=spec.batchings, default="auto",
-                        help="how examples become batches: "
-                             + "; ".join(f"{name}: {BATCHINGS[name]}" for name in spec.batchings))
-    parser.add_argument("--lora-rank", type=positive_int, default=None, metavar="R",
-                        help="train LoRA adapters of rank R on the query and value projections (and the head), "
-                             "the rest frozen; use a higher --learning-rate (2e-3 measured on SST-2)")
+    parser.add_argument(
+        "--batching",
+        choices=spec.batchings,
+        default="auto",
+        help="how examples become batches: " + "; ".join(f"{name}: {BATCHINGS[name]}" for name in spec.batchings),
+    )
+    parser.add_argument(
+        "--lora-rank",
+        type=positive_int,
+        default=None,
+        metavar="R",
+        help="train LoRA adapters of rank R on the query and value projections (and the head), "
+        "the rest frozen; use a higher --learning-rate (2e-3 measured on SST-2)",
+    )
     add_distribution_arguments(parser)
     add_checkpoint_arguments(parser)
-    parser.add_argument("--jit-compile", choices=("auto", "true", "false"), default="auto",
-                        help="XLA compilation of the train step; auto: no XLA for varying-width "
-                             "batches, multi-worker on CPUs, bf16 on a CPU or short runs, else the faster of "
-                             "both timed on the first batch (see docs/scaling.md)")
+    parser.add_argument(
+        "--jit-compile",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="XLA compilation of the train step; auto: no XLA for varying-width "
+        "batches, multi-worker on CPUs, bf16 on a CPU or short runs, else the faster of "
+        "both timed on the first batch (see docs/scaling.md)",
+    )
 
 
 def run(args):
@@ -75,17 +109,34 @@ def run(args):
 
     spec = get_task(args.task)
     _, metrics = finetune(
-        spec, model=args.model, train=args.train, dev=args.dev, out=args.out,
-        layout=spec.layout_from_args(args), vocab=args.vocab, epochs=args.epochs,
-        batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
-        recipe=args.recipe, sequence_length=args.sequence_length,
-        max_train_examples=args.max_train_examples, max_dev_examples=args.max_dev_examples,
-        eval_every=args.eval_every, select=args.select, seed=args.seed, batching=args.batching,
-        jit_compile=jit_flag(args.jit_compile), strategy=args.strategy, tpu=args.tpu, replicas=args.replicas,
-        check_tpu_compat=args.check_tpu_compat, mixed_precision=args.mixed_precision, overwrite=args.overwrite,
+        spec,
+        model=args.model,
+        train=args.train,
+        dev=args.dev,
+        out=args.out,
+        layout=spec.layout_from_args(args),
+        vocab=args.vocab,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_ratio=args.warmup_ratio,
+        recipe=args.recipe,
+        sequence_length=args.sequence_length,
+        max_train_examples=args.max_train_examples,
+        max_dev_examples=args.max_dev_examples,
+        eval_every=args.eval_every,
+        select=args.select,
+        seed=args.seed,
+        batching=args.batching,
+        jit_compile=jit_flag(args.jit_compile),
+        strategy=args.strategy,
+        tpu=args.tpu,
+        replicas=args.replicas,
+        check_tpu_compat=args.check_tpu_compat,
+        mixed_precision=args.mixed_precision,
+        overwrite=args.overwrite,
         lora_rank=args.lora_rank,
         **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     return 0
-

@@ -17,9 +17,13 @@ def add_arguments(parser):
     from keras_bert_zoo.tasks import get_task, task_names
 
     parser.add_argument("--model", required=True, help="directory written by `bert-zoo finetune` or `pretrain`")
-    parser.add_argument("texts", nargs="*", metavar="TEXT",
-                        help="raw text; sentence pairs as 'A ||| B' (or tab-separated); multiple choice as "
-                             "'context ||| choice 1 ||| choice 2 ...'")
+    parser.add_argument(
+        "texts",
+        nargs="*",
+        metavar="TEXT",
+        help="raw text; sentence pairs as 'A ||| B' (or tab-separated); multiple choice as "
+        "'context ||| choice 1 ||| choice 2 ...'",
+    )
     parser.add_argument("--data", default=None, help="a data file in the model's layout, for tasks that read one")
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
     for name in task_names():

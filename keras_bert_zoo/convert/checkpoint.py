@@ -17,19 +17,27 @@ import re
 import keras
 import numpy as np
 
+from keras_bert_zoo.convert.lora_adapters import read_adapter, write_adapter
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
 from keras_bert_zoo.convert.tf_h5_io import read_tf_h5
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CONFIG_SECTION
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.lora import lora_settings
+from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name, spec_value
-from keras_bert_zoo.convert.lora_adapters import read_adapter, write_adapter
 
-__all__ = ["HF_WEIGHT_FILES", "hf_weights_file", "Checkpoint", "refuse_pickles", "open_checkpoint",
-           "read_architecture", "load_backbone", "save_preset"]
+__all__ = [
+    "HF_WEIGHT_FILES",
+    "hf_weights_file",
+    "Checkpoint",
+    "refuse_pickles",
+    "open_checkpoint",
+    "read_architecture",
+    "load_backbone",
+    "save_preset",
+]
 
 # The HF weight files read, in order of preference: both are data (no code runs when they are read).
 HF_WEIGHT_FILES = ("model.safetensors", "tf_model.h5")
@@ -198,8 +206,7 @@ class Checkpoint:
 
     def head_tensor_names(self):
         """Stored weights outside the backbone (task heads: `cls.*`, `classifier.*`, ...)."""
-        return [n for n in self.tensor_names()
-                if not _IGNORED.search(n) and not _BACKBONE_NAME[self.format].match(n)]
+        return [n for n in self.tensor_names() if not _IGNORED.search(n) and not _BACKBONE_NAME[self.format].match(n)]
 
     def file(self, name):
         """Path of a file in the directory, or None when it is absent."""
@@ -226,8 +233,10 @@ class Checkpoint:
         try:
             value = self._reader.get_tensor(name)
         except tf.errors.OpError as e:
-            raise CheckpointError(f"{self.path}: tensor {name!r} cannot be read from the TF checkpoint "
-                                  f"({' '.join(str(e).split())[:200]}); the .data file is damaged.") from None
+            raise CheckpointError(
+                f"{self.path}: tensor {name!r} cannot be read from the TF checkpoint "
+                f"({' '.join(str(e).split())[:200]}); the .data file is damaged."
+            ) from None
         return value.T if spec.kind == "kernel" and spec.google_transposed else value
 
     def _get_hf(self, spec):
@@ -248,8 +257,10 @@ class Checkpoint:
 
 # Stored tensors that are not weights of a model: HF buffers; TF1 optimizer slots,
 # step counters and loss-scale state (fine-tuned Google checkpoints carry them).
-_IGNORED = re.compile(r"(^|[./])position_ids$|/adam_[mv]$|/Adam(_\d+)?$|(^|/)global_step$|"
-                      r"^beta[12]_power$|loss_scale|good_steps")
+_IGNORED = re.compile(
+    r"(^|[./])position_ids$|/adam_[mv]$|/Adam(_\d+)?$|(^|/)global_step$|"
+    r"^beta[12]_power$|loss_scale|good_steps"
+)
 _BACKBONE_NAME = {"hf": re.compile(r"^(bert\.)?(embeddings|encoder|pooler)\."), "google": re.compile(r"^bert/")}
 # HF checkpoints that were saved with the tied MLM bias under the decoder's name only.
 _HF_ALIASES = {"cls.predictions.bias": ["cls.predictions.decoder.bias"]}
@@ -260,7 +271,9 @@ def _read_json(path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except ValueError as e:  # UnicodeDecodeError too
-        raise CheckpointError(f"{path} is not valid JSON ({e}); restore the file from the checkpoint's source.") from None
+        raise CheckpointError(
+            f"{path} is not valid JSON ({e}); restore the file from the checkpoint's source."
+        ) from None
 
 
 # Pickle-based files (torch.save, joblib, pickle): opening them can run any code.
@@ -302,9 +315,11 @@ def _open_tf_checkpoint(path, files):
     try:
         return tf.train.load_checkpoint(os.path.join(path, prefix))
     except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointError(f"{os.path.join(path, prefix)}: the TF checkpoint cannot be read "
-                              f"({' '.join(str(e).split())[:200]}); its .index and .data files are damaged or "
-                              "do not belong together.") from None
+        raise CheckpointError(
+            f"{os.path.join(path, prefix)}: the TF checkpoint cannot be read "
+            f"({' '.join(str(e).split())[:200]}); its .index and .data files are damaged or "
+            "do not belong together."
+        ) from None
 
 
 def open_checkpoint(path):

@@ -33,18 +33,26 @@ _HF_SCHEME = "hf://"
 # What a BERT directory needs besides its weight file (`_weights_file`); glob patterns as
 # `snapshot_download(allow_patterns=...)` takes them.
 _WANTED_FILES = [
-    "config.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling/config.json",
+    "config.json",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
 ]
 
 
 def parse_hf_uri(uri):
     """`("ORG/NAME", revision or None)` from `hf://ORG/NAME[@REVISION]`."""
-    rest = uri[len(_HF_SCHEME):]
+    rest = uri[len(_HF_SCHEME) :]
     repo_id, _, revision = rest.partition("@")
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise UsageError(f"{uri!r} is not a Hub address; write hf://ORG/NAME or hf://ORG/NAME@REVISION "
-                         "(e.g. hf://google-bert/bert-base-uncased).")
+        raise UsageError(
+            f"{uri!r} is not a Hub address; write hf://ORG/NAME or hf://ORG/NAME@REVISION "
+            "(e.g. hf://google-bert/bert-base-uncased)."
+        )
     return repo_id, (revision or None)
 
 
@@ -62,8 +70,10 @@ def download(repo_id, revision=None, what=None):
         import huggingface_hub
         from huggingface_hub import errors
     except ImportError:
-        raise CheckpointError(f"{what}: loading {repo_id} from the Hugging Face Hub needs huggingface_hub; "
-                              'pip install "keras-bert-zoo[hub]", or pass a local directory.') from None
+        raise CheckpointError(
+            f"{what}: loading {repo_id} from the Hugging Face Hub needs huggingface_hub; "
+            'pip install "keras-bert-zoo[hub]", or pass a local directory.'
+        ) from None
 
     label = f"{repo_id}@{revision}" if revision else repo_id
     try:
@@ -71,14 +81,18 @@ def download(repo_id, revision=None, what=None):
         if weights is None:
             config = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
             raise _not_cached(what, label, unreachable, partly=isinstance(config, str))
-        return huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=_WANTED_FILES + [weights],
-                                                 library_name="keras-bert-zoo")
+        return huggingface_hub.snapshot_download(
+            repo_id, revision=revision, allow_patterns=_WANTED_FILES + [weights], library_name="keras-bert-zoo"
+        )
     except errors.RevisionNotFoundError:
-        raise CheckpointError(f"{what}: revision {revision!r} does not exist in {repo_id}; "
-                              "give a branch, tag or commit of that repo.") from None
+        raise CheckpointError(
+            f"{what}: revision {revision!r} does not exist in {repo_id}; give a branch, tag or commit of that repo."
+        ) from None
     except (errors.GatedRepoError, errors.RepositoryNotFoundError):
-        raise CheckpointError(f"{what}: {repo_id} is not on the Hub or needs access; check the name, or log in "
-                              "(`hf auth login` or HF_TOKEN) if it is private or gated.") from None
+        raise CheckpointError(
+            f"{what}: {repo_id} is not on the Hub or needs access; check the name, or log in "
+            "(`hf auth login` or HF_TOKEN) if it is private or gated."
+        ) from None
     except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled, OSError) as e:
         # LocalEntryNotFoundError: offline (HF_HUB_OFFLINE=1 or no network) and not cached.
         reason = None
@@ -92,9 +106,11 @@ def _not_cached(what, label, reason=None, partly=False):
     from huggingface_hub import constants
 
     reason = reason or ("HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "the Hub could not be reached")
-    where = (f"the Hugging Face cache ({constants.HF_HUB_CACHE}) holds {label} without "
-             f"{' or '.join(HF_WEIGHT_FILES)}" if partly else
-             f"{label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})")
+    where = (
+        f"the Hugging Face cache ({constants.HF_HUB_CACHE}) holds {label} without {' or '.join(HF_WEIGHT_FILES)}"
+        if partly
+        else f"{label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    )
     return CheckpointError(
         f"{what}: {where} and {reason}; "
         f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "

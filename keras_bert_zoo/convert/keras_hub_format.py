@@ -49,9 +49,25 @@ from keras_bert_zoo.errors import CheckpointError, MissingPathError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.presets import check_architecture
 
-__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "TASK_FILE", "TASK_WEIGHTS_FILE", "TOKENIZER_FILE", "PREPROCESSOR_FILE",
-           "METADATA_FILE", "VOCABULARY_ASSET", "TASKS", "KERAS_HUB_TASKS", "KERAS_HUB_VERSION", "registered_class",
-           "is_keras_hub_preset", "backbone_table", "backbone_layer_order", "backbone_keys", "KerasHubCheckpoint"]
+__all__ = [
+    "CONFIG_FILE",
+    "WEIGHTS_FILE",
+    "TASK_FILE",
+    "TASK_WEIGHTS_FILE",
+    "TOKENIZER_FILE",
+    "PREPROCESSOR_FILE",
+    "METADATA_FILE",
+    "VOCABULARY_ASSET",
+    "TASKS",
+    "KERAS_HUB_TASKS",
+    "KERAS_HUB_VERSION",
+    "registered_class",
+    "is_keras_hub_preset",
+    "backbone_table",
+    "backbone_layer_order",
+    "backbone_keys",
+    "KerasHubCheckpoint",
+]
 
 _PREFIXES = ("keras_hub>", "keras_nlp>")  # keras-nlp was renamed KerasHub in 2024
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.weights.h5"
@@ -137,10 +153,17 @@ def _snake_numbered(classes):
 
 def backbone_layer_order(num_layers):
     """KerasHub `BertBackbone`'s layers in Keras' order: `(snake-case class, layer name)`."""
-    order = [("input_layer", "token_ids"), ("input_layer", "segment_ids"), ("input_layer", "padding_mask"),
-             ("reversible_embedding", "token_embedding"), ("position_embedding", "position_embedding"),
-             ("embedding", "segment_embedding"), ("add", "embeddings_add"),
-             ("layer_normalization", "embeddings_layer_norm"), ("dropout", "embeddings_dropout")]
+    order = [
+        ("input_layer", "token_ids"),
+        ("input_layer", "segment_ids"),
+        ("input_layer", "padding_mask"),
+        ("reversible_embedding", "token_embedding"),
+        ("position_embedding", "position_embedding"),
+        ("embedding", "segment_embedding"),
+        ("add", "embeddings_add"),
+        ("layer_normalization", "embeddings_layer_norm"),
+        ("dropout", "embeddings_dropout"),
+    ]
     order += [("transformer_encoder", f"transformer_layer_{i}") for i in range(num_layers)]
     return order + [("dense", "pooled_dense")]
 
@@ -160,13 +183,16 @@ def _open_h5(path):
     import h5py
 
     if not os.path.isfile(path):
-        raise MissingPathError(f"{path} is missing; a KerasHub preset keeps its weights there. "
-                               "Copy the whole preset directory again.")
+        raise MissingPathError(
+            f"{path} is missing; a KerasHub preset keeps its weights there. Copy the whole preset directory again."
+        )
     try:
         return h5py.File(path, "r")
     except OSError as e:  # truncated, not HDF5, ...
-        raise CheckpointError(f"{path} cannot be read as a Keras weights file ({' '.join(str(e).split())[:160]}); "
-                              "it is damaged or incomplete: copy or save the preset again.") from None
+        raise CheckpointError(
+            f"{path} cannot be read as a Keras weights file ({' '.join(str(e).split())[:160]}); "
+            "it is damaged or incomplete: copy or save the preset again."
+        ) from None
 
 
 def _layers_by_name(h5, path):
@@ -198,17 +224,24 @@ def _read_table(path, table, keys=None):
             if group is not None:
                 dataset = group.get(f"{sub}/vars/{index}" if sub else f"vars/{index}")
             if dataset is None:
-                raise CheckpointError(f"{path} has no weight {where} (layer {layer!r}); the file does not "
-                                      "belong to this config.json or is incomplete: save the preset again.")
+                raise CheckpointError(
+                    f"{path} has no weight {where} (layer {layer!r}); the file does not "
+                    "belong to this config.json or is incomplete: save the preset again."
+                )
             try:
                 value = np.asarray(dataset[()], dtype=np.float32)
             except (OSError, ValueError, TypeError) as e:
-                raise CheckpointError(f"{path}: weight {where} cannot be read ({' '.join(str(e).split())[:120]}); "
-                                      "the file is damaged: save or copy the preset again.") from None
+                raise CheckpointError(
+                    f"{path}: weight {where} cannot be read ({' '.join(str(e).split())[:120]}); "
+                    "the file is damaged: save or copy the preset again."
+                ) from None
             if kind == "kernel" and value.ndim == 3:
                 # EinsumDense: query/key/value [hidden, heads, head_dim]; output [heads, head_dim, hidden].
-                value = value.reshape(value.shape[0], -1) if sub.endswith(("query_dense", "key_dense", "value_dense")) \
+                value = (
+                    value.reshape(value.shape[0], -1)
+                    if sub.endswith(("query_dense", "key_dense", "value_dense"))
                     else value.reshape(-1, value.shape[-1])
+                )
             elif kind == "vector":
                 value = value.reshape(-1)
             tensors[name], sources[name] = value, where
@@ -259,17 +292,20 @@ class KerasHubCheckpoint:
                 "layer_norm_epsilon": 1e-12,
             }
         except KeyError as e:
-            raise CheckpointError(f"{config_path} has no {e.args[0]!r} in its config; it is not a "
-                                  "BertBackbone config.") from None
+            raise CheckpointError(
+                f"{config_path} has no {e.args[0]!r} in its config; it is not a BertBackbone config."
+            ) from None
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{config_path} has a size of the wrong type ({e}); sizes are integers.") from None
         check_architecture(self.backbone_kwargs, config_path)
         layers = self.backbone_kwargs["num_layers"]
-        self._tensors, self._sources = _read_table(os.path.join(path, WEIGHTS_FILE), backbone_table(layers),
-                                                   backbone_keys(layers))
+        self._tensors, self._sources = _read_table(
+            os.path.join(path, WEIGHTS_FILE), backbone_table(layers), backbone_keys(layers)
+        )
         self.task_class, self.task_config = self._read_task()
-        self.extra = {"task": TASKS[self.task_class], "task_config": self._our_task_config()} \
-            if self.task_class in TASKS else {}
+        self.extra = (
+            {"task": TASKS[self.task_class], "task_config": self._our_task_config()} if self.task_class in TASKS else {}
+        )
         self.tokenizer_config, self.preprocessor_config = self._read_tokenizer()
         self._used = set()
 
@@ -280,8 +316,10 @@ class KerasHubCheckpoint:
         task = _read_json_file(task_path)
         kind = registered_class(task, self.path)
         if kind not in _HEAD_TABLES:
-            loading.note(f"{task_path}: KerasHub task {kind or task.get('class_name')!r} has no counterpart here; "
-                         "its head is dropped and the backbone kept")
+            loading.note(
+                f"{task_path}: KerasHub task {kind or task.get('class_name')!r} has no counterpart here; "
+                "its head is dropped and the backbone kept"
+            )
             return None, {}
         head, sources = _read_table(os.path.join(self.path, TASK_WEIGHTS_FILE), _HEAD_TABLES[kind], _HEAD_KEYS)
         self._tensors.update(head)
@@ -292,29 +330,38 @@ class KerasHubCheckpoint:
         if self.task_class == "BertTextClassifier":
             activation = self.task_config.get("activation")
             if activation not in (None, "linear"):
-                loading.note(f"{os.path.join(self.path, TASK_FILE)}: the classifier applied {activation!r} to its "
-                             "outputs; BertClassifier returns the logits before it")
-            return {"num_classes": int(self.task_config["num_classes"]),
-                    "dropout": float(self.task_config.get("dropout", 0.1))}
+                loading.note(
+                    f"{os.path.join(self.path, TASK_FILE)}: the classifier applied {activation!r} to its "
+                    "outputs; BertClassifier returns the logits before it"
+                )
+            return {
+                "num_classes": int(self.task_config["num_classes"]),
+                "dropout": float(self.task_config.get("dropout", 0.1)),
+            }
         return dict(_MASKED_LM_HEAD)
 
     def _read_tokenizer(self):
         tokenizer_path = os.path.join(self.path, TOKENIZER_FILE)
         if not os.path.isfile(tokenizer_path):
             return None, None
-        config = (_read_json_file(tokenizer_path).get("config") or {})
+        config = _read_json_file(tokenizer_path).get("config") or {}
         vocabulary = os.path.join(self.path, VOCABULARY_ASSET)
         if not os.path.isfile(vocabulary):
-            raise CheckpointError(f"{vocabulary} is missing: {tokenizer_path} needs its vocabulary asset; copy "
-                                  "the preset's assets/ directory too (or remove tokenizer.json to load the "
-                                  "weights alone).")
+            raise CheckpointError(
+                f"{vocabulary} is missing: {tokenizer_path} needs its vocabulary asset; copy "
+                "the preset's assets/ directory too (or remove tokenizer.json to load the "
+                "weights alone)."
+            )
         if config.get("suffix_indicator", _SUFFIX) != _SUFFIX or config.get("split", True) is False:
-            raise CheckpointError(f"{tokenizer_path}: suffix_indicator {config.get('suffix_indicator')!r} / split="
-                                  f"{config.get('split')} differ from BERT's WordPiece ('##', split on spaces and "
-                                  "punctuation); this tokenizer cannot be reproduced here.")
+            raise CheckpointError(
+                f"{tokenizer_path}: suffix_indicator {config.get('suffix_indicator')!r} / split="
+                f"{config.get('split')} differ from BERT's WordPiece ('##', split on spaces and "
+                "punctuation); this tokenizer cannot be reproduced here."
+            )
         preprocessor_path = os.path.join(self.path, PREPROCESSOR_FILE)
-        preprocessor = (_read_json_file(preprocessor_path).get("config") or {}) \
-            if os.path.isfile(preprocessor_path) else {}
+        preprocessor = (
+            (_read_json_file(preprocessor_path).get("config") or {}) if os.path.isfile(preprocessor_path) else {}
+        )
         return config, preprocessor
 
     # --- the checkpoint protocol ------------------------------------------------------
@@ -370,5 +417,8 @@ class KerasHubCheckpoint:
         from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
         settings = self.preprocessor_config or {}
-        return BertPreprocessor(tokenizer, sequence_length=int(settings.get("sequence_length", 512)),
-                                truncate=settings.get("truncate", "round_robin"))
+        return BertPreprocessor(
+            tokenizer,
+            sequence_length=int(settings.get("sequence_length", 512)),
+            truncate=settings.get("truncate", "round_robin"),
+        )

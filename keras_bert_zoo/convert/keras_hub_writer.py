@@ -19,15 +19,28 @@ import os
 import numpy as np
 
 from keras_bert_zoo.convert.keras_hub_format import (
-    _SUFFIX, CONFIG_FILE, KERAS_HUB_TASKS, KERAS_HUB_VERSION, METADATA_FILE, PREPROCESSOR_FILE, TASK_FILE,
-    TASK_WEIGHTS_FILE, TOKENIZER_FILE, VOCABULARY_ASSET, WEIGHTS_FILE, _snake_numbered, backbone_layer_order,
-    backbone_table, is_keras_hub_preset,
+    _SUFFIX,
+    CONFIG_FILE,
+    KERAS_HUB_TASKS,
+    KERAS_HUB_VERSION,
+    METADATA_FILE,
+    PREPROCESSOR_FILE,
+    TASK_FILE,
+    TASK_WEIGHTS_FILE,
+    TOKENIZER_FILE,
+    VOCABULARY_ASSET,
+    WEIGHTS_FILE,
+    _snake_numbered,
+    backbone_layer_order,
+    backbone_table,
+    is_keras_hub_preset,
 )
 from keras_bert_zoo.errors import CheckpointError, OutputError
 from keras_bert_zoo.files import write_json, write_text
 from keras_bert_zoo.models import loading
 
 __all__ = ["check_writable", "write_keras_hub_preset", "write_keras_hub_files"]
+
 
 def _group(parent, key, name, values=()):
     group = parent.create_group(key)
@@ -70,18 +83,24 @@ def _write_backbone_h5(path, backbone):
         for key, (_, name) in zip(keys, order):
             if name.startswith("transformer_layer_"):
                 group = _group(layers, key, name)
-                for sub, sub_name in (("_feedforward_dropout", "feedforward_dropout"),
-                                      ("_feedforward_intermediate_dense", "feedforward_intermediate_dense"),
-                                      ("_feedforward_layer_norm", "feedforward_layer_norm"),
-                                      ("_feedforward_output_dense", "feedforward_output_dense"),
-                                      ("_self_attention_dropout", "self_attention_dropout"),
-                                      ("_self_attention_layer_norm", "self_attention_layer_norm")):
+                for sub, sub_name in (
+                    ("_feedforward_dropout", "feedforward_dropout"),
+                    ("_feedforward_intermediate_dense", "feedforward_intermediate_dense"),
+                    ("_feedforward_layer_norm", "feedforward_layer_norm"),
+                    ("_feedforward_output_dense", "feedforward_output_dense"),
+                    ("_self_attention_dropout", "self_attention_dropout"),
+                    ("_self_attention_layer_norm", "self_attention_layer_norm"),
+                ):
                     _group(group, sub, sub_name, [tensors[n] for n in by_layer.get((name, sub), [])])
                 attention = _group(group, "_self_attention_layer", "self_attention_layer")
                 _group(attention, "_dropout_layer", "dropout")
                 _group(attention, "_softmax", "softmax")
-                for sub, sub_name in (("query_dense", "query"), ("key_dense", "key"), ("value_dense", "value"),
-                                      ("output_dense", "attention_output")):
+                for sub, sub_name in (
+                    ("query_dense", "query"),
+                    ("key_dense", "key"),
+                    ("value_dense", "value"),
+                    ("output_dense", "attention_output"),
+                ):
                     names = by_layer[(name, "_self_attention_layer/" + sub)]
                     _group(attention, sub, sub_name, [_einsum(tensors[n], sub, heads) for n in names])
             else:
@@ -104,11 +123,21 @@ def _write_task_h5(path, model, kind, with_preprocessor):
             _group(layers, "input_layer_3", "mask_positions")
             head = _group(layers, "masked_lm_head", "mlm_head")
             head["vars"].create_dataset("0", data=specs["cls.predictions.bias"])
-            _group(head, "_intermediate_dense", "intermediate_dense",
-                   [specs["cls.predictions.transform.dense.weight"], specs["cls.predictions.transform.dense.bias"]])
-            _group(head, "_intermediate_layer_norm", "intermediate_layer_norm",
-                   [specs["cls.predictions.transform.LayerNorm.weight"],
-                    specs["cls.predictions.transform.LayerNorm.bias"]])
+            _group(
+                head,
+                "_intermediate_dense",
+                "intermediate_dense",
+                [specs["cls.predictions.transform.dense.weight"], specs["cls.predictions.transform.dense.bias"]],
+            )
+            _group(
+                head,
+                "_intermediate_layer_norm",
+                "intermediate_layer_norm",
+                [
+                    specs["cls.predictions.transform.LayerNorm.weight"],
+                    specs["cls.predictions.transform.LayerNorm.bias"],
+                ],
+            )
             task_name = "bert_masked_lm"
         # The compiled default optimizer's two variables (iterations, learning rate), unbuilt.
         optimizer = _group(h5, "optimizer", "adam")
@@ -129,11 +158,17 @@ def _backbone_config(backbone):
         "module": "keras_hub.src.models.bert.bert_backbone",
         "class_name": "BertBackbone",
         "config": {
-            "name": "bert_backbone", "trainable": True, "dtype": _dtype("float32"),
-            "vocabulary_size": backbone.vocabulary_size, "num_layers": backbone.num_layers,
-            "num_heads": backbone.num_heads, "hidden_dim": backbone.hidden_dim,
-            "intermediate_dim": backbone.intermediate_dim, "dropout": backbone.dropout,
-            "max_sequence_length": backbone.max_sequence_length, "num_segments": backbone.num_segments,
+            "name": "bert_backbone",
+            "trainable": True,
+            "dtype": _dtype("float32"),
+            "vocabulary_size": backbone.vocabulary_size,
+            "num_layers": backbone.num_layers,
+            "num_heads": backbone.num_heads,
+            "hidden_dim": backbone.hidden_dim,
+            "intermediate_dim": backbone.intermediate_dim,
+            "dropout": backbone.dropout,
+            "max_sequence_length": backbone.max_sequence_length,
+            "num_segments": backbone.num_segments,
         },
         "registered_name": "keras_hub>BertBackbone",
     }
@@ -145,10 +180,18 @@ def _tokenizer_config(tokenizer):
         "module": "keras_hub.src.models.bert.bert_tokenizer",
         "class_name": "BertTokenizer",
         "config": {
-            "name": "bert_tokenizer", "trainable": True, "dtype": _dtype("int32"),
-            "config_file": TOKENIZER_FILE, "vocabulary": None, "sequence_length": None,
-            "lowercase": tokenizer.lowercase, "strip_accents": bool(strip), "split": True,
-            "suffix_indicator": _SUFFIX, "oov_token": "[UNK]", "special_tokens": None,
+            "name": "bert_tokenizer",
+            "trainable": True,
+            "dtype": _dtype("int32"),
+            "config_file": TOKENIZER_FILE,
+            "vocabulary": None,
+            "sequence_length": None,
+            "lowercase": tokenizer.lowercase,
+            "strip_accents": bool(strip),
+            "split": True,
+            "suffix_indicator": _SUFFIX,
+            "oov_token": "[UNK]",
+            "special_tokens": None,
             "special_tokens_in_strings": tokenizer.keep_special_tokens,
         },
         "registered_name": "keras_hub>BertTokenizer",
@@ -156,20 +199,32 @@ def _tokenizer_config(tokenizer):
 
 
 def _preprocessor_config(tokenizer, sequence_length, truncate, kind):
-    cls = {"BertTextClassifier": "BertTextClassifierPreprocessor",
-           "BertMaskedLM": "BertMaskedLMPreprocessor"}.get(kind, "BertTextClassifierPreprocessor")
-    module = {"BertTextClassifierPreprocessor": "bert_text_classifier_preprocessor",
-              "BertMaskedLMPreprocessor": "bert_masked_lm_preprocessor"}[cls]
-    config = {"name": module, "trainable": True, "dtype": _dtype("float32"),
-              "tokenizer": _tokenizer_config(tokenizer), "config_file": PREPROCESSOR_FILE,
-              "sequence_length": int(sequence_length),
-              # KerasHub truncates round_robin or waterfall; longest_first has no counterpart
-              # there and round_robin is the closest (both shorten the longer segment first).
-              "truncate": truncate if truncate in ("round_robin", "waterfall") else "round_robin"}
+    cls = {"BertTextClassifier": "BertTextClassifierPreprocessor", "BertMaskedLM": "BertMaskedLMPreprocessor"}.get(
+        kind, "BertTextClassifierPreprocessor"
+    )
+    module = {
+        "BertTextClassifierPreprocessor": "bert_text_classifier_preprocessor",
+        "BertMaskedLMPreprocessor": "bert_masked_lm_preprocessor",
+    }[cls]
+    config = {
+        "name": module,
+        "trainable": True,
+        "dtype": _dtype("float32"),
+        "tokenizer": _tokenizer_config(tokenizer),
+        "config_file": PREPROCESSOR_FILE,
+        "sequence_length": int(sequence_length),
+        # KerasHub truncates round_robin or waterfall; longest_first has no counterpart
+        # there and round_robin is the closest (both shorten the longer segment first).
+        "truncate": truncate if truncate in ("round_robin", "waterfall") else "round_robin",
+    }
     if cls == "BertMaskedLMPreprocessor":
         config.update(mask_selection_rate=0.15, mask_selection_length=96, mask_token_rate=0.8, random_token_rate=0.1)
-    return {"module": f"keras_hub.src.models.bert.{module}", "class_name": cls, "config": config,
-            "registered_name": f"keras_hub>{cls}"}
+    return {
+        "module": f"keras_hub.src.models.bert.{module}",
+        "class_name": cls,
+        "config": config,
+        "registered_name": f"keras_hub>{cls}",
+    }
 
 
 def check_writable(model):
@@ -178,17 +233,23 @@ def check_writable(model):
 
     kind = None if isinstance(model, BertBackbone) else KERAS_HUB_TASKS.get(type(model).__name__)
     if not isinstance(model, BertBackbone) and kind is None:
-        raise CheckpointError(f"{type(model).__name__} has no KerasHub counterpart; KerasHub presets hold a "
-                              f"BertBackbone, {' or '.join(KERAS_HUB_TASKS)}. Save its backbone instead "
-                              "(model.backbone.save_to_preset(path, format='keras_hub')).")
+        raise CheckpointError(
+            f"{type(model).__name__} has no KerasHub counterpart; KerasHub presets hold a "
+            f"BertBackbone, {' or '.join(KERAS_HUB_TASKS)}. Save its backbone instead "
+            "(model.backbone.save_to_preset(path, format='keras_hub'))."
+        )
     backbone = model if kind is None else model.backbone
     if backbone.activation != "gelu_approximate" or backbone.layer_norm_epsilon != 1e-12:
-        loading.note(f"note: KerasHub's BertBackbone always uses the tanh GELU and epsilon 1e-12; this model uses "
-                     f"{backbone.activation!r} / {backbone.layer_norm_epsilon}, so KerasHub's outputs will differ "
-                     "slightly from ours")
+        loading.note(
+            f"note: KerasHub's BertBackbone always uses the tanh GELU and epsilon 1e-12; this model uses "
+            f"{backbone.activation!r} / {backbone.layer_norm_epsilon}, so KerasHub's outputs will differ "
+            "slightly from ours"
+        )
     if kind == "BertMaskedLM" and (model.mlm_activation or backbone.activation) != "gelu":
-        loading.note("note: KerasHub's BertMaskedLM head uses the exact GELU and epsilon 1e-5; this MLM head "
-                     "differs, so KerasHub's MLM logits will differ slightly from ours (the NSP head is not kept)")
+        loading.note(
+            "note: KerasHub's BertMaskedLM head uses the exact GELU and epsilon 1e-5; this MLM head "
+            "differs, so KerasHub's MLM logits will differ slightly from ours (the NSP head is not kept)"
+        )
     return kind
 
 
@@ -209,8 +270,10 @@ def write_keras_hub_preset(path, model, tokenizer=None):
     check_writable(model)
     path = os.fspath(path)
     if os.path.isdir(path) and os.listdir(path) and not is_keras_hub_preset(path):
-        raise OutputError(f"{path} holds other files ({', '.join(sorted(os.listdir(path))[:4])}); a KerasHub "
-                          "preset replaces its directory whole: give a new or empty directory.")
+        raise OutputError(
+            f"{path} holds other files ({', '.join(sorted(os.listdir(path))[:4])}); a KerasHub "
+            "preset replaces its directory whole: give a new or empty directory."
+        )
     with output_dir(path, overwrite=True, flag=None) as staging:
         write_keras_hub_files(staging, model, tokenizer)
 
@@ -223,12 +286,16 @@ def write_keras_hub_files(directory, model, tokenizer=None):
     backbone = model.backbone if kind else model
     write_json(os.path.join(directory, CONFIG_FILE), _backbone_config(backbone))
     _write_backbone_h5(os.path.join(directory, WEIGHTS_FILE), backbone)
-    write_json(os.path.join(directory, METADATA_FILE), {
-        "keras_version": keras.__version__, "keras_hub_version": KERAS_HUB_VERSION,
-        "parameter_count": int(backbone.count_params()),
-        "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
-        "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
-    })
+    write_json(
+        os.path.join(directory, METADATA_FILE),
+        {
+            "keras_version": keras.__version__,
+            "keras_hub_version": KERAS_HUB_VERSION,
+            "parameter_count": int(backbone.count_params()),
+            "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+            "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"],
+        },
+    )
     preprocessor = getattr(model, "preprocessor", None)
     tokenizer = tokenizer or getattr(preprocessor, "tokenizer", None)
     if tokenizer is not None:
@@ -241,16 +308,23 @@ def write_keras_hub_files(directory, model, tokenizer=None):
     if tokenizer is not None:
         # Without a preprocessor: KerasHub's default length, within the position table.
         length = getattr(preprocessor, "sequence_length", None) or min(512, backbone.max_sequence_length)
-        preprocessor_config = _preprocessor_config(tokenizer, length,
-                                                   getattr(preprocessor, "truncate", "round_robin"), kind)
+        preprocessor_config = _preprocessor_config(
+            tokenizer, length, getattr(preprocessor, "truncate", "round_robin"), kind
+        )
         write_json(os.path.join(directory, PREPROCESSOR_FILE), preprocessor_config)
     module = "bert_text_classifier" if kind == "BertTextClassifier" else "bert_masked_lm"
     task_config = {"backbone": _backbone_config(backbone), "preprocessor": preprocessor_config, "name": module}
     if kind == "BertTextClassifier":
         task_config.update(num_classes=int(model.num_classes), activation="linear", dropout=float(model.dropout))
-    write_json(os.path.join(directory, TASK_FILE), {"module": f"keras_hub.src.models.bert.{module}",
-                                                    "class_name": kind, "config": task_config,
-                                                    "registered_name": f"keras_hub>{kind}"})
+    write_json(
+        os.path.join(directory, TASK_FILE),
+        {
+            "module": f"keras_hub.src.models.bert.{module}",
+            "class_name": kind,
+            "config": task_config,
+            "registered_name": f"keras_hub>{kind}",
+        },
+    )
     _write_task_h5(os.path.join(directory, TASK_WEIGHTS_FILE), model, kind, with_preprocessor=tokenizer is not None)
 
 

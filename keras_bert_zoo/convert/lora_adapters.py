@@ -30,8 +30,12 @@ ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 _PEFT_PREFIX = "base_model.model."
 # PEFT's task types of the HF classes our task models save as (its model class wraps the head).
-_TASK_TYPES = {"BertModel": "FEATURE_EXTRACTION", "BertForSequenceClassification": "SEQ_CLS",
-               "BertForTokenClassification": "TOKEN_CLS", "BertForQuestionAnswering": "QUESTION_ANS"}
+_TASK_TYPES = {
+    "BertModel": "FEATURE_EXTRACTION",
+    "BertForSequenceClassification": "SEQ_CLS",
+    "BertForTokenClassification": "TOKEN_CLS",
+    "BertForQuestionAnswering": "QUESTION_ANS",
+}
 _ADAPTER_NAME = re.compile(r"^(?:bert\.)?encoder\.layer\.(\d+)\.(.+)\.lora_A\.weight$")
 
 
@@ -61,13 +65,30 @@ def write_adapter(path, backbone, settings, architecture, prefix, head_specs=())
     modules = sorted({spec.name.rsplit(".", 1)[0] for spec in head_specs}) or None
     targets = [BLOCK_DENSE_NAMES[n].split(".")[-1] for n in settings["target_layer_names"]]
     if len(set(targets)) < len(targets) or any("dense" in t for t in targets):  # "dense" names 4 layers
-        targets = r".*encoder\.layer\.\d+\.(" + "|".join(
-            re.escape(BLOCK_DENSE_NAMES[n]) for n in settings["target_layer_names"]) + ")"
-    config = {"peft_type": "LORA", "task_type": task_type, "r": settings["rank"],
-              "lora_alpha": settings["alpha"], "target_modules": targets, "bias": "lora_only", "lora_dropout": 0.0,
-              "fan_in_fan_out": False, "use_dora": False, "use_rslora": False, "modules_to_save": modules,
-              "inference_mode": True, "base_model_name_or_path": None, "rank_pattern": {}, "alpha_pattern": {},
-              "layers_to_transform": None, "init_lora_weights": True}
+        targets = (
+            r".*encoder\.layer\.\d+\.("
+            + "|".join(re.escape(BLOCK_DENSE_NAMES[n]) for n in settings["target_layer_names"])
+            + ")"
+        )
+    config = {
+        "peft_type": "LORA",
+        "task_type": task_type,
+        "r": settings["rank"],
+        "lora_alpha": settings["alpha"],
+        "target_modules": targets,
+        "bias": "lora_only",
+        "lora_dropout": 0.0,
+        "fan_in_fan_out": False,
+        "use_dora": False,
+        "use_rslora": False,
+        "modules_to_save": modules,
+        "inference_mode": True,
+        "base_model_name_or_path": None,
+        "rank_pattern": {},
+        "alpha_pattern": {},
+        "layers_to_transform": None,
+        "init_lora_weights": True,
+    }
     write_safetensors(tensors, os.path.join(path, ADAPTER_WEIGHTS))
     write_json(os.path.join(path, ADAPTER_CONFIG), config)
 
@@ -93,12 +114,14 @@ def read_adapter(path, num_layers):
     config = read_json(config_path, what="LoRA adapter config")
     weights = os.path.join(path, ADAPTER_WEIGHTS)
     if not os.path.isfile(weights):
-        raise CheckpointError(f"{path} has {ADAPTER_CONFIG} but no {ADAPTER_WEIGHTS}; restore the adapter file "
-                              f"or remove {ADAPTER_CONFIG} to load the model without its adapters.")
+        raise CheckpointError(
+            f"{path} has {ADAPTER_CONFIG} but no {ADAPTER_WEIGHTS}; restore the adapter file "
+            f"or remove {ADAPTER_CONFIG} to load the model without its adapters."
+        )
     _check_config(config, config_path)
     tensors = {}
     for name, value in read_safetensors(weights).items():
-        name = name[len(_PEFT_PREFIX):] if name.startswith(_PEFT_PREFIX) else name
+        name = name[len(_PEFT_PREFIX) :] if name.startswith(_PEFT_PREFIX) else name
         tensors[name.replace(".base_layer.", ".")] = value
     layers = {}
     for name in tensors:
@@ -109,25 +132,40 @@ def read_adapter(path, num_layers):
     unknown = [hf for hf in layers if hf not in by_hf]
     partial = [hf for hf, found in layers.items() if found != set(range(num_layers))]
     if not layers or unknown or partial:
-        raise CheckpointError(f"{weights}: LoRA adapters are read for the encoder layers' Dense sub-layers "
-                              f"({', '.join(by_hf)}) in every layer; this file has "
-                              f"{'none' if not layers else 'them on ' + ', '.join(unknown or partial)}"
-                              f"{' in only some layers' if partial and not unknown else ''}.")
+        raise CheckpointError(
+            f"{weights}: LoRA adapters are read for the encoder layers' Dense sub-layers "
+            f"({', '.join(by_hf)}) in every layer; this file has "
+            f"{'none' if not layers else 'them on ' + ', '.join(unknown or partial)}"
+            f"{' in only some layers' if partial and not unknown else ''}."
+        )
     names = [by_hf[hf] for hf in BLOCK_DENSE_NAMES.values() if hf in layers]
-    settings = {"rank": int(config["r"]), "alpha": float(config.get("lora_alpha", config["r"])),
-                "target_layer_names": names}
+    settings = {
+        "rank": int(config["r"]),
+        "alpha": float(config.get("lora_alpha", config["r"])),
+        "target_layer_names": names,
+    }
     return settings, tensors
 
 
 def _check_config(config, config_path):
-    refused = [(key, value) for key, value in (
-        ("peft_type", config.get("peft_type", "LORA")), ("use_dora", config.get("use_dora")),
-        ("use_rslora", config.get("use_rslora")), ("rank_pattern", config.get("rank_pattern")),
-        ("alpha_pattern", config.get("alpha_pattern")), ("layers_to_transform", config.get("layers_to_transform")),
-        ("fan_in_fan_out", config.get("fan_in_fan_out"))) if value not in (None, False, {}, "LORA", [])]
+    refused = [
+        (key, value)
+        for key, value in (
+            ("peft_type", config.get("peft_type", "LORA")),
+            ("use_dora", config.get("use_dora")),
+            ("use_rslora", config.get("use_rslora")),
+            ("rank_pattern", config.get("rank_pattern")),
+            ("alpha_pattern", config.get("alpha_pattern")),
+            ("layers_to_transform", config.get("layers_to_transform")),
+            ("fan_in_fan_out", config.get("fan_in_fan_out")),
+        )
+        if value not in (None, False, {}, "LORA", [])
+    ]
     if refused:
         key, value = refused[0]
-        raise CheckpointError(f"{config_path}: {key}={value!r} is not supported; LoRA adapters with one rank and "
-                              "scale in every layer are (peft_type LORA, no DoRA or rsLoRA).")
+        raise CheckpointError(
+            f"{config_path}: {key}={value!r} is not supported; LoRA adapters with one rank and "
+            "scale in every layer are (peft_type LORA, no DoRA or rsLoRA)."
+        )
     if not isinstance(config.get("r"), int) or config["r"] < 1:
         raise CheckpointError(f"{config_path}: r={config.get('r')!r}; a LoRA rank is a positive integer.")

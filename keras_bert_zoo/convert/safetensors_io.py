@@ -95,8 +95,9 @@ def _parse_header(raw, path):
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         if isinstance(e, SafetensorsError):
             raise
-        raise SafetensorsError(f"{path} has an unreadable safetensors header ({e}); the file is damaged or "
-                               "not a safetensors file.") from None
+        raise SafetensorsError(
+            f"{path} has an unreadable safetensors header ({e}); the file is damaged or not a safetensors file."
+        ) from None
     if not isinstance(header, dict):
         _fail(path, f"the header is a JSON {type(header).__name__}, not an object")
     metadata = header.get("__metadata__", {})
@@ -128,8 +129,11 @@ def _check_entries(header, body_size, path):
         itemsize = np.dtype(_DTYPES[dtype]).itemsize
         expected = math.prod(shape) * itemsize  # Python ints: no overflow on absurd shapes
         if end < start or end - start != expected:
-            _fail(path, f"tensor {name!r} of dtype {dtype} and shape {shape} needs {expected} bytes, "
-                        f"its data_offsets {offsets} hold {end - start}")
+            _fail(
+                path,
+                f"tensor {name!r} of dtype {dtype} and shape {shape} needs {expected} bytes, "
+                f"its data_offsets {offsets} hold {end - start}",
+            )
         entries.append((name, np.dtype(_DTYPES[dtype]), tuple(shape), start, end))
     entries.sort(key=lambda e: (e[3], e[4]))
     position = 0
@@ -140,8 +144,11 @@ def _check_entries(header, body_size, path):
             _fail(path, f"bytes {position}-{start} of the data section belong to no tensor")
         position = end
     if position != body_size:
-        what = "the tensors end past the end of the file (truncated?)" if position > body_size else \
-            f"the data section has {body_size - position} bytes after the last tensor"
+        what = (
+            "the tensors end past the end of the file (truncated?)"
+            if position > body_size
+            else f"the data section has {body_size - position} bytes after the last tensor"
+        )
         _fail(path, what)
     return entries
 

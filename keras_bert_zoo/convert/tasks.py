@@ -36,8 +36,10 @@ class DetectedTask:
         """One line saying which head was dropped, or None when nothing was."""
         if not self.dropped:
             return None
-        return (f"{self.source}: no task model here reads its head ({_summary(self.dropped)}); "
-                "dropped it and kept the backbone")
+        return (
+            f"{self.source}: no task model here reads its head ({_summary(self.dropped)}); "
+            "dropped it and kept the backbone"
+        )
 
 
 def task_classes():
@@ -72,8 +74,9 @@ def detect_task(checkpoint):
         return DetectedTask(ours, ours, [])
     if checkpoint.format == "hf":
         architectures = list(checkpoint.config.get("architectures") or [])
-        by_architecture = {cls.hf_architecture: name for name, cls in classes.items()
-                           if cls.hf_architecture != "BertModel"}
+        by_architecture = {
+            cls.hf_architecture: name for name, cls in classes.items() if cls.hf_architecture != "BertModel"
+        }
         for arch in architectures:
             if arch in by_architecture and has_head(by_architecture[arch]):
                 return DetectedTask(by_architecture[arch], arch, [])
@@ -98,6 +101,7 @@ def _summary(names, limit=4):
         depth = 2 if parts[0] == "cls" and len(parts) > 2 else 1
         key = sep.join(parts[:depth]) + (f"{sep}*" if len(parts) > depth else "")
         groups.setdefault(key, []).append(name)
-    shown = [f"{key} ({len(v)} tensor{'s' if len(v) > 1 else ''})" if key.endswith("*") else key
-             for key, v in groups.items()]
+    shown = [
+        f"{key} ({len(v)} tensor{'s' if len(v) > 1 else ''})" if key.endswith("*") else key for key, v in groups.items()
+    ]
     return ", ".join(shown[:limit]) + (", ..." if len(shown) > limit else "")

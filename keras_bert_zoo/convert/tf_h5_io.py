@@ -63,8 +63,10 @@ def read_tf_h5(path):
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise CheckpointError(f"{path} is not an HDF5 file ({' '.join(str(e).split())[:120]}); download it "
-                              "again, or write it again with transformers' save_pretrained.") from None
+        raise CheckpointError(
+            f"{path} is not an HDF5 file ({' '.join(str(e).split())[:120]}); download it "
+            "again, or write it again with transformers' save_pretrained."
+        ) from None
     tensors = {}
     with f:
         for layer in _names(f, "layer_names", path):
@@ -87,9 +89,11 @@ def _names(group, key, path):
             i += 1
     else:
         where = "the file's root" if group.name == "/" else f"group {group.name}"
-        raise CheckpointError(f"{path}: {where} has no {key!r} attribute, so it is not a Keras weights file as "
-                              "HF's save_pretrained writes (a whole Keras model is not read); write it again with "
-                              "transformers' save_pretrained, or use model.safetensors.")
+        raise CheckpointError(
+            f"{path}: {where} has no {key!r} attribute, so it is not a Keras weights file as "
+            "HF's save_pretrained writes (a whole Keras model is not read); write it again with "
+            "transformers' save_pretrained, or use model.safetensors."
+        )
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values]
 
 
@@ -101,11 +105,15 @@ def _child(group, name, path):
     for part in (p for p in name.split("/") if p):
         link = node.get(part, getlink=True)
         if link is None:
-            raise CheckpointError(f"{path}: {name!r} is listed but not stored under {group.name}; the file is "
-                                  "damaged (download it again).")
+            raise CheckpointError(
+                f"{path}: {name!r} is listed but not stored under {group.name}; the file is "
+                "damaged (download it again)."
+            )
         if not isinstance(link, h5py.HardLink):
-            raise CheckpointError(f"{path}: {name!r} is a link ({type(link).__name__}), not data stored here; "
-                                  "only weights stored in the file itself are read.")
+            raise CheckpointError(
+                f"{path}: {name!r} is a link ({type(link).__name__}), not data stored here; "
+                "only weights stored in the file itself are read."
+            )
         node = node[part]
     return node
 
@@ -114,11 +122,13 @@ def _read(dataset, name, path):
     import h5py
 
     if not isinstance(dataset, h5py.Dataset) or dataset.is_virtual or dataset.external:
-        raise CheckpointError(f"{path}: {name!r} is not an array stored in the file; only weights stored in "
-                              "the file itself are read.")
+        raise CheckpointError(
+            f"{path}: {name!r} is not an array stored in the file; only weights stored in the file itself are read."
+        )
     if dataset.dtype.kind != "f":
-        raise CheckpointError(f"{path}: weight {name!r} has dtype {dataset.dtype}, not a float array; the file "
-                              "is not BERT weights.")
+        raise CheckpointError(
+            f"{path}: weight {name!r} has dtype {dataset.dtype}, not a float array; the file is not BERT weights."
+        )
     value = np.asarray(dataset[()])
     leaf = name.split("/")[-1].removesuffix(":0")
     return value.T if leaf == "kernel" and value.ndim == 2 else value

@@ -24,16 +24,16 @@ __all__ = ["LABELS", "TOPIC_LABEL", "labelled_paragraphs", "split", "write_pretr
 _CHAPTERS = {
     "lexical": "floating id-classes identifiers imaginary integers numbers strings",
     "data_model": "async attribute-access callable-types context-managers customization numeric-types "
-                  "objects sequence-types specialnames types",
+    "objects sequence-types specialnames types",
     "execution_model": "dynamic-features exceptions execmodel naming",
     "expressions": "atom-identifiers atom-literals attribute-references await binary bitwise booleans calls "
-                   "comparisons conversions dict exprlists in lambda lists operator-summary power shifting "
-                   "slicings subscriptions unary",
+    "comparisons conversions dict exprlists in lambda lists operator-summary power shifting "
+    "slicings subscriptions unary",
     "statements": "assert assignment augassign break class compound continue del else for function global if "
-                  "import nonlocal pass raise return try while with yield",
+    "import nonlocal pass raise return try while with yield",
     "library": "bltin-code-objects bltin-ellipsis-object bltin-null-object bltin-type-objects debugger "
-               "formatstrings specialattrs string-methods truth typesfunctions typesmapping typesmethods "
-               "typesmodules typesseq typesseq-mutable",
+    "formatstrings specialattrs string-methods truth typesfunctions typesmapping typesmethods "
+    "typesmodules typesseq typesseq-mutable",
 }
 LABELS = tuple(_CHAPTERS)
 TOPIC_LABEL = {topic: label for label, topics in _CHAPTERS.items() for topic in topics.split()}
@@ -82,8 +82,8 @@ def split(rows, dev_fraction=0.15, test_fraction=0.15, seed=0):
         n_dev = max(1, round(dev_fraction * len(group)))
         n_test = max(1, round(test_fraction * len(group)))
         parts["test"] += group[:n_test]
-        parts["dev"] += group[n_test:n_test + n_dev]
-        parts["train"] += group[n_test + n_dev:]
+        parts["dev"] += group[n_test : n_test + n_dev]
+        parts["train"] += group[n_test + n_dev :]
     for rows_ in parts.values():
         rng.shuffle(rows_)
     return parts
@@ -100,6 +100,7 @@ def write_pretraining_corpus(rows, path):
 
 def write_task_file(rows, path):
     """JSON Lines `{"text": ..., "label": ...}` (quotes and tabs in the text stay intact)."""
-    write_text(path, "".join(json.dumps({"text": p, "label": label}, ensure_ascii=False) + "\n"
-                         for _, label, p in rows))
+    write_text(
+        path, "".join(json.dumps({"text": p, "label": label}, ensure_ascii=False) + "\n" for _, label, p in rows)
+    )
     return path

@@ -22,28 +22,57 @@ import time
 
 import numpy as np
 
+from keras_bert_zoo.demo import corpus
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.files import write_metrics
-from keras_bert_zoo.demo import corpus
 
-__all__ = ["BUDGETS", "TIME_LIMITS", "MIN_SCALE", "PRETRAIN_STEP_COST", "FINETUNE_STEP_COST", "FIXED_STEPS",
-           "QUESTIONS", "time_pretraining_step", "estimate_seconds", "fit_to_time", "run_demo"]
+__all__ = [
+    "BUDGETS",
+    "TIME_LIMITS",
+    "MIN_SCALE",
+    "PRETRAIN_STEP_COST",
+    "FINETUNE_STEP_COST",
+    "FIXED_STEPS",
+    "QUESTIONS",
+    "time_pretraining_step",
+    "estimate_seconds",
+    "fit_to_time",
+    "run_demo",
+]
 
 # "small" is for CI (about 1-2 minutes on 2 cores), "full" the README's run (< 10 minutes on 2 cores
 # of either machine kind this project runs on: AVX-512, or AVX2 and slower; see `fit_to_time`).
 BUDGETS = {
     # The corpus is small (about 30k training words): a tiny model and a high learning
     # rate (small BERTs fine-tune best at 1e-4..1e-3, Turc et al. 2019) fit it in minutes.
-    "small": dict(vocab_size=2000, preset="bert_tiny_uncased", sequence_length=64, batch_size=32,
-                  pretrain_steps=200, pretrain_lr=1e-3, eval_every=100, finetune_epochs=8,
-                  finetune_lr=1e-3, max_train_examples=None),
+    "small": dict(
+        vocab_size=2000,
+        preset="bert_tiny_uncased",
+        sequence_length=64,
+        batch_size=32,
+        pretrain_steps=200,
+        pretrain_lr=1e-3,
+        eval_every=100,
+        finetune_epochs=8,
+        finetune_lr=1e-3,
+        max_train_examples=None,
+    ),
     # "full": 1,200 pretraining steps and 15 fine-tuning epochs, the budget issue 28 measured. Over 3
     # seeds it printed held-out MLM accuracy 0.153 and test accuracy 0.56 on average, against 0.132 and
     # 0.45 for 500 steps and 10 epochs (docs/decisions.md, "demo_budget"), so it is kept wherever
     # it fits the time; a slower machine runs it scaled down (`fit_to_time`).
-    "full": dict(vocab_size=4000, preset="bert_tiny_uncased", sequence_length=128, batch_size=32,
-                 pretrain_steps=1200, pretrain_lr=1e-3, eval_every=400, finetune_epochs=15,
-                 finetune_lr=1e-3, max_train_examples=None),
+    "full": dict(
+        vocab_size=4000,
+        preset="bert_tiny_uncased",
+        sequence_length=128,
+        batch_size=32,
+        pretrain_steps=1200,
+        pretrain_lr=1e-3,
+        eval_every=400,
+        finetune_epochs=15,
+        finetune_lr=1e-3,
+        max_train_examples=None,
+    ),
 }
 
 # The time a budget must fit in (seconds, estimated at start), and the least it may be scaled to.
@@ -71,8 +100,7 @@ QUESTIONS = [
     ("An integer literal may contain underscores between digits to make it easier to read.", "lexical"),
     ("Set a breakpoint at that line and continue until it is reached.", "library"),
     ("A class can define __len__ to return the number of items it holds.", "data_model"),
-    ("A name used inside a function is looked up in the enclosing scopes when it is not local.",
-     "execution_model"),
+    ("A name used inside a function is looked up in the enclosing scopes when it is not local.", "execution_model"),
     ("The operands of the + operator are converted to a common type before they are added.", "expressions"),
 ]
 _FILL_MASK = ["the [MASK] statement leaves the innermost loop.", "a string literal is written between [MASK]."]
@@ -107,8 +135,8 @@ def time_pretraining_step(cfg, repeats=3):
 
     import keras
 
-    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.training import create_optimizer
 
     batch, length, vocab = cfg["batch_size"], cfg["sequence_length"], cfg["vocab_size"]
@@ -116,12 +144,17 @@ def time_pretraining_step(cfg, repeats=3):
     model = BertPretrainer.from_preset(cfg["preset"], load_weights=False, backbone_kwargs={"vocabulary_size": vocab})
     model.compile(optimizer=create_optimizer(cfg["pretrain_lr"], total_steps=100, warmup_steps=10), jit_compile=False)
     rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
-         "segment_ids": np.zeros((batch, length), "int32"), "padding_mask": np.ones((batch, length), "int32"),
-         "mask_positions": np.sort(rng.integers(1, length, (batch, predictions)), axis=1).astype("int32")}
-    y = {"mask_ids": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
-         "mask_weights": np.ones((batch, predictions), "float32"),
-         "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+    x = {
+        "token_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
+        "segment_ids": np.zeros((batch, length), "int32"),
+        "padding_mask": np.ones((batch, length), "int32"),
+        "mask_positions": np.sort(rng.integers(1, length, (batch, predictions)), axis=1).astype("int32"),
+    }
+    y = {
+        "mask_ids": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
+        "mask_weights": np.ones((batch, predictions), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, batch).astype("int32"),
+    }
     model.train_on_batch(x, y)
     seconds = []
     for _ in range(repeats):
@@ -179,7 +212,7 @@ def _majority_baseline(train_labels, test_labels):
 def _serve_in_batches(signature, texts, batch_size=64):
     import tensorflow as tf
 
-    outs = [signature(text=tf.constant(texts[i:i + batch_size])) for i in range(0, len(texts), batch_size)]
+    outs = [signature(text=tf.constant(texts[i : i + batch_size])) for i in range(0, len(texts), batch_size)]
     return {k: np.concatenate([o[k].numpy() for o in outs]) for k in outs[0]}
 
 
@@ -187,15 +220,18 @@ def _corpus(steps, data_dir, seed, metrics):
     """Step 1: the labelled paragraphs, split and written; `(parts, task files, pretraining corpora)`."""
     steps.begin("corpus: Python's documentation (pydoc_data.topics), labelled by chapter")
     parts = corpus.split(corpus.labelled_paragraphs(), seed=seed)
-    paths = {name: corpus.write_task_file(rows, os.path.join(data_dir, f"{name}.jsonl"))
-             for name, rows in parts.items()}
+    paths = {
+        name: corpus.write_task_file(rows, os.path.join(data_dir, f"{name}.jsonl")) for name, rows in parts.items()
+    }
     pretrain_text = corpus.write_pretraining_corpus(parts["train"], os.path.join(data_dir, "pretrain_train.txt"))
     heldout_text = corpus.write_pretraining_corpus(parts["dev"], os.path.join(data_dir, "pretrain_dev.txt"))
     counts = {name: len(rows) for name, rows in parts.items()}
     words = sum(len(p.split()) for _, _, p in parts["train"])
     metrics.update({f"{k}_paragraphs": v for k, v in counts.items()})
-    steps.end(f"{sum(counts.values())} paragraphs, {len(corpus.LABELS)} chapters ({', '.join(corpus.LABELS)}); "
-              f"train {counts['train']} / dev {counts['dev']} / test {counts['test']}; {words:,} training words")
+    steps.end(
+        f"{sum(counts.values())} paragraphs, {len(corpus.LABELS)} chapters ({', '.join(corpus.LABELS)}); "
+        f"train {counts['train']} / dev {counts['dev']} / test {counts['test']}; {words:,} training words"
+    )
     return parts, paths, pretrain_text, heldout_text
 
 
@@ -215,14 +251,20 @@ def _pretraining_gain(steps, pre_dir, init_dir, heldout_text, seed, metrics):
     before = evaluate_pretrainer(init_dir, [heldout_text], max_batches=20)
     after = evaluate_pretrainer(pre_dir, [heldout_text], max_batches=20)
     shutil.rmtree(init_dir, ignore_errors=True)
-    metrics.update({
-        "heldout_mlm_loss_init": before["mlm_loss"], "heldout_mlm_loss": after["mlm_loss"],
-        "heldout_mlm_accuracy_init": before["mlm_accuracy"], "heldout_mlm_accuracy": after["mlm_accuracy"],
-        "heldout_nsp_accuracy": after.get("nsp_accuracy", float("nan")),
-    })
-    steps.end(f"MLM loss {before['mlm_loss']:.3f} -> {after['mlm_loss']:.3f}, MLM accuracy "
-              f"{before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, NSP accuracy "
-              f"{before.get('nsp_accuracy', float('nan')):.3f} -> {after.get('nsp_accuracy', float('nan')):.3f}")
+    metrics.update(
+        {
+            "heldout_mlm_loss_init": before["mlm_loss"],
+            "heldout_mlm_loss": after["mlm_loss"],
+            "heldout_mlm_accuracy_init": before["mlm_accuracy"],
+            "heldout_mlm_accuracy": after["mlm_accuracy"],
+            "heldout_nsp_accuracy": after.get("nsp_accuracy", float("nan")),
+        }
+    )
+    steps.end(
+        f"MLM loss {before['mlm_loss']:.3f} -> {after['mlm_loss']:.3f}, MLM accuracy "
+        f"{before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, NSP accuracy "
+        f"{before.get('nsp_accuracy', float('nan')):.3f} -> {after.get('nsp_accuracy', float('nan')):.3f}"
+    )
 
 
 def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
@@ -230,8 +272,8 @@ def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
     import tensorflow as tf
 
     from keras_bert_zoo.export.saved_model import export_saved_model
-    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 
     steps.begin("export a raw-string SavedModel, reload it with tf.saved_model.load, score the test split")
     saved = export_saved_model(classifier, os.path.join(out, "saved_model"), overwrite=True)
@@ -245,10 +287,11 @@ def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
     majority, baseline = _majority_baseline([label for _, label, _ in parts["train"]], test_labels)
     keras_probs = classifier.logits_to_probabilities(classifier.predict(test_texts, verbose=0))
     parity = float(np.abs(answers["probabilities"] - keras_probs).max())
-    metrics.update({"test_accuracy": accuracy, "test_majority_baseline": baseline,
-                    "savedmodel_max_abs_diff": parity})
-    steps.end(f"test accuracy {accuracy:.3f}  vs  majority-class baseline {baseline:.3f} (always {str(majority)!r}); "
-              f"SavedModel vs Keras max |diff| {parity:.1e}")
+    metrics.update({"test_accuracy": accuracy, "test_majority_baseline": baseline, "savedmodel_max_abs_diff": parity})
+    steps.end(
+        f"test accuracy {accuracy:.3f}  vs  majority-class baseline {baseline:.3f} (always {str(majority)!r}); "
+        f"SavedModel vs Keras max |diff| {parity:.1e}"
+    )
     print("\n      raw sentences (new, not from the corpus) -> the reloaded SavedModel says:")
     answers = _serve_in_batches(signature, [q for q, _ in QUESTIONS])
     hits = 0
@@ -258,9 +301,12 @@ def _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics):
         print(f"      {label:>15} {probs.max():.2f}  (chapter: {expected})  {question}")
     metrics["questions_correct"] = hits
     if budget == "full":
-        fill = export_saved_model(BertPretrainer.from_preset(pre_dir, preprocessor=BertPreprocessor.from_preset(pre_dir)),
-                                  os.path.join(out, "saved_model_fill_mask"), top_k=3,
-                                  overwrite=True)
+        fill = export_saved_model(
+            BertPretrainer.from_preset(pre_dir, preprocessor=BertPreprocessor.from_preset(pre_dir)),
+            os.path.join(out, "saved_model_fill_mask"),
+            top_k=3,
+            overwrite=True,
+        )
         got = tf.saved_model.load(fill).signatures["fill_mask"](text=tf.constant(_FILL_MASK))
         for text, tokens, scores in zip(_FILL_MASK, got["tokens"].numpy(), got["scores"].numpy()):
             shown = ", ".join(f"{t.decode()} {s:.2f}" for t, s in zip(tokens[0], scores[0]))
@@ -308,59 +354,100 @@ def run_demo(out="bert_zoo_demo", budget="full", seed=0, verbose=None):
     step_seconds = time_pretraining_step(cfg)
     cfg, scale = fit_to_time(budget, step_seconds)
     estimate = estimate_seconds(budget, step_seconds, cfg)
-    print(f"estimated time on this machine: {estimate / 60:.1f} minutes (one pretraining step takes "
-          f"{1000 * step_seconds:.0f} ms here now; load {os.getloadavg()[0]:.1f})", flush=True)
+    print(
+        f"estimated time on this machine: {estimate / 60:.1f} minutes (one pretraining step takes "
+        f"{1000 * step_seconds:.0f} ms here now; load {os.getloadavg()[0]:.1f})",
+        flush=True,
+    )
     if scale < 1.0:
         whole = BUDGETS[budget]
-        print(f"the whole budget ({whole['pretrain_steps']} pretraining steps, {whole['finetune_epochs']} "
-              f"fine-tuning epochs) would take {estimate_seconds(budget, step_seconds) / 60:.1f} minutes here: "
-              f"scaled to {cfg['pretrain_steps']} steps and {cfg['finetune_epochs']} epochs to fit "
-              f"{TIME_LIMITS[budget] / 60:.0f} minutes (the figures printed will be lower than the README's)",
-              flush=True)
-    metrics = {"seed": seed, "estimated_seconds": estimate, "pretrain_step_seconds_at_start": step_seconds,
-               "budget_scale": scale, "finetune_epochs": cfg["finetune_epochs"]}
+        print(
+            f"the whole budget ({whole['pretrain_steps']} pretraining steps, {whole['finetune_epochs']} "
+            f"fine-tuning epochs) would take {estimate_seconds(budget, step_seconds) / 60:.1f} minutes here: "
+            f"scaled to {cfg['pretrain_steps']} steps and {cfg['finetune_epochs']} epochs to fit "
+            f"{TIME_LIMITS[budget] / 60:.0f} minutes (the figures printed will be lower than the README's)",
+            flush=True,
+        )
+    metrics = {
+        "seed": seed,
+        "estimated_seconds": estimate,
+        "pretrain_step_seconds_at_start": step_seconds,
+        "budget_scale": scale,
+        "finetune_epochs": cfg["finetune_epochs"],
+    }
     keras.utils.set_random_seed(seed)
 
     parts, paths, pretrain_text, heldout_text = _corpus(steps, data_dir, seed, metrics)  # 1.
 
     # --- 2 + 3. vocabulary and pretraining -------------------------------------------------
-    steps.begin(f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
-                f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})")
+    steps.begin(
+        f"WordPiece vocabulary (at most {cfg['vocab_size']}) + MLM/NSP pretraining of {cfg['preset']} "
+        f"for {cfg['pretrain_steps']} steps (batch {cfg['batch_size']} x {cfg['sequence_length']})"
+    )
     _, pre_metrics = pretrain(
-        corpus=[pretrain_text], out=pre_dir, preset=cfg["preset"], vocab_size=cfg["vocab_size"],
-        sequence_length=cfg["sequence_length"], batch_size=cfg["batch_size"], steps=cfg["pretrain_steps"],
-        learning_rate=cfg["pretrain_lr"], eval_corpus=[heldout_text], eval_every=cfg["eval_every"],
-        eval_batches=20, seed=seed + 1, verbose=verbose,
+        corpus=[pretrain_text],
+        out=pre_dir,
+        preset=cfg["preset"],
+        vocab_size=cfg["vocab_size"],
+        sequence_length=cfg["sequence_length"],
+        batch_size=cfg["batch_size"],
+        steps=cfg["pretrain_steps"],
+        learning_rate=cfg["pretrain_lr"],
+        eval_corpus=[heldout_text],
+        eval_every=cfg["eval_every"],
+        eval_batches=20,
+        seed=seed + 1,
+        verbose=verbose,
     )
     with open(os.path.join(pre_dir, "vocab.txt"), encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
-    steps.end(f"vocabulary {vocab_size} tokens; {pre_metrics['tokens_per_second']:,.0f} tokens/s; "
-              f"held-out MLM acc {pre_metrics.get('mlm_accuracy', float('nan')):.3f}, "
-              f"NSP acc {pre_metrics.get('nsp_accuracy', float('nan')):.3f}")
+    steps.end(
+        f"vocabulary {vocab_size} tokens; {pre_metrics['tokens_per_second']:,.0f} tokens/s; "
+        f"held-out MLM acc {pre_metrics.get('mlm_accuracy', float('nan')):.3f}, "
+        f"NSP acc {pre_metrics.get('nsp_accuracy', float('nan')):.3f}"
+    )
 
-    metrics.update({"vocabulary_size": vocab_size, "pretrain_steps": int(pre_metrics["steps"]),
-                    "pretrain_tokens_per_second": pre_metrics["tokens_per_second"]})
+    metrics.update(
+        {
+            "vocabulary_size": vocab_size,
+            "pretrain_steps": int(pre_metrics["steps"]),
+            "pretrain_tokens_per_second": pre_metrics["tokens_per_second"],
+        }
+    )
     _pretraining_gain(steps, pre_dir, init_dir, heldout_text, seed, metrics)  # 4.
 
     # --- 5. fine-tuning --------------------------------------------------------------------
     steps.begin(f"fine-tune chapter classification for {cfg['finetune_epochs']} epochs (best dev kept)")
     layout = DataLayout(("text",), "label", label_names=corpus.LABELS)
     classifier, ft = finetune(
-        "classify", model=pre_dir, train=paths["train"], dev=paths["dev"], out=cls_dir, layout=layout,
+        "classify",
+        model=pre_dir,
+        train=paths["train"],
+        dev=paths["dev"],
+        out=cls_dir,
+        layout=layout,
         select="best",
-        epochs=cfg["finetune_epochs"], batch_size=cfg["batch_size"], learning_rate=cfg["finetune_lr"],
-        sequence_length=cfg["sequence_length"], max_train_examples=cfg["max_train_examples"], seed=seed,
+        epochs=cfg["finetune_epochs"],
+        batch_size=cfg["batch_size"],
+        learning_rate=cfg["finetune_lr"],
+        sequence_length=cfg["sequence_length"],
+        max_train_examples=cfg["max_train_examples"],
+        seed=seed,
         verbose=verbose,
     )
     metrics.update({"dev_accuracy": ft["accuracy"], "finetune_seconds": ft["train_seconds"]})
-    steps.end(f"dev accuracy {ft['accuracy']:.3f} (best of {cfg['finetune_epochs']} epochs), "
-              f"{ft['train_examples_per_second']:.0f} examples/s")
+    steps.end(
+        f"dev accuracy {ft['accuracy']:.3f} (best of {cfg['finetune_epochs']} epochs), "
+        f"{ft['train_examples_per_second']:.0f} examples/s"
+    )
 
     _export_and_serve(steps, classifier, parts, pre_dir, out, budget, metrics)  # 6.
 
     metrics["total_seconds"] = steps.elapsed()
     write_metrics(metrics, os.path.join(out, "demo_metrics.json"))
-    print(f"\ndone in {metrics['total_seconds']:.0f} s (estimated {estimate:.0f} s). Outputs in {out}/: demo_metrics.json, "
-          f"pretrained/loss_curves.png, classifier/training_curve.png, saved_model/ "
-          f"(serve it: tf.saved_model.load after `import tensorflow_text`).")
+    print(
+        f"\ndone in {metrics['total_seconds']:.0f} s (estimated {estimate:.0f} s). Outputs in {out}/: demo_metrics.json, "
+        f"pretrained/loss_curves.png, classifier/training_curve.png, saved_model/ "
+        f"(serve it: tf.saved_model.load after `import tensorflow_text`)."
+    )
     return metrics

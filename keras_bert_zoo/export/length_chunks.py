@@ -71,7 +71,7 @@ def run_in_length_chunks(model, inputs, position_keys, chunk_size, position_outp
     single = []  # whether the model returns one tensor (learnt on the first call)
 
     def one(i):
-        idx = order[i * chunk_size:(i + 1) * chunk_size]
+        idx = order[i * chunk_size : (i + 1) * chunk_size]
         w = _width(tf.gather(lengths, idx))
         chunk = {k: tf.gather(v, idx) for k, v in inputs.items()}
         out = model({k: (v[..., :w] if k in position_keys else v) for k, v in chunk.items()})

@@ -54,6 +54,8 @@ __all__ = ["export_saved_model"]
 
 _VOCAB_ASSET = "vocab.txt"
 _INFO_ASSET = "export_info.json"
+
+
 class _ServingModule(tf.Module):
     """Holds the model's variables, the preprocessor and the assets; defines the signatures."""
 
@@ -68,8 +70,11 @@ class _ServingModule(tf.Module):
         # id -> token, initialised from the asset so the file travels and is used.
         self.vocab_table = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
-                self.vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-                tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+                self.vocab_file,
+                tf.int64,
+                tf.lookup.TextFileIndex.LINE_NUMBER,
+                tf.string,
+                tf.lookup.TextFileIndex.WHOLE_LINE,
             ),
             default_value="[UNK]",
         )
@@ -90,8 +95,9 @@ class _ServingModule(tf.Module):
             return self.model(x, training=False)
 
         if trim and serving.chunk_size:
-            outputs = run_in_length_chunks(model, inputs, serving.position_keys, serving.chunk_size,
-                                           serving.position_outputs)
+            outputs = run_in_length_chunks(
+                model, inputs, serving.position_keys, serving.chunk_size, serving.position_outputs
+            )
         else:
             outputs = model(inputs)
         return serving.outputs(outputs, features)
@@ -104,14 +110,18 @@ class _ServingModule(tf.Module):
 def _string_function(specs, fn):
     """`tf.function` of one or two string inputs named by `specs` (the signature's input names)."""
     if len(specs) == 1:
+
         @tf.function(input_signature=specs)
         def one(a):
             return fn(a)
+
         return one
     if len(specs) == 2:
+
         @tf.function(input_signature=specs)
         def two(a, b):
             return fn(a, b)
+
         return two
     raise UsageError(f"a serving takes one or two string inputs, got {[s.name for s in specs]}.")
 
@@ -120,10 +130,12 @@ def _signatures(module, serving):
     own = serving.signatures(module)
     if own:
         return own
-    from_text = _string_function(serving.text_inputs(),
-                                 lambda *inputs: module.run(module.preprocess(*inputs), trim=True))
-    ids_spec = [tf.TensorSpec(list(serving.ids_shape), tf.int32, name=n)
-                for n in ("token_ids", "segment_ids", "padding_mask")]
+    from_text = _string_function(
+        serving.text_inputs(), lambda *inputs: module.run(module.preprocess(*inputs), trim=True)
+    )
+    ids_spec = [
+        tf.TensorSpec(list(serving.ids_shape), tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")
+    ]
 
     @tf.function(input_signature=ids_spec)
     def from_ids(token_ids, segment_ids, padding_mask):
@@ -159,8 +171,16 @@ def _int8_kernel(model, portable):
     return "float32" if portable or not int8.onednn_int8_here() else "onednn"
 
 
-def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite=False, precision="float32",
-                       int8_kernel="auto", **serving_options):
+def export_saved_model(
+    model,
+    path,
+    preprocessor=None,
+    text_pair=None,
+    overwrite=False,
+    precision="float32",
+    int8_kernel="auto",
+    **serving_options,
+):
     """Writes `model` as a SavedModel whose `serving_default` takes raw strings.
 
     Args:
@@ -222,11 +242,12 @@ def export_saved_model(model, path, preprocessor=None, text_pair=None, overwrite
     declared = [option.name for option in serving_cls.options]
     unknown = set(serving_options) - set(declared)
     if unknown:
-        raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are "
-                         f"{declared or 'none'}.")
+        raise UsageError(f"{sorted(unknown)} do not apply to a {name}; its serving options are {declared or 'none'}.")
     if int8_kernel not in ("auto", "portable"):
-        raise UsageError(f"int8_kernel={int8_kernel!r} is not one of 'auto' (oneDNN's int8 kernel where this CPU "
-                         "has VNNI) or 'portable' (the float32 product, for any CPU).")
+        raise UsageError(
+            f"int8_kernel={int8_kernel!r} is not one of 'auto' (oneDNN's int8 kernel where this CPU "
+            "has VNNI) or 'portable' (the float32 product, for any CPU)."
+        )
     served = with_precision(model, precision)
     serving = serving_cls(served, preprocessor, pair, **option_values(serving_cls.options, name, serving_options))
     kernel = _int8_kernel(served, portable=int8_kernel == "portable")

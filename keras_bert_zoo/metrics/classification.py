@@ -15,8 +15,9 @@ def _pair(y_true, y_pred):
     y_true = np.asarray(y_true).reshape(-1)
     y_pred = np.asarray(y_pred).reshape(-1)
     if y_true.shape != y_pred.shape:
-        raise InvalidInputError(f"y_true has {y_true.size} values but y_pred has {y_pred.size}; "
-                                "give one prediction per example.")
+        raise InvalidInputError(
+            f"y_true has {y_true.size} values but y_pred has {y_pred.size}; give one prediction per example."
+        )
     if y_true.size == 0:
         raise InvalidInputError("no examples to score; give at least one label and its prediction.")
     return y_true, y_pred
@@ -61,7 +62,7 @@ def matthews_corrcoef(y_true, y_pred):
     y_true, y_pred = _pair(y_true, y_pred)
     classes, inverse = np.unique(np.concatenate([y_true, y_pred]), return_inverse=True)
     k = len(classes)
-    t, p = inverse[: y_true.size], inverse[y_true.size:]
+    t, p = inverse[: y_true.size], inverse[y_true.size :]
     confusion = np.zeros((k, k), dtype=np.float64)
     np.add.at(confusion, (t, p), 1)
     t_sum, p_sum = confusion.sum(axis=1), confusion.sum(axis=0)

@@ -4,11 +4,11 @@ import keras
 from keras import ops
 
 from keras_bert_zoo import hardware
+from keras_bert_zoo.models import loading, lora
+from keras_bert_zoo.models.layers import int8
 from keras_bert_zoo.models.layers.embeddings import BertEmbeddings
 from keras_bert_zoo.models.layers.encoder_block import AttentionLayout, BertEncoderBlock, attention_layout
-from keras_bert_zoo.models import loading, lora
 from keras_bert_zoo.models.layers.initializers import bert_initializer
-from keras_bert_zoo.models.layers import int8
 from keras_bert_zoo.models.layers.int8 import Int8Dense
 from keras_bert_zoo.models.presets import backbone_config
 from keras_bert_zoo.models.weight_names import lora_weight_specs

@@ -54,12 +54,16 @@ class BertFeatureExtractor(keras.Model):
         if combination not in COMBINATIONS:
             raise UsageError(f"combination={combination!r}; use one of {COMBINATIONS}.")
         if not backbone.output_hidden_states:
-            raise UsageError("BertFeatureExtractor needs a backbone built with output_hidden_states=True: "
-                             "BertBackbone(..., output_hidden_states=True), or "
-                             "BertFeatureExtractor.from_preset(DIR).")
+            raise UsageError(
+                "BertFeatureExtractor needs a backbone built with output_hidden_states=True: "
+                "BertBackbone(..., output_hidden_states=True), or "
+                "BertFeatureExtractor.from_preset(DIR)."
+            )
         if combination.endswith("last_four") and backbone.num_layers < 4:
-            raise UsageError(f"combination={combination!r} needs at least 4 layers; the backbone has "
-                             f"{backbone.num_layers}. Use 'last', 'sum_all' or 'all'.")
+            raise UsageError(
+                f"combination={combination!r} needs at least 4 layers; the backbone has "
+                f"{backbone.num_layers}. Use 'last', 'sum_all' or 'all'."
+            )
         # Frozen, and in inference mode even when the enclosing model trains (no dropout).
         # Every sublayer explicitly: a backbone rebuilt from a config saying trainable=False
         # keeps trainable sublayers, which an enclosing model would otherwise collect.
@@ -92,8 +96,11 @@ class BertFeatureExtractor(keras.Model):
         return super().call(inputs, training=False, mask=mask)
 
     def get_config(self):
-        return {"backbone": keras.saving.serialize_keras_object(self.backbone), "combination": self.combination,
-                "name": self.name}
+        return {
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "combination": self.combination,
+            "name": self.name,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -127,6 +134,7 @@ class BertFeatureExtractor(keras.Model):
             backbone = BertBackbone.from_preset(name_or_path, load_weights=False, **backbone_kwargs)
         else:
             checkpoint = loading.open_checkpoint(name_or_path)
-            backbone = BertBackbone.from_checkpoint(checkpoint, load_weights=load_weights, pooler_needed=False,
-                                                    **backbone_kwargs)
+            backbone = BertBackbone.from_checkpoint(
+                checkpoint, load_weights=load_weights, pooler_needed=False, **backbone_kwargs
+            )
         return cls(backbone, combination=combination)

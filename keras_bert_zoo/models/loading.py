@@ -27,14 +27,30 @@ one line each on stderr, so the `bert-zoo` command shows them as they happen.
 import sys
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
+from keras_bert_zoo.keras_compat import all_layers
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, PRETRAINED_REPOS
 from keras_bert_zoo.models.weight_names import backbone_weight_specs
-from keras_bert_zoo.keras_compat import all_layers
 
-__all__ = ["CONFIG_SECTION", "register_resolver", "register_keras_hub_writer", "register_checkpoint_reader",
-           "register_preset_writer", "registered_hooks", "resolve", "save_as", "open_checkpoint", "write_preset",
-           "note", "is_preset_name", "note_random_init", "report_unused", "assign_weights", "missing_tensors",
-           "load_backbone_weights", "read_config"]
+__all__ = [
+    "CONFIG_SECTION",
+    "register_resolver",
+    "register_keras_hub_writer",
+    "register_checkpoint_reader",
+    "register_preset_writer",
+    "registered_hooks",
+    "resolve",
+    "save_as",
+    "open_checkpoint",
+    "write_preset",
+    "note",
+    "is_preset_name",
+    "note_random_init",
+    "report_unused",
+    "assign_weights",
+    "missing_tensors",
+    "load_backbone_weights",
+    "read_config",
+]
 
 CONFIG_SECTION = "keras_bert_zoo"  # our section of config.json (task, labels, ...)
 _POOLER_TENSORS = ("pooler.dense.weight", "pooler.dense.bias")
@@ -102,14 +118,17 @@ def save_as(path, model, format):
     returns False for `"keras_bert_zoo"` (ours, HF layout: the caller writes it)."""
     if format == "keras_hub":
         if any(layer.quantization_mode for layer in all_layers(model)):
-            raise UsageError(f"{model.name} is quantized; a KerasHub preset holds float weights. Save it with "
-                             "format='keras_bert_zoo' (it records the quantization) or model.save('m.keras'), "
-                             "or write the float model and quantize after loading it.")
+            raise UsageError(
+                f"{model.name} is quantized; a KerasHub preset holds float weights. Save it with "
+                "format='keras_bert_zoo' (it records the quantization) or model.save('m.keras'), "
+                "or write the float model and quantize after loading it."
+            )
         _hook("keras_hub_writer")(path, model)
         return True
     if format != "keras_bert_zoo":
-        raise UsageError(f"format={format!r} is not a preset format; use 'keras_bert_zoo' (HF layout, the "
-                         "default) or 'keras_hub'.")
+        raise UsageError(
+            f"format={format!r} is not a preset format; use 'keras_bert_zoo' (HF layout, the default) or 'keras_hub'."
+        )
     return False
 
 
@@ -137,8 +156,10 @@ def note_random_init(name):
     if PRETRAINED_REPOS.get(name):
         weights = "load_weights=True loads its pretrained checkpoint"
     else:  # the small cased sizes: Turc et al. released them uncased only
-        weights = (f"Google released no pretrained checkpoint of this size and casing; "
-                   f"{name.replace('_cased', '_uncased')} has one")
+        weights = (
+            f"Google released no pretrained checkpoint of this size and casing; "
+            f"{name.replace('_cased', '_uncased')} has one"
+        )
     note(f"{name}: architecture only, random initialisation (load_weights=False; {weights})")
 
 
@@ -187,8 +208,7 @@ def assign_weights(checkpoint, specs, required=True):
         if not required:
             return False
         raise CheckpointError(
-            f"{checkpoint.path}: {len(missing)} tensor(s) missing from the checkpoint, "
-            f"first {missing[:3]}."
+            f"{checkpoint.path}: {len(missing)} tensor(s) missing from the checkpoint, first {missing[:3]}."
         )
     for variable, value in values:
         variable.assign(value)
@@ -212,9 +232,11 @@ def load_backbone_weights(backbone, checkpoint, pooler_needed=True):
     assign_weights(checkpoint, [s for s in specs if s.name not in _POOLER_TENSORS])
     pooler = [s for s in specs if s.name in _POOLER_TENSORS]
     if not assign_weights(checkpoint, pooler, required=False) and pooler_needed:
-        note(f"warning: {checkpoint.path} has no pooler weights (pooler.dense.*): the pooler is "
-             "randomly initialised; pooled_output and BertClassifier heads will need fine-tuning; "
-             "use pooling='mean' features or a checkpoint with a pooler")
+        note(
+            f"warning: {checkpoint.path} has no pooler weights (pooler.dense.*): the pooler is "
+            "randomly initialised; pooled_output and BertClassifier heads will need fine-tuning; "
+            "use pooling='mean' features or a checkpoint with a pooler"
+        )
     return backbone
 
 

@@ -27,9 +27,9 @@ Examples:
 import os
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
+from keras_bert_zoo.keras_compat import forget_steps
 from keras_bert_zoo.models.layers.encoder_block import DENSE_LAYERS
 from keras_bert_zoo.models.weight_names import lora_weight_specs
-from keras_bert_zoo.keras_compat import forget_steps
 
 __all__ = ["DEFAULT_TARGETS", "lora_settings", "enable_lora", "save_lora_weights", "load_lora_weights"]
 
@@ -41,7 +41,7 @@ def lora_settings(backbone):
     state = {s for block in backbone.encoder_layers for s in block.lora_state()}
     if not state:
         return None
-    (rank, alpha), = {(r, a) for _, r, a in state}  # enable_lora sets one rank and alpha everywhere
+    ((rank, alpha),) = {(r, a) for _, r, a in state}  # enable_lora sets one rank and alpha everywhere
     names = [name for name in DENSE_LAYERS if any(s[0] == name for s in state)]
     return {"rank": int(rank), "alpha": float(alpha), "target_layer_names": names}
 
@@ -53,12 +53,16 @@ def enable_lora(backbone, rank, target_layer_names=None, lora_alpha=None):
     names = list(DEFAULT_TARGETS if target_layer_names is None else target_layer_names)
     unknown = [n for n in names if n not in DENSE_LAYERS]
     if unknown or not names:
-        raise UsageError(f"target_layer_names={names!r}: LoRA targets the encoder layers' Dense sub-layers, "
-                         f"some of {list(DENSE_LAYERS)} (default {list(DEFAULT_TARGETS)}).")
+        raise UsageError(
+            f"target_layer_names={names!r}: LoRA targets the encoder layers' Dense sub-layers, "
+            f"some of {list(DENSE_LAYERS)} (default {list(DEFAULT_TARGETS)})."
+        )
     current = lora_settings(backbone)
     if current is not None:
-        raise UsageError(f"LoRA is already enabled on this backbone (rank {current['rank']}, "
-                         f"{current['target_layer_names']}); it can be enabled once per model.")
+        raise UsageError(
+            f"LoRA is already enabled on this backbone (rank {current['rank']}, "
+            f"{current['target_layer_names']}); it can be enabled once per model."
+        )
     # Freeze everything, then thaw the targeted layers: their bias stays trainable, and
     # `Dense.enable_lora` freezes their kernel and adds the trainable adapters.
     backbone.trainable = True
@@ -101,28 +105,38 @@ def load_lora_weights(backbone, filepath):
         raise CheckpointError(f"{filepath!r} does not exist; give a file written by `save_lora_weights`.")
     with h5py.File(filepath, "r") as f:
         if "lora" not in f:
-            raise CheckpointError(f"{filepath} holds no LoRA weights (no `lora` group); give a file written by "
-                                  "`save_lora_weights`.")
+            raise CheckpointError(
+                f"{filepath} holds no LoRA weights (no `lora` group); give a file written by `save_lora_weights`."
+            )
         group = f["lora"]
-        saved = {"rank": int(group["rank"][()]), "alpha": float(group["alpha"][()]),
-                 "target_layer_names": [n.decode() for n in group["target_layer_names"][()]]}
+        saved = {
+            "rank": int(group["rank"][()]),
+            "alpha": float(group["alpha"][()]),
+            "target_layer_names": [n.decode() for n in group["target_layer_names"][()]],
+        }
         current = lora_settings(backbone)
         if current is None:
             enable_lora(backbone, saved["rank"], saved["target_layer_names"], saved["alpha"])
         elif current != saved:
-            raise UsageError(f"{filepath} holds LoRA weights of rank {saved['rank']} on "
-                             f"{saved['target_layer_names']}, but this model has rank {current['rank']} on "
-                             f"{current['target_layer_names']}; both must match (or load into a model without LoRA).")
+            raise UsageError(
+                f"{filepath} holds LoRA weights of rank {saved['rank']} on "
+                f"{saved['target_layer_names']}, but this model has rank {current['rank']} on "
+                f"{current['target_layer_names']}; both must match (or load into a model without LoRA)."
+            )
         specs = lora_weight_specs(backbone)
         missing = [s.name for s in specs if s.name not in group]
         if missing:
-            raise CheckpointError(f"{filepath} lacks {len(missing)} adapter(s), first {missing[:2]}: it was saved "
-                                  "from a model with fewer layers.")
+            raise CheckpointError(
+                f"{filepath} lacks {len(missing)} adapter(s), first {missing[:2]}: it was saved "
+                "from a model with fewer layers."
+            )
         values = [group[s.name][()] for s in specs]
     for spec, value in zip(specs, values):
         if tuple(value.shape) != tuple(spec.variable.shape):
-            raise CheckpointError(f"{filepath}: adapter {spec.name!r} has shape {tuple(value.shape)}, the model "
-                                  f"expects {tuple(spec.variable.shape)}; it was saved from another architecture.")
+            raise CheckpointError(
+                f"{filepath}: adapter {spec.name!r} has shape {tuple(value.shape)}, the model "
+                f"expects {tuple(spec.variable.shape)}; it was saved from another architecture."
+            )
     for spec, value in zip(specs, values):
         spec.variable.assign(value)
 

@@ -89,8 +89,15 @@ def backbone_config(name):
 
 
 # Bounds that catch a corrupt config before it allocates: BERT-large is 24 x 1024 x 16.
-_ARCHITECTURE_LIMITS = {"vocabulary_size": 10**7, "num_layers": 1000, "num_heads": 1024, "hidden_dim": 65_536,
-                       "intermediate_dim": 10**6, "max_sequence_length": 10**6, "num_segments": 10**4}
+_ARCHITECTURE_LIMITS = {
+    "vocabulary_size": 10**7,
+    "num_layers": 1000,
+    "num_heads": 1024,
+    "hidden_dim": 65_536,
+    "intermediate_dim": 10**6,
+    "max_sequence_length": 10**6,
+    "num_segments": 10**4,
+}
 
 
 def check_architecture(kwargs, source):
@@ -99,10 +106,14 @@ def check_architecture(kwargs, source):
     for key, high in _ARCHITECTURE_LIMITS.items():
         value = kwargs[key]
         if not 1 <= value <= high:
-            raise CheckpointError(f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "
-                                  "the config is damaged or not a BERT config.")
+            raise CheckpointError(
+                f"{source}: {key} = {value} is impossible (must be 1 to {high:,}); "
+                "the config is damaged or not a BERT config."
+            )
     if kwargs["hidden_dim"] % kwargs["num_heads"]:
-        raise CheckpointError(f"{source}: hidden_size {kwargs['hidden_dim']} is not divisible by "
-                              f"num_attention_heads {kwargs['num_heads']}; fix the config (they come as a pair).")
+        raise CheckpointError(
+            f"{source}: hidden_size {kwargs['hidden_dim']} is not divisible by "
+            f"num_attention_heads {kwargs['num_heads']}; fix the config (they come as a pair)."
+        )
     if not 0.0 <= kwargs["dropout"] < 1.0 or not kwargs["layer_norm_epsilon"] > 0:
         raise CheckpointError(f"{source}: hidden_dropout_prob must be in [0, 1) and layer_norm_eps positive.")

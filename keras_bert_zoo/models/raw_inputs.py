@@ -48,23 +48,39 @@ class RawInputs:
                 see `keras_bert_zoo.batch_raw`.
         """
         if self.preprocessor is None:
-            raise UsageError(f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
-                             "padding_mask dicts; attach one (preprocessor=...) to feed raw text.")
-        if batching == "packed" and not self.reads_packed_rows and \
-                getattr(self.preprocessor, "raw_dataset", None) is None:
-            raise UsageError(f'batching="packed" needs a model that reads packed rows (BertClassifier, '
-                             f'BertMultipleChoice, and the '
-                             f'tagger and QA models through their preprocessors); {type(self).__name__} does not: '
-                             'use "by_length" or "bucketed".')
+            raise UsageError(
+                f"{type(self).__name__} has no preprocessor, so it takes token_ids/segment_ids/"
+                "padding_mask dicts; attach one (preprocessor=...) to feed raw text."
+            )
+        if (
+            batching == "packed"
+            and not self.reads_packed_rows
+            and getattr(self.preprocessor, "raw_dataset", None) is None
+        ):
+            raise UsageError(
+                f'batching="packed" needs a model that reads packed rows (BertClassifier, '
+                f"BertMultipleChoice, and the "
+                f"tagger and QA models through their preprocessors); {type(self).__name__} does not: "
+                'use "by_length" or "bucketed".'
+            )
         batching = self.batching_on_replicas(batching, self._replicas())
         own = getattr(self.preprocessor, "raw_dataset", None)
         if own is not None:
-            return own(self, x, y, sample_weight, batch_size=batch_size or 32, training=training, batching=batching,
-                       seed=seed)
+            return own(
+                self, x, y, sample_weight, batch_size=batch_size or 32, training=training, batching=batching, seed=seed
+            )
         from keras_bert_zoo.preprocessing.batching import batch_raw
 
-        return batch_raw(self.preprocessor, x, y, sample_weight, batch_size=batch_size or 32, training=training,
-                         batching=batching, seed=seed)
+        return batch_raw(
+            self.preprocessor,
+            x,
+            y,
+            sample_weight,
+            batch_size=batch_size or 32,
+            training=training,
+            batching=batching,
+            seed=seed,
+        )
 
     @classmethod
     def batching_on_replicas(cls, batching, replicas):
@@ -75,9 +91,11 @@ class RawInputs:
         if not (cls.reads_packed_rows and replicas > 1):
             return "packed" if batching == "auto" and cls.packs_by_default else batching
         if batching == "packed":
-            raise UsageError(f'batching "packed" is for one replica: {cls.__name__} pools each packed sequence '
-                             f"by its row, and {replicas} replicas would get a batch's rows and examples split "
-                             'apart; use batching "by_length" (or "auto").')
+            raise UsageError(
+                f'batching "packed" is for one replica: {cls.__name__} pools each packed sequence '
+                f"by its row, and {replicas} replicas would get a batch's rows and examples split "
+                'apart; use batching "by_length" (or "auto").'
+            )
         return batching
 
     def _replicas(self):
@@ -122,8 +140,12 @@ class RawInputs:
         if isinstance(x, tf.data.Dataset):
             spec = x.element_spec
         elif y is not None:
-            spec = (None, tf.nest.map_structure(
-                lambda a: tf.TensorSpec((None,) + np.shape(a)[1:], tf.as_dtype(np.asarray(a).dtype)), y))
+            spec = (
+                None,
+                tf.nest.map_structure(
+                    lambda a: tf.TensorSpec((None,) + np.shape(a)[1:], tf.as_dtype(np.asarray(a).dtype)), y
+                ),
+            )
         else:
             spec = None
         if optimizer:
@@ -156,8 +178,10 @@ class RawInputs:
             return
         steps = fit_kwargs.get("steps_per_epoch") or batches
         if steps is None or steps < 0:
-            raise UsageError("fit() cannot count the batches of this data to size the learning-rate schedule; "
-                             "give create_optimizer total_steps= (or dataset=), or fit steps_per_epoch=.")
+            raise UsageError(
+                "fit() cannot count the batches of this data to size the learning-rate schedule; "
+                "give create_optimizer total_steps= (or dataset=), or fit steps_per_epoch=."
+            )
         schedule.size(int(fit_kwargs.get("epochs", 1)) * int(steps))
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, batching="auto", **kwargs):
@@ -208,9 +232,12 @@ class RawInputs:
     def _sorted_batches(self, x, y, sample_weight, batch_size, batching):
         """`batch_raw_sorted` for in-memory raw inputs with `batching="auto"` (None otherwise,
         and for preprocessors with their own `raw_dataset`)."""
-        if (batching != "auto" or isinstance(x, tf.data.Dataset)
-                or getattr(self.preprocessor, "raw_dataset", None) is not None
-                or self.batching_on_replicas(batching, self._replicas()) != "auto"):
+        if (
+            batching != "auto"
+            or isinstance(x, tf.data.Dataset)
+            or getattr(self.preprocessor, "raw_dataset", None) is not None
+            or self.batching_on_replicas(batching, self._replicas()) != "auto"
+        ):
             return None
         from keras_bert_zoo.preprocessing.batching import batch_raw_sorted
         from keras_bert_zoo.preprocessing.bucketing import fine_boundaries

@@ -53,8 +53,10 @@ def default_optimizer():
     """A new instance of the registered default optimizer (`training.default_optimizer`)."""
     factory = _DEFAULT_OPTIMIZER["factory"]
     if factory is None:
-        raise RuntimeError('no default optimizer is registered; `import keras_bert_zoo` (which imports '
-                           'keras_bert_zoo.training) before compile(optimizer="auto"), or pass an optimizer.')
+        raise RuntimeError(
+            "no default optimizer is registered; `import keras_bert_zoo` (which imports "
+            'keras_bert_zoo.training) before compile(optimizer="auto"), or pass an optimizer.'
+        )
     return factory()
 
 
@@ -201,11 +203,15 @@ class Task(RawInputs, keras.Model):
             return cls(backbone=backbone, preprocessor=preprocessor, **kwargs)
         checkpoint = loading.open_checkpoint(name_or_path)
         saved = checkpoint.extra.get("task_config", {}) if checkpoint.extra.get("task") == cls.__name__ else {}
-        cls._check_head_arguments({**saved, **kwargs}, source, f"it holds no {cls.__name__} head or label table "
-                                                               "that gives it")
-        backbone = BertBackbone.from_checkpoint(checkpoint, load_weights=load_weights,
-                                                pooler_needed=cls._pooler_needed({**saved, **kwargs}),
-                                                **backbone_kwargs)
+        cls._check_head_arguments(
+            {**saved, **kwargs}, source, f"it holds no {cls.__name__} head or label table that gives it"
+        )
+        backbone = BertBackbone.from_checkpoint(
+            checkpoint,
+            load_weights=load_weights,
+            pooler_needed=cls._pooler_needed({**saved, **kwargs}),
+            **backbone_kwargs,
+        )
         if preprocessor == "auto":
             preprocessor = cls._preprocessor_from_checkpoint(checkpoint)
         model = cls(backbone=backbone, preprocessor=preprocessor, **{**saved, **kwargs})
@@ -224,14 +230,20 @@ class Task(RawInputs, keras.Model):
         neither the caller nor the checkpoint gives, before the constructor's bare `TypeError`."""
         import inspect
 
-        required = [name for name, p in inspect.signature(cls.__init__).parameters.items()
-                    if name not in ("self", "backbone", "preprocessor") and p.default is p.empty
-                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        required = [
+            name
+            for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name not in ("self", "backbone", "preprocessor")
+            and p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
         missing = [name for name in required if name not in given]
         if missing:
             example = ", ".join(f"{name}=2" for name in missing)
-            raise UsageError(f"{cls.__name__}.from_preset({source!r}) needs {' and '.join(missing)}: {why}. Pass "
-                             f"it, e.g. {cls.__name__}.from_preset({source!r}, {example}).")
+            raise UsageError(
+                f"{cls.__name__}.from_preset({source!r}) needs {' and '.join(missing)}: {why}. Pass "
+                f"it, e.g. {cls.__name__}.from_preset({source!r}, {example})."
+            )
 
     @classmethod
     def _pooler_needed(cls, task_kwargs):

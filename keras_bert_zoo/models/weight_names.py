@@ -19,8 +19,15 @@ import re
 
 from keras_bert_zoo.models.layers.int8 import dense_kernel, embedding_matrix
 
-__all__ = ["WeightSpec", "BLOCK_DENSE_NAMES", "backbone_weight_specs", "lora_weight_specs", "head_dense_specs",
-           "google_name", "spec_value"]
+__all__ = [
+    "WeightSpec",
+    "BLOCK_DENSE_NAMES",
+    "backbone_weight_specs",
+    "lora_weight_specs",
+    "head_dense_specs",
+    "google_name",
+    "spec_value",
+]
 
 # An encoder block's Dense sub-layers and their names inside `encoder.layer.N.`.
 BLOCK_DENSE_NAMES = {
@@ -84,9 +91,13 @@ def backbone_weight_specs(backbone):
         p = f"encoder.layer.{i}"
         dense = {name: _dense(f"{p}.{hf}", getattr(block, name)) for name, hf in BLOCK_DENSE_NAMES.items()}
         specs += [
-            *dense["query"], *dense["key"], *dense["value"], *dense["attention_output"],
+            *dense["query"],
+            *dense["key"],
+            *dense["value"],
+            *dense["attention_output"],
             *_layer_norm(f"{p}.attention.output.LayerNorm", block.attention_layer_norm),
-            *dense["intermediate"], *dense["output_dense"],
+            *dense["intermediate"],
+            *dense["output_dense"],
             *_layer_norm(f"{p}.output.LayerNorm", block.output_layer_norm),
         ]
     specs += _dense("pooler.dense", backbone.pooler)
@@ -102,8 +113,10 @@ def lora_weight_specs(backbone):
         for name, hf in BLOCK_DENSE_NAMES.items():
             layer = getattr(block, name)
             if layer.lora_enabled:
-                specs += [WeightSpec(f"encoder.layer.{i}.{hf}.lora_A.weight", layer.lora_kernel_a, "kernel"),
-                          WeightSpec(f"encoder.layer.{i}.{hf}.lora_B.weight", layer.lora_kernel_b, "kernel")]
+                specs += [
+                    WeightSpec(f"encoder.layer.{i}.{hf}.lora_A.weight", layer.lora_kernel_a, "kernel"),
+                    WeightSpec(f"encoder.layer.{i}.{hf}.lora_B.weight", layer.lora_kernel_b, "kernel"),
+                ]
     return specs
 
 
@@ -118,8 +131,9 @@ def head_dense_specs(prefix, layer, google_prefix=None, google_transposed=False)
         kernel_name = f"{google_prefix}/output_weights"
         bias_name = f"{google_prefix}/output_bias"
     return [
-        WeightSpec(f"{prefix}.weight", dense_kernel(layer), "kernel", kernel_name,
-                   google_transposed, in_backbone=False),
+        WeightSpec(
+            f"{prefix}.weight", dense_kernel(layer), "kernel", kernel_name, google_transposed, in_backbone=False
+        ),
         WeightSpec(f"{prefix}.bias", layer.bias, "vector", bias_name, in_backbone=False),
     ]
 

@@ -53,7 +53,9 @@ class PreprocessingLayer(keras.layers.Layer):
 def to_string_tensor(text, name="text"):
     """Converts python/numpy text to a `tf.string` tensor, refusing other dtypes clearly."""
     if isinstance(text, tf.RaggedTensor):
-        raise ArgumentTypeError(f"`{name}` must be a dense tf.string tensor of shape [batch] or [], got a RaggedTensor.")
+        raise ArgumentTypeError(
+            f"`{name}` must be a dense tf.string tensor of shape [batch] or [], got a RaggedTensor."
+        )
     if not isinstance(text, tf.Tensor):
         if isinstance(text, (bytes, str)):
             text = tf.constant(text, dtype=tf.string)

@@ -53,8 +53,17 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing import bucketing
 
-__all__ = ["BATCHINGS", "IGNORE_LABEL", "resolve_batching", "as_raw_columns", "preprocess_in_memory", "batch_raw",
-           "batch_raw_sorted", "unsort", "padding_ratio"]
+__all__ = [
+    "BATCHINGS",
+    "IGNORE_LABEL",
+    "resolve_batching",
+    "as_raw_columns",
+    "preprocess_in_memory",
+    "batch_raw",
+    "batch_raw_sorted",
+    "unsort",
+    "padding_ratio",
+]
 
 BATCHINGS = ("auto", "by_length", "bucketed", "fixed", "packed")
 IGNORE_LABEL = -100  # per-token labels are padded with it (the losses skip it)
@@ -81,9 +90,11 @@ def as_raw_columns(x):
     if isinstance(x, list):
         bad = next((v for v in x if not isinstance(v, (str, bytes))), None)
         if bad is not None:
-            raise ArgumentTypeError(f"raw inputs must be strings (or (text_a, text_b) pairs), got {type(bad).__name__} "
-                             f"values such as {bad!r}; to feed token ids, pass a dict of token_ids/segment_ids/"
-                             "padding_mask (or build the model with preprocessor=None).")
+            raise ArgumentTypeError(
+                f"raw inputs must be strings (or (text_a, text_b) pairs), got {type(bad).__name__} "
+                f"values such as {bad!r}; to feed token ids, pass a dict of token_ids/segment_ids/"
+                "padding_mask (or build the model with preprocessor=None)."
+            )
         return tf.constant(x, dtype=tf.string) if x else tf.zeros([0], tf.string)
     return x
 
@@ -151,8 +162,19 @@ def preprocess_in_memory(preprocessor, x, y=None, sample_weight=None, chunk=1024
     return tf.nest.map_structure(lambda *v: np.concatenate(v, 0), *parts)
 
 
-def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, training=False, seed=0,
-              batching="auto", boundaries=None, drop_remainder=False, pack_width=None):
+def batch_raw(
+    preprocessor,
+    x,
+    y=None,
+    sample_weight=None,
+    batch_size=32,
+    training=False,
+    seed=0,
+    batching="auto",
+    boundaries=None,
+    drop_remainder=False,
+    pack_width=None,
+):
     """Raw examples -> a batched `tf.data.Dataset` of `(features[, y[, sample_weight]])`.
 
     Args:
@@ -197,8 +219,10 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
     n = int(ds.cardinality())
     if batching == "by_length":
         if drop_remainder:
-            raise UsageError('batching="by_length" gives partial batches per bucket; use batching="fixed" '
-                             "with drop_remainder=True for static shapes.")
+            raise UsageError(
+                'batching="by_length" gives partial batches per bucket; use batching="fixed" '
+                "with drop_remainder=True for static shapes."
+            )
 
         def trim(*row):
             width = _length(row[0])
@@ -208,9 +232,13 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
         if training:
             ds = ds.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
         spec = ds.element_spec
-        padding = tuple([{k: tf.constant(0, s.dtype) for k, s in spec[0].items()}]
-                        + [tf.constant(IGNORE_LABEL if s.shape.rank == spec[0]["padding_mask"].shape.rank else 0,
-                                       s.dtype) for s in spec[1:]])
+        padding = tuple(
+            [{k: tf.constant(0, s.dtype) for k, s in spec[0].items()}]
+            + [
+                tf.constant(IGNORE_LABEL if s.shape.rank == spec[0]["padding_mask"].shape.rank else 0, s.dtype)
+                for s in spec[1:]
+            ]
+        )
         ds = bucketing.bucket_by_length(ds, batch_size, bounds, padding_values=padding, length=_length)
         # Each bucket holds the same examples every epoch: the count is fixed; counting it
         # once gives Keras its progress bar and the schedules their total.
@@ -225,8 +253,10 @@ def batch_raw(preprocessor, x, y=None, sample_weight=None, batch_size=32, traini
 
         width = sequence_length if pack_width is None else pack_width
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise UsageError(f"pack_width={pack_width!r}; give a positive int (positions per packed row, at most "
-                             "the model's max_sequence_length), or None for the preprocessor's sequence_length.")
+            raise UsageError(
+                f"pack_width={pack_width!r}; give a positive int (positions per packed row, at most "
+                "the model's max_sequence_length), or None for the preprocessor's sequence_length."
+            )
         ds = bucketing.map_as_written(ds, lambda *row: (pack_for_pooling(row[0], width),) + row[1:], parallel=True)
     else:
         ds = bucketing.map_as_written(ds, cut_batch, parallel=True)

@@ -20,8 +20,18 @@ TensorShape([2, 32])
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["map_as_written", "finish_in_memory", "in_memory_buckets", "default_boundaries", "fine_boundaries", "trim_example",
-           "bucket_width", "trim_batch", "bucket_by_length", "with_known_cardinality"]
+__all__ = [
+    "map_as_written",
+    "finish_in_memory",
+    "in_memory_buckets",
+    "default_boundaries",
+    "fine_boundaries",
+    "trim_example",
+    "bucket_width",
+    "trim_batch",
+    "bucket_by_length",
+    "with_known_cardinality",
+]
 
 
 def default_boundaries(sequence_length):

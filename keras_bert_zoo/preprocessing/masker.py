@@ -254,7 +254,9 @@ class MaskedLMMasker(PreprocessingLayer):
             return tf.logical_or(taken, take), left
 
         taken, _ = tf.while_loop(
-            cond, body, (tf.zeros_like(size_in_order, tf.bool), budget),
+            cond,
+            body,
+            (tf.zeros_like(size_in_order, tf.bool), budget),
             maximum_iterations=tf.shape(size_in_order)[1] + 1,
         )
         return taken
@@ -262,7 +264,9 @@ class MaskedLMMasker(PreprocessingLayer):
     # --- call ---------------------------------------------------------------------------
     def call(self, token_ids, word_ids=None, seed=None):
         if isinstance(token_ids, tf.RaggedTensor):
-            raise ArgumentTypeError("MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones.")
+            raise ArgumentTypeError(
+                "MaskedLMMasker takes packed, padded token_ids (e.g. from SegmentPacker), not ragged ones."
+            )
         token_ids = tf.convert_to_tensor(token_ids)
         unbatched = token_ids.shape.rank == 1
         if unbatched:
@@ -287,8 +291,9 @@ class MaskedLMMasker(PreprocessingLayer):
         rows = tf.range(batch)[:, None] * seq
         segments = tf.where(candidate, units + rows, batch * seq)  # non-candidates: a dummy segment
         unit_size = tf.reshape(
-            tf.math.unsorted_segment_sum(tf.ones([batch * seq], tf.int32), tf.reshape(segments, [-1]),
-                                         batch * seq + 1)[:-1],
+            tf.math.unsorted_segment_sum(tf.ones([batch * seq], tf.int32), tf.reshape(segments, [-1]), batch * seq + 1)[
+                :-1
+            ],
             [batch, seq],
         )  # [batch, unit]
         order = tf.argsort(self._uniform([batch, seq], seed, 1), axis=1)
@@ -312,8 +317,9 @@ class MaskedLMMasker(PreprocessingLayer):
         # Chosen positions, ascending, padded to max_predictions.
         key = tf.where(chosen, tf.range(seq)[None, :], seq + tf.range(seq)[None, :])
         sorted_pos = tf.sort(key, axis=1)
-        sorted_pos = tf.pad(sorted_pos, [[0, 0], [0, tf.maximum(self.max_predictions - seq, 0)]],
-                            constant_values=2 * seq)[:, : self.max_predictions]
+        sorted_pos = tf.pad(
+            sorted_pos, [[0, 0], [0, tf.maximum(self.max_predictions - seq, 0)]], constant_values=2 * seq
+        )[:, : self.max_predictions]
         weights = tf.cast(sorted_pos < seq, tf.float32)
         positions = tf.where(sorted_pos < seq, sorted_pos, 0)
         mask_ids = tf.gather(ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)

@@ -26,8 +26,17 @@ import re
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-__all__ = ["MARKER_BASE", "CJK", "REMOVE", "SPECIAL_TOKEN_SEARCH", "to_valid_utf8", "mark_special_tokens", "normalize",
-           "split_words", "normalize_and_split"]
+__all__ = [
+    "MARKER_BASE",
+    "CJK",
+    "REMOVE",
+    "SPECIAL_TOKEN_SEARCH",
+    "to_valid_utf8",
+    "mark_special_tokens",
+    "normalize",
+    "split_words",
+    "normalize_and_split",
+]
 
 MARKER_BASE = 0xFDD0
 _FILLER = "\ufdef"

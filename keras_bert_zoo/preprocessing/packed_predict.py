@@ -38,12 +38,19 @@ PREDICT_BATCHINGS = ("auto", "packed")
 def check_predict_batching(batching, model=None):
     """Raises unless `batching` is one of `PREDICT_BATCHINGS` (and, packed, `model` runs on one replica)."""
     if batching not in PREDICT_BATCHINGS:
-        raise UsageError(f"batching={batching!r}; prediction takes 'auto' (sorted or bucketed by length) or "
-                         "'packed' (several windows per row).")
-    if batching == "packed" and model is not None and (
-            distribute_strategy(model) is not None or tf.distribute.has_strategy()):
-        raise UsageError('batching="packed" prediction runs on one replica (a strategy would split a packed '
-                         'batch\'s rows from the index of its sequences); use batching="auto".')
+        raise UsageError(
+            f"batching={batching!r}; prediction takes 'auto' (sorted or bucketed by length) or "
+            "'packed' (several windows per row)."
+        )
+    if (
+        batching == "packed"
+        and model is not None
+        and (distribute_strategy(model) is not None or tf.distribute.has_strategy())
+    ):
+        raise UsageError(
+            'batching="packed" prediction runs on one replica (a strategy would split a packed '
+            'batch\'s rows from the index of its sequences); use batching="auto".'
+        )
 
 
 def predict_packed(model, features, batch_size, width, fill=0.0):
@@ -77,13 +84,13 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
         part = part if isinstance(part, dict) else {None: part}
         if out is None:
             out = {k: np.full((n, seq) + tuple(v.shape[2:]), fill, np.asarray(v).dtype) for k, v in part.items()}
-        span = lengths[start:start + batch_size]
+        span = lengths[start : start + batch_size]
         cut = min(int(batch["padding_mask"].shape[1]), seq)
         for k, v in part.items():
             tokens, own = unpack_sequences(v, cls_index, span)
             tokens, own = np.asarray(tokens)[:, :cut], np.asarray(own)[:, :cut]
             own = own.reshape(own.shape + (1,) * (tokens.ndim - 2))
-            out[k][start:start + len(span), :cut] = np.where(own, tokens, fill)
+            out[k][start : start + len(span), :cut] = np.where(own, tokens, fill)
     return out[None] if None in out else out
 
 

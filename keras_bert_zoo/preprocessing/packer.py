@@ -99,7 +99,9 @@ class SegmentPacker(PreprocessingLayer):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         if not isinstance(sequence_length, int) or sequence_length < 3:
-            raise UsageError(f"`sequence_length` must be an int >= 3 (room for [CLS] A [SEP]), got {sequence_length!r}.")
+            raise UsageError(
+                f"`sequence_length` must be an int >= 3 (room for [CLS] A [SEP]), got {sequence_length!r}."
+            )
         if truncate not in _TRUNCATE_STRATEGIES:
             raise UsageError(f"`truncate` must be one of {', '.join(_TRUNCATE_STRATEGIES)}, got {truncate!r}.")
         self.sequence_length = sequence_length

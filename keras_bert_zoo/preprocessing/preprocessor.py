@@ -105,14 +105,17 @@ class BertPreprocessor(PreprocessingLayer):
             path: a preset directory (HF, Google, or written by `save_to_preset`).
             sequence_length: int; None uses the value saved with the preset, else 128.
         """
-        return cls(tokenizer=BertTokenizer.from_preset(path),
-                   **preset_settings(path, PREPROCESSOR_FILE, sequence_length, **kwargs))
+        return cls(
+            tokenizer=BertTokenizer.from_preset(path),
+            **preset_settings(path, PREPROCESSOR_FILE, sequence_length, **kwargs),
+        )
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `preprocessor.json` (sequence_length, truncate)."""
         self.tokenizer.save_to_preset(path)
-        write_json(os.path.join(path, PREPROCESSOR_FILE),
-                   {"sequence_length": self.sequence_length, "truncate": self.truncate})
+        write_json(
+            os.path.join(path, PREPROCESSOR_FILE), {"sequence_length": self.sequence_length, "truncate": self.truncate}
+        )
 
     def get_config(self):
         config = super().get_config()

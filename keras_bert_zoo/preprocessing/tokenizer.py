@@ -22,8 +22,14 @@ _MAX_CHARS_PER_WORD = 100
 
 def _fast_wordpiece(vocabulary, max_bytes_per_word, no_pretokenization):
     return tf_text.FastWordpieceTokenizer(
-        vocab=vocabulary, suffix_indicator="##", max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int32,
-        unknown_token="[UNK]", no_pretokenization=no_pretokenization, support_detokenization=False)
+        vocab=vocabulary,
+        suffix_indicator="##",
+        max_bytes_per_word=max_bytes_per_word,
+        token_out_type=tf.int32,
+        unknown_token="[UNK]",
+        no_pretokenization=no_pretokenization,
+        support_detokenization=False,
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -94,8 +100,10 @@ class BertTokenizer(PreprocessingLayer):
         self._expected_special_ids = dict(special_token_ids) if special_token_ids else None
         self._expected_size = vocabulary_size
         if vocabulary is None and self._expected_special_ids is None:
-            raise UsageError("BertTokenizer needs a vocabulary: a vocab.txt path (or its directory) or a list "
-                             "of tokens, e.g. BertTokenizer.from_preset(directory).")
+            raise UsageError(
+                "BertTokenizer needs a vocabulary: a vocab.txt path (or its directory) or a list "
+                "of tokens, e.g. BertTokenizer.from_preset(directory)."
+            )
         if vocabulary is not None:
             self.set_vocabulary(vocabulary)
         else:
@@ -112,9 +120,11 @@ class BertTokenizer(PreprocessingLayer):
         ids = {t: token_to_id[t] for t in SPECIAL_TOKENS}
         saved = (self._expected_size, self._expected_special_ids)
         if self._expected_special_ids is not None and (saved[0] not in (None, len(tokens)) or ids != saved[1]):
-            raise CheckpointError(f"the vocabulary has {len(tokens)} tokens, special ones at {ids}, but this "
-                                  f"tokenizer was saved with {saved[0]} and {saved[1]}: the vocab.txt is not its "
-                                  "own; restore the model's own vocab.txt.")
+            raise CheckpointError(
+                f"the vocabulary has {len(tokens)} tokens, special ones at {ids}, but this "
+                f"tokenizer was saved with {saved[0]} and {saved[1]}: the vocab.txt is not its "
+                "own; restore the model's own vocab.txt."
+            )
         self.vocabulary, self._token_to_id = tokens, token_to_id
         self._set_special_ids(ids)
         # HF limits words to 100 *characters* (checked by us): tf-text sees any word that fits
@@ -131,9 +141,11 @@ class BertTokenizer(PreprocessingLayer):
     def _vocabulary(self):
         """The token list; a clear error when the vocabulary has not been loaded yet."""
         if self.vocabulary is None:
-            raise UsageError("this BertTokenizer has no vocabulary yet (it was rebuilt from its config alone); "
-                             "load it from its .keras file (the vocabulary is saved among the file's assets), "
-                             "or call set_vocabulary(vocab.txt).")
+            raise UsageError(
+                "this BertTokenizer has no vocabulary yet (it was rebuilt from its config alone); "
+                "load it from its .keras file (the vocabulary is saved among the file's assets), "
+                "or call set_vocabulary(vocab.txt)."
+            )
         return self.vocabulary
 
     # --- the vocabulary: an asset (a file beside the config, not in it) and its lookups ----
@@ -144,8 +156,7 @@ class BertTokenizer(PreprocessingLayer):
         self.set_vocabulary(os.path.join(dir_path, "vocab.txt"))
 
     def vocabulary_size(self):  # known from the config before the vocabulary asset loads
-        return len(self.vocabulary) if self.vocabulary is not None else (self._expected_size
-                                                                          or len(self._vocabulary()))
+        return len(self.vocabulary) if self.vocabulary is not None else (self._expected_size or len(self._vocabulary()))
 
     def get_vocabulary(self):
         return list(self._vocabulary())
@@ -356,7 +367,11 @@ class BertTokenizer(PreprocessingLayer):
         if self._vocab_tensor is None:
             self._vocab_tensor = tf.constant(self._vocabulary())
         if not isinstance(ids, (tf.Tensor, tf.RaggedTensor)):
-            ids = tf.ragged.constant(ids) if isinstance(ids, list) and ids and isinstance(ids[0], list) else tf.constant(ids)
+            ids = (
+                tf.ragged.constant(ids)
+                if isinstance(ids, list) and ids and isinstance(ids[0], list)
+                else tf.constant(ids)
+            )
         ids = tf.cast(ids, tf.int32)
         scalar = ids.shape.rank == 1
         if scalar:
@@ -392,8 +407,13 @@ class BertTokenizer(PreprocessingLayer):
     def get_config(self):
         # The vocabulary itself is an asset (`save_assets`): a .keras file's config.json
         # carries its size and 5 ids, not 30,000 tokens.
-        return {**super().get_config(), "vocabulary_size": self.vocabulary_size(),
-                "special_token_ids": dict(zip(SPECIAL_TOKENS, self.special_token_ids)),
-                "lowercase": self.lowercase, "strip_accents": self.strip_accents,
-                "tokenize_chinese_chars": self.tokenize_chinese_chars,
-                "keep_special_tokens": self.keep_special_tokens, "sequence_length": self.sequence_length}
+        return {
+            **super().get_config(),
+            "vocabulary_size": self.vocabulary_size(),
+            "special_token_ids": dict(zip(SPECIAL_TOKENS, self.special_token_ids)),
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "keep_special_tokens": self.keep_special_tokens,
+            "sequence_length": self.sequence_length,
+        }

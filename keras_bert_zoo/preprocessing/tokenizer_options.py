@@ -81,8 +81,11 @@ def preset_options(path, overrides):
     vocab_path = os.path.join(path, "vocab.txt")
     config_path = os.path.join(path, "tokenizer_config.json")
     if os.path.exists(config_path):
-        hf = read_json(config_path, "tokenizer_config.json",
-                       "restore it from the checkpoint's source, or delete it (the casing is then inferred)")
+        hf = read_json(
+            config_path,
+            "tokenizer_config.json",
+            "restore it from the checkpoint's source, or delete it (the casing is then inferred)",
+        )
         options = {
             "lowercase": hf.get("do_lower_case", True),
             "strip_accents": hf.get("strip_accents"),

@@ -35,8 +35,9 @@ def read_vocabulary(vocabulary):
     if not all(isinstance(t, str) for t in tokens):
         raise ArgumentTypeError("`vocabulary` must be a path to vocab.txt or a list of str tokens.")
     if not tokens:
-        raise InvalidInputError(f"{source} is empty; a vocab.txt has one token a line, "
-                                f"{' '.join(SPECIAL_TOKENS)} among them.")
+        raise InvalidInputError(
+            f"{source} is empty; a vocab.txt has one token a line, {' '.join(SPECIAL_TOKENS)} among them."
+        )
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise InvalidInputError(
@@ -46,7 +47,8 @@ def read_vocabulary(vocabulary):
     seen = {}
     for i, t in enumerate(tokens):
         if t in seen:
-            raise InvalidInputError(f"{source} has {t!r} twice (lines {seen[t] + 1} and {i + 1}); "
-                                    "tokens must be unique: remove one.")
+            raise InvalidInputError(
+                f"{source} has {t!r} twice (lines {seen[t] + 1} and {i + 1}); tokens must be unique: remove one."
+            )
         seen[t] = i
     return tokens

@@ -39,7 +39,9 @@ def _text_dataset(dataset_or_files, batch_size):
 def count_words(dataset_or_files, lowercase=True, strip_accents=None, tokenize_chinese_chars=True, batch_size=1024):
     """{word: count} over the corpus, words exactly as `BertTokenizer` hands them to WordPiece."""
     ds = _text_dataset(dataset_or_files, batch_size).map(
-        lambda text: normalization.normalize_and_split(text, lowercase, strip_accents, tokenize_chinese_chars).flat_values,
+        lambda text: (
+            normalization.normalize_and_split(text, lowercase, strip_accents, tokenize_chinese_chars).flat_values
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     counts = collections.Counter()
@@ -55,7 +57,9 @@ _LEARNERS = ("auto", "tokenizers", "tensorflow_text")
 def _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size):
     """Yields lists of words, exactly as `BertTokenizer` hands them to WordPiece."""
     ds = _text_dataset(dataset_or_files, batch_size).map(
-        lambda text: normalization.normalize_and_split(text, lowercase, strip_accents, tokenize_chinese_chars).flat_values,
+        lambda text: (
+            normalization.normalize_and_split(text, lowercase, strip_accents, tokenize_chinese_chars).flat_values
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     for words in ds.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
@@ -70,13 +74,20 @@ def _learn_with_tokenizers(word_batches, vocabulary_size, reserved, min_count, m
     # Our normalisation and splitting already ran: the trainer must see these very words.
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocabulary_size, special_tokens=list(reserved), continuing_subword_prefix="##",
-        min_frequency=int(min_count or 0), show_progress=False)
+        vocab_size=vocabulary_size,
+        special_tokens=list(reserved),
+        continuing_subword_prefix="##",
+        min_frequency=int(min_count or 0),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator((" ".join(words) for words in word_batches), trainer)
     vocab = tokenizer.get_vocab()
     # Longer pieces than the tensorflow-text learner's limit are dropped the same way.
-    return [t for t, _ in sorted(vocab.items(), key=lambda item: item[1])
-            if t in reserved or len(t.removeprefix("##")) <= max_token_length]
+    return [
+        t
+        for t, _ in sorted(vocab.items(), key=lambda item: item[1])
+        if t in reserved or len(t.removeprefix("##")) <= max_token_length
+    ]
 
 
 def learn_vocabulary(
@@ -139,21 +150,40 @@ def learn_vocabulary(
     if learner == "auto":
         try:
             import tokenizers  # noqa: F401
+
             learner = "tokenizers"
         except ImportError:
-            print("note: the `tokenizers` package is not installed (pip install tokenizers); learning the "
-                  "vocabulary with tensorflow-text's slower learner, which may return fewer tokens.", flush=True)
+            print(
+                "note: the `tokenizers` package is not installed (pip install tokenizers); learning the "
+                "vocabulary with tensorflow-text's slower learner, which may return fewer tokens.",
+                flush=True,
+            )
             learner = "tensorflow_text"
     if learner == "tokenizers":
-        vocab = _learn_with_tokenizers(_word_batches(dataset_or_files, lowercase, strip_accents,
-                                                     tokenize_chinese_chars, batch_size),
-                                       vocabulary_size, reserved, min_count, max_token_length)
+        vocab = _learn_with_tokenizers(
+            _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size),
+            vocabulary_size,
+            reserved,
+            min_count,
+            max_token_length,
+        )
         if len(vocab) <= len(reserved):
-            raise InvalidInputError("the corpus has no words after normalisation (empty or blank files?); "
-                                    "give UTF-8 text files with one sentence or paragraph a line.")
+            raise InvalidInputError(
+                "the corpus has no words after normalisation (empty or blank files?); "
+                "give UTF-8 text files with one sentence or paragraph a line."
+            )
     else:
-        vocab = _learn_with_tensorflow_text(dataset_or_files, vocabulary_size, reserved, lowercase, strip_accents,
-                                            tokenize_chinese_chars, min_count, max_token_length, batch_size)
+        vocab = _learn_with_tensorflow_text(
+            dataset_or_files,
+            vocabulary_size,
+            reserved,
+            lowercase,
+            strip_accents,
+            tokenize_chinese_chars,
+            min_count,
+            max_token_length,
+            batch_size,
+        )
     _note_if_smaller(len(vocab), vocabulary_size, learner, min_count)
     return vocab
 
@@ -164,26 +194,42 @@ def _note_if_smaller(learned, asked, learner, min_count):
     if learned >= asked:
         return
     if learner != "tokenizers":
-        why = ("tensorflow-text's learner keeps only pieces above a count threshold (learner='tokenizers' "
-               "fills the size when the text allows)")
+        why = (
+            "tensorflow-text's learner keeps only pieces above a count threshold (learner='tokenizers' "
+            "fills the size when the text allows)"
+        )
     elif min_count:
         why = f"no pair of pieces left occurs at least min_count={min_count} times"
     else:
         why = "every word of the text is already one token, so nothing is left to merge; a larger text gives more"
-    print(f"note: learned a vocabulary of {learned:,} tokens, not the {asked:,} asked for: {why}.",
-          file=sys.stderr, flush=True)
+    print(
+        f"note: learned a vocabulary of {learned:,} tokens, not the {asked:,} asked for: {why}.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
-def _learn_with_tensorflow_text(dataset_or_files, vocabulary_size, reserved, lowercase, strip_accents,
-                                tokenize_chinese_chars, min_count, max_token_length, batch_size):
+def _learn_with_tensorflow_text(
+    dataset_or_files,
+    vocabulary_size,
+    reserved,
+    lowercase,
+    strip_accents,
+    tokenize_chinese_chars,
+    min_count,
+    max_token_length,
+    batch_size,
+):
     from tensorflow_text.tools.wordpiece_vocab import (
         wordpiece_tokenizer_learner_lib as learner,
     )
 
     counts = count_words(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size)
     if not counts:
-        raise InvalidInputError("the corpus has no words after normalisation (empty or blank files?); "
-                                "give UTF-8 text files with one sentence or paragraph a line.")
+        raise InvalidInputError(
+            "the corpus has no words after normalisation (empty or blank files?); "
+            "give UTF-8 text files with one sentence or paragraph a line."
+        )
     kwargs = {"max_token_length": max_token_length}
     if min_count is not None:
         kwargs["lower_thresh"] = int(min_count)

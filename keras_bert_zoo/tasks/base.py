@@ -33,7 +33,8 @@ def check_vocabulary_fits(model, model_dir):
         raise CheckpointError(
             f"--model {model_dir!r}: its vocab.txt has {entries} entries but the model's embedding table has "
             f"{rows} rows, so token ids from {rows} up have no embedding. Put back the vocab.txt the model was "
-            "trained with (or convert the checkpoint again with its own vocabulary).")
+            "trained with (or convert the checkpoint again with its own vocabulary)."
+        )
 
 
 class TaskSpec:
@@ -96,9 +97,11 @@ class TaskSpec:
         """The model saved in `model_dir`, with the preprocessor it was trained with."""
         model = self.model_class().from_preset(model_dir)
         if model.preprocessor is None:
-            raise CheckpointError(f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; copy the "
-                             "vocabulary the model was trained with into it (directories written by "
-                             "`bert-zoo finetune` and `bert-zoo pretrain` have it).")
+            raise CheckpointError(
+                f"{model_dir} has no vocab.txt, so raw text cannot be tokenized; copy the "
+                "vocabulary the model was trained with into it (directories written by "
+                "`bert-zoo finetune` and `bert-zoo pretrain` have it)."
+            )
         check_vocabulary_fits(model, model_dir)
         return model
 
@@ -125,8 +128,10 @@ class TaskSpec:
             return layout
         fields = {f.name for f in dataclasses.fields(layout)} if dataclasses.is_dataclass(layout) else set()
         if not set(options) <= fields:
-            raise UsageError(f"{sorted(set(options) - fields)} cannot be applied to the layout given; give them "
-                             "without `layout=` (the options describe the whole layout), or set them on the layout.")
+            raise UsageError(
+                f"{sorted(set(options) - fields)} cannot be applied to the layout given; give them "
+                "without `layout=` (the options describe the whole layout), or set them on the layout."
+            )
         return dataclasses.replace(layout, **{name: values[name] for name in options})
 
     # --- fine-tuning ----------------------------------------------------------------------
@@ -182,8 +187,10 @@ class TaskSpec:
     def predict_inputs(self, args, model):
         """The inputs `predict` gets from `bert-zoo predict`'s arguments (default: the `TEXT`s)."""
         if getattr(args, "data", None):
-            raise UsageError(f"`bert-zoo predict --data` does not apply to {self.model_class().__name__} models; "
-                             "give the texts as arguments.")
+            raise UsageError(
+                f"`bert-zoo predict --data` does not apply to {self.model_class().__name__} models; "
+                "give the texts as arguments."
+            )
         if not args.texts:
             raise UsageError("give at least one TEXT to predict on.")
         return list(args.texts)

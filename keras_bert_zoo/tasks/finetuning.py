@@ -18,8 +18,8 @@ from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.registry import get_task
-from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
+from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
 
 __all__ = ["vocab_dir_for", "check_vocabulary", "finetune"]
 
@@ -31,8 +31,10 @@ def vocab_dir_for(model, vocab=None):
     from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 
     if model not in BACKBONE_PRESETS and not os.path.isdir(str(model)):
-        raise MissingPathError(f"--model {model!r} is neither a preset name nor a directory; give a checkpoint "
-                               f"directory or one of {', '.join(sorted(BACKBONE_PRESETS))}.")
+        raise MissingPathError(
+            f"--model {model!r} is neither a preset name nor a directory; give a checkpoint "
+            f"directory or one of {', '.join(sorted(BACKBONE_PRESETS))}."
+        )
     if vocab:
         path = vocab if os.path.isdir(vocab) else os.path.dirname(os.path.abspath(vocab))
     else:
@@ -41,8 +43,10 @@ def vocab_dir_for(model, vocab=None):
         from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
 
         if path is not None and is_keras_hub_preset(path):
-            raise UsageError(f"--model {model!r} is a KerasHub preset (its vocabulary is in assets/tokenizer/); "
-                             f"convert it once (bert-zoo convert --from {model} --out DIR) and pass --model DIR.")
+            raise UsageError(
+                f"--model {model!r} is a KerasHub preset (its vocabulary is in assets/tokenizer/); "
+                f"convert it once (bert-zoo convert --from {model} --out DIR) and pass --model DIR."
+            )
         raise UsageError(
             f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
             "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."
@@ -53,7 +57,6 @@ def vocab_dir_for(model, vocab=None):
 def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
     from keras_bert_zoo.convert.checkpoint import read_architecture
-
     from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
 
     arch = read_architecture(model)
@@ -91,16 +94,48 @@ def _lora_metrics(task_model, lora_rank):
     """`lora_rank` and the model's total and trainable parameter counts, for metrics.json (none without LoRA)."""
     if not lora_rank:
         return {}
-    return dict(lora_rank=lora_rank, parameters=task_model.count_params(),
-                trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights))
+    return dict(
+        lora_rank=lora_rank,
+        parameters=task_model.count_params(),
+        trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights),
+    )
 
 
-def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None, batch_size=32,
-             learning_rate=None, warmup_ratio=0.1, recipe="linear", sequence_length=None,
-             max_train_examples=None, max_dev_examples=None, eval_every=0, select="final", seed=0,
-             batching="auto", jit_compile="auto", strategy="default", tpu=None, replicas=None,
-             mixed_precision="none", checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose="auto", overwrite=False, callbacks=(), lora_rank=None, **task_options):
+def finetune(
+    task,
+    model,
+    train,
+    dev,
+    out,
+    layout=None,
+    vocab=None,
+    epochs=None,
+    batch_size=32,
+    learning_rate=None,
+    warmup_ratio=0.1,
+    recipe="linear",
+    sequence_length=None,
+    max_train_examples=None,
+    max_dev_examples=None,
+    eval_every=0,
+    select="final",
+    seed=0,
+    batching="auto",
+    jit_compile="auto",
+    strategy="default",
+    tpu=None,
+    replicas=None,
+    mixed_precision="none",
+    checkpoint_every=0,
+    resume=True,
+    deterministic=False,
+    check_tpu_compat=False,
+    verbose="auto",
+    overwrite=False,
+    callbacks=(),
+    lora_rank=None,
+    **task_options,
+):
     """Fine-tunes a checkpoint for a task; returns `(model, metrics)`.
 
     Args:
@@ -189,12 +224,31 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
         from keras_bert_zoo.models import loading
 
         model = loading.resolve(model)
-    job = TrainingJob(out, overwrite=overwrite, resume=resume, strategy=strategy, tpu=tpu, replicas=replicas,
-                      mixed_precision=mixed_precision, jit_compile=jit_compile, checkpoint_every=checkpoint_every,
-                      deterministic=deterministic, verbose=verbose)
+    job = TrainingJob(
+        out,
+        overwrite=overwrite,
+        resume=resume,
+        strategy=strategy,
+        tpu=tpu,
+        replicas=replicas,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        checkpoint_every=checkpoint_every,
+        deterministic=deterministic,
+        verbose=verbose,
+    )
     epochs, learning_rate, layout, sequence_length = _recipe_of(
-        spec, select=select, batching=batching, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-        warmup_ratio=warmup_ratio, sequence_length=sequence_length, layout=layout, task_options=task_options)
+        spec,
+        select=select,
+        batching=batching,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_ratio=warmup_ratio,
+        sequence_length=sequence_length,
+        layout=layout,
+        task_options=task_options,
+    )
     global_batch = job.start(batch_size)  # before any other TF op: --replicas makes logical devices
     # The model's rule for its raw inputs: "auto" may pack; packed pooled rows need one replica.
     batching = spec.model_class().batching_on_replicas(batching, job.distribution.num_replicas_in_sync)
@@ -214,11 +268,18 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     static = check_tpu_compat or strategy == "tpu"
     batching = "fixed" if static else batching
     train_ds, dev_ds, steps_per_epoch, fixed_shapes = _datasets(
-        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, batching=batching, static=static)
+        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, batching=batching, static=static
+    )
     if static:
         job.jit_compile = True
-    job.compile(task_model, learning_rate=learning_rate, total_steps=epochs * steps_per_epoch, recipe=recipe,
-                fixed_shapes=fixed_shapes, warmup_ratio=warmup_ratio)
+    job.compile(
+        task_model,
+        learning_rate=learning_rate,
+        total_steps=epochs * steps_per_epoch,
+        recipe=recipe,
+        fixed_shapes=fixed_shapes,
+        warmup_ratio=warmup_ratio,
+    )
     if check_tpu_compat:
         return job.check_tpu_compat(task_model, train_ds)
 
@@ -228,26 +289,54 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     # resumes with it); non-chief workers (multi-worker) write nowhere that anybody reads.
     best_dir = os.path.join(job.checkpoint_dir, "best") if job.chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
     steps = StepLog()
-    evaluation = _dev_evaluation(spec, lambda: task_model, dev_examples, dev_ds, layout, eval_every,
-                                 best_dir if select == "best" else None)
-    print(f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
-          f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
-          flush=True)
-    signature = {"task": spec.name, "model": str(model), "train": os.path.abspath(train), "epochs": epochs,
-                 "global_batch": global_batch, "learning_rate": learning_rate, "warmup_ratio": warmup_ratio,
-                 "recipe": recipe, "sequence_length": sequence_length, "train_examples": len(train_examples),
-                 "steps_per_epoch": steps_per_epoch, "seed": seed,
-                 "batching": batching,
-                 "select": select, "mixed_precision": mixed_precision}
+    evaluation = _dev_evaluation(
+        spec, lambda: task_model, dev_examples, dev_ds, layout, eval_every, best_dir if select == "best" else None
+    )
+    print(
+        f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
+        f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+        flush=True,
+    )
+    signature = {
+        "task": spec.name,
+        "model": str(model),
+        "train": os.path.abspath(train),
+        "epochs": epochs,
+        "global_batch": global_batch,
+        "learning_rate": learning_rate,
+        "warmup_ratio": warmup_ratio,
+        "recipe": recipe,
+        "sequence_length": sequence_length,
+        "train_examples": len(train_examples),
+        "steps_per_epoch": steps_per_epoch,
+        "seed": seed,
+        "batching": batching,
+        "select": select,
+        "mixed_precision": mixed_precision,
+    }
     if lora_rank:  # only then: checkpoints of runs without LoRA keep their signature
         signature["lora_rank"] = lora_rank
-    history = job.train(task_model, train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, signature=signature,
-                        callbacks=[steps, evaluation, *callbacks])
+    history = job.train(
+        task_model,
+        train_ds,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        signature=signature,
+        callbacks=[steps, evaluation, *callbacks],
+    )
     if select == "best":  # the returned model is the one saved
         task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
-    metrics = _finetuning_metrics(evaluation, primary, select, steps, history, epochs=epochs,
-                                  steps_per_epoch=steps_per_epoch, train_examples=len(train_examples),
-                                  dev_examples=len(dev_examples))
+    metrics = _finetuning_metrics(
+        evaluation,
+        primary,
+        select,
+        steps,
+        history,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        train_examples=len(train_examples),
+        dev_examples=len(dev_examples),
+    )
     metrics.update(_lora_metrics(task_model, lora_rank))
     with job.staged_output() as staged:
         task_model.save_to_preset(staged)
@@ -259,8 +348,9 @@ def finetune(task, model, train, dev, out, layout=None, vocab=None, epochs=None,
     return task_model, metrics
 
 
-def _recipe_of(spec, *, select, batching, epochs, batch_size, learning_rate, warmup_ratio, sequence_length,
-               layout, task_options):
+def _recipe_of(
+    spec, *, select, batching, epochs, batch_size, learning_rate, warmup_ratio, sequence_length, layout, task_options
+):
     """The run's recipe with the task's defaults filled in, every value checked: `(epochs, lr, layout, length)`."""
     if select not in _SELECTIONS:
         raise UsageError(f"select={select!r}; use one of {_SELECTIONS}.")
@@ -268,11 +358,18 @@ def _recipe_of(spec, *, select, batching, epochs, batch_size, learning_rate, war
     epochs = spec.default_epochs if epochs is None else epochs
     layout = spec.layout_from_options(layout, **task_options)
     sequence_length = sequence_length or spec.default_sequence_length
-    _check_recipe(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                  sequence_length=sequence_length, warmup_ratio=warmup_ratio)
+    _check_recipe(
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        sequence_length=sequence_length,
+        warmup_ratio=warmup_ratio,
+    )
     if not isinstance(batching, str) or batching not in spec.batchings:
-        raise UsageError(f"batching={batching!r} is not a batching of task {spec.name!r}; use one of "
-                         f"{', '.join(map(repr, spec.batchings))}" + _batching_hint(batching))
+        raise UsageError(
+            f"batching={batching!r} is not a batching of task {spec.name!r}; use one of "
+            f"{', '.join(map(repr, spec.batchings))}" + _batching_hint(batching)
+        )
     return epochs, learning_rate, layout, sequence_length
 
 
@@ -283,8 +380,7 @@ def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *,
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.training import tpu_compat
 
-    train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed,
-                            batching=batching)
+    train_ds = spec.dataset(train_examples, preprocessor, global_batch, training=True, seed=seed, batching=batching)
     dev_ds = spec.dataset(dev_examples, preprocessor, global_batch * 2, training=False, batching=batching)
     if static:
         train_ds = tpu_compat.static_batches(train_ds, global_batch)
@@ -307,32 +403,42 @@ def _dev_evaluation(spec, current_model, dev_examples, dev_ds, layout, eval_ever
             return "best so far"
         return None
 
-    evaluation = PeriodicEvaluation(lambda: spec.score(current_model(), dev_examples, dev_ds), eval_every,
-                                    prefix="dev_", on_result=on_result, label="dev",
-                                    shown=spec.shown_metrics)
+    evaluation = PeriodicEvaluation(
+        lambda: spec.score(current_model(), dev_examples, dev_ds),
+        eval_every,
+        prefix="dev_",
+        on_result=on_result,
+        label="dev",
+        shown=spec.shown_metrics,
+    )
     return evaluation
 
 
-def _finetuning_metrics(evaluation, primary, select, steps, history, *, epochs, steps_per_epoch, train_examples,
-                        dev_examples):
+def _finetuning_metrics(
+    evaluation, primary, select, steps, history, *, epochs, steps_per_epoch, train_examples, dev_examples
+):
     """The flat dict of `metrics.json`: the kept model's dev scores, the best evaluation, timing and sizes."""
     # The first evaluation with the highest score (on_result's rule).
     best_step, best_metrics = max(evaluation.history, key=lambda r: (r[1][primary], -r[0]))
     losses = history.history.get("loss", [float("nan")])
     metrics = dict(best_metrics if select == "best" else evaluation.last)
-    metrics.update({
-        f"best_dev_{primary}": best_metrics[primary],
-        "best_step": best_step,
-        "selection_best": int(select == "best"),
-        "steps": steps.steps,
-        "epochs": epochs,
-        "train_examples": train_examples,
-        "dev_examples": dev_examples,
-        "train_seconds": steps.train_seconds,
-        "train_examples_per_second": train_examples * steps.steps / max(steps_per_epoch, 1)
-        / max(steps.train_seconds, 1e-9),
-        "final_train_loss": float(losses[-1]),
-    })
+    metrics.update(
+        {
+            f"best_dev_{primary}": best_metrics[primary],
+            "best_step": best_step,
+            "selection_best": int(select == "best"),
+            "steps": steps.steps,
+            "epochs": epochs,
+            "train_examples": train_examples,
+            "dev_examples": dev_examples,
+            "train_seconds": steps.train_seconds,
+            "train_examples_per_second": train_examples
+            * steps.steps
+            / max(steps_per_epoch, 1)
+            / max(steps.train_seconds, 1e-9),
+            "final_train_loss": float(losses[-1]),
+        }
+    )
     return metrics
 
 

@@ -33,7 +33,7 @@ __all__ = ["BATCHINGS", "TaskOption", "option_values", "add_option_flags", "valu
 BATCHINGS = {
     "auto": "the task's default (its fastest at equal accuracy; see each task's --help)",
     "packed": "training batches drawn at random and packed into full rows, each example attending only to "
-              "itself (same loss as padded batches, without computing the padding)",
+    "itself (same loss as padded batches, without computing the padding)",
     "by_length": "training batches of examples of similar length, each padded to its bucket width",
     "bucketed": "batches drawn at random (HF's Trainer), each cut to the bucket width of its longest example",
     "fixed": "every batch padded to --sequence-length (static shapes: TPU, XLA)",
@@ -90,8 +90,12 @@ class TaskOption:
             return list(value)
         if self.type in (int, float):
             number = value
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                    self.type is int and not float(value).is_integer()) or not math.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or (self.type is int and not float(value).is_integer())
+                or not math.isfinite(value)
+            ):
                 raise UsageError(f"{where} is {'an integer' if self.type is int else 'a number'}, not {value!r}.")
             number = self.type(value)
             if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
@@ -111,8 +115,10 @@ def option_values(options, task, given):
     unknown = sorted(set(given) - set(known))
     if unknown:
         listed = ", ".join(sorted(known)) or "none"
-        raise UsageError(f"{', '.join(unknown)} {'is not an option' if len(unknown) == 1 else 'are not options'} "
-                         f"of the {task} task; its options are {listed}.")
+        raise UsageError(
+            f"{', '.join(unknown)} {'is not an option' if len(unknown) == 1 else 'are not options'} "
+            f"of the {task} task; its options are {listed}."
+        )
     return {name: option.check(given.get(name, option.default), task) for name, option in known.items()}
 
 

@@ -75,8 +75,10 @@ def task_of_model(model):
             if spec.model_class() is klass:
                 return spec
     known = sorted(s.model_name for s in specs)
-    raise UsageError(f"a {type(model).__name__} is not the model of any task; the task models are "
-                     f"{', '.join(known)} (a new task is a package in keras_bert_zoo/tasks/ with its TaskSpec in spec.py).")
+    raise UsageError(
+        f"a {type(model).__name__} is not the model of any task; the task models are "
+        f"{', '.join(known)} (a new task is a package in keras_bert_zoo/tasks/ with its TaskSpec in spec.py)."
+    )
 
 
 def task_of_model_dir(model_dir, verb="this command"):
@@ -86,23 +88,27 @@ def task_of_model_dir(model_dir, verb="this command"):
     """
     path = os.path.join(str(model_dir), "config.json")
     if not os.path.isfile(path):
-        raise CheckpointError(f"--model {model_dir!r} has no config.json; give a directory written by "
-                         "`bert-zoo finetune` or `bert-zoo pretrain`.")
+        raise CheckpointError(
+            f"--model {model_dir!r} has no config.json; give a directory written by "
+            "`bert-zoo finetune` or `bert-zoo pretrain`."
+        )
     from keras_bert_zoo.files import read_json
 
     fix = "restore it from the checkpoint's source (or write the model again)"
     config = read_json(path, "config.json", fix)
     saved = config.get("keras_bert_zoo", {})
     if not isinstance(saved, dict):
-        raise CheckpointError(f"{path}: \"keras_bert_zoo\" is not a JSON object; {fix}.")
+        raise CheckpointError(f'{path}: "keras_bert_zoo" is not a JSON object; {fix}.')
     task = saved.get("task")
     tasks = _discover()
     if task is None:
         raise CheckpointError(_no_task_message(model_dir, verb, config))
     if task not in tasks:
         known = sorted({s.model_name for s in tasks.values()})
-        raise CheckpointError(f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
-                         "(fine-tune or pretrain one first).")
+        raise CheckpointError(
+            f"--model {model_dir!r} holds task {task!r}; {verb} handles {known} directories "
+            "(fine-tune or pretrain one first)."
+        )
     return tasks[task]
 
 
@@ -112,10 +118,14 @@ def _no_task_message(model_dir, verb, config):
     architectures = [a for a in config.get("architectures") or () if isinstance(a, str)]
     head = next((a for a in architectures if a != "BertModel"), None)
     if head is not None:
-        return (f"--model {model_dir!r} is an HF {head} checkpoint, not converted yet; convert it once "
-                f"(`bert-zoo convert --from {model_dir} --out DIR`, which keeps the heads this package reads) "
-                f"and give DIR to {verb}.")
-    return (f"--model {model_dir!r} holds a BERT encoder without a task head (a backbone preset, an HF BertModel "
-            f"or sentence-transformers checkpoint, or continue_pretraining's backbone.save_to_preset), so {verb} "
-            f"has nothing to run: fine-tune it first (`bert-zoo finetune TASK --model {model_dir} ...`), embed text "
-            "with it (`bert-zoo embed`), or for fill-mask save the whole BertPretrainer (pretrainer.save_to_preset).")
+        return (
+            f"--model {model_dir!r} is an HF {head} checkpoint, not converted yet; convert it once "
+            f"(`bert-zoo convert --from {model_dir} --out DIR`, which keeps the heads this package reads) "
+            f"and give DIR to {verb}."
+        )
+    return (
+        f"--model {model_dir!r} holds a BERT encoder without a task head (a backbone preset, an HF BertModel "
+        f"or sentence-transformers checkpoint, or continue_pretraining's backbone.save_to_preset), so {verb} "
+        f"has nothing to run: fine-tune it first (`bert-zoo finetune TASK --model {model_dir} ...`), embed text "
+        "with it (`bert-zoo embed`), or for fill-mask save the whole BertPretrainer (pretrainer.save_to_preset)."
+    )

@@ -18,7 +18,24 @@ from keras_bert_zoo.training.strategies import (  # noqa: F401
     worker_info,
 )
 
-__all__ = ["BertAdamW", "BertOriginalWarmupDecay", "LinearWarmupLinearDecay", "configure_replicas", "create_optimizer",
-           "global_batch_size", "is_chief", "make_strategy", "resolve_jit_compile", "set_determinism", "set_precision",
-           "worker_info", "JitChoice", "choose_jit_compile", "NO_DECAY_NAMES", "RECIPES", "default_optimizer",
-           "SCHEDULES", "make_schedule"]
+__all__ = [
+    "BertAdamW",
+    "BertOriginalWarmupDecay",
+    "LinearWarmupLinearDecay",
+    "configure_replicas",
+    "create_optimizer",
+    "global_batch_size",
+    "is_chief",
+    "make_strategy",
+    "resolve_jit_compile",
+    "set_determinism",
+    "set_precision",
+    "worker_info",
+    "JitChoice",
+    "choose_jit_compile",
+    "NO_DECAY_NAMES",
+    "RECIPES",
+    "default_optimizer",
+    "SCHEDULES",
+    "make_schedule",
+]

@@ -56,15 +56,21 @@ class StepLog(keras.callbacks.Callback):
             self.steady_seconds += elapsed
             self.steady_steps += 1
         self.rows.append({"step": self.steps, **{k: float(v) for k, v in (logs or {}).items()}})
-        if (self.max_steps and self.steps >= self.max_steps) or \
-                (self.time_budget and self.train_seconds >= self.time_budget):
+        if (self.max_steps and self.steps >= self.max_steps) or (
+            self.time_budget and self.train_seconds >= self.time_budget
+        ):
             self.model.stop_training = True
 
     def resume_state(self):
         """Counters and the step rows (thinned to at most `_MAX_SAVED_ROWS`) for a checkpoint."""
         keep = max(1, -(-len(self.rows) // _MAX_SAVED_ROWS))
-        return {"steps": self.steps, "train_seconds": self.train_seconds, "steady_seconds": self.steady_seconds,
-                "steady_steps": self.steady_steps, "rows": self.rows[::keep]}
+        return {
+            "steps": self.steps,
+            "train_seconds": self.train_seconds,
+            "steady_seconds": self.steady_seconds,
+            "steady_steps": self.steady_steps,
+            "rows": self.rows[::keep],
+        }
 
     def load_resume_state(self, state):
         self.steps, self.rows = state["steps"], list(state["rows"])
@@ -109,8 +115,9 @@ class PeriodicEvaluation(keras.callbacks.Callback):
         if not self.history or self.history[-1][0] != self.step:
             self._run()
         if logs is not None:
-            logs.update({f"{self.prefix}{k}": v for k, v in self.history[-1][1].items()
-                         if not self.shown or k in self.shown})
+            logs.update(
+                {f"{self.prefix}{k}": v for k, v in self.history[-1][1].items() if not self.shown or k in self.shown}
+            )
 
     def _run(self):
         start = time.perf_counter()
@@ -153,7 +160,9 @@ class ScalarLogger(keras.callbacks.Callback):
 
         if self._writer is None:  # created on first use: nothing is written by a run that never steps
             self._writer = tf.summary.create_file_writer(self.log_dir)
-        metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+        metadata = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        )
         with self._writer.as_default():
             for k, v in logs.items():
                 tf.summary.write(f"{group}/{k}", tf.constant(float(v)), step=self.step, metadata=metadata)
@@ -170,7 +179,7 @@ class ScalarLogger(keras.callbacks.Callback):
         self.step = state["step"]
 
     def on_epoch_end(self, epoch, logs=None):
-        evals = {k[len(self.eval_prefix):]: v for k, v in (logs or {}).items() if k.startswith(self.eval_prefix)}
+        evals = {k[len(self.eval_prefix) :]: v for k, v in (logs or {}).items() if k.startswith(self.eval_prefix)}
         if evals:
             self._write(self.eval_prefix.rstrip("_"), evals)
         if self._writer is not None:

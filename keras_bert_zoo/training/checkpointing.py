@@ -46,8 +46,19 @@ import sys
 
 from keras_bert_zoo.errors import CheckpointError, InvalidInputError, OutputError
 
-__all__ = ["KEEP_CHECKPOINTS", "CheckpointMismatchError", "DamagedCheckpointError", "resume_point", "set_resume_point", "RunCheckpoints",
-           "run_directory", "is_run_directory", "reruns_without_overwrite", "prepare_run_directory", "keep_run_files"]
+__all__ = [
+    "KEEP_CHECKPOINTS",
+    "CheckpointMismatchError",
+    "DamagedCheckpointError",
+    "resume_point",
+    "set_resume_point",
+    "RunCheckpoints",
+    "run_directory",
+    "is_run_directory",
+    "reruns_without_overwrite",
+    "prepare_run_directory",
+    "keep_run_files",
+]
 
 _LATEST = "latest"
 # Complete checkpoints kept: the newest and the one before, which a damaged newest falls back to.
@@ -91,8 +102,9 @@ def _read_meta(path):
     meta = read_json(os.path.join(path, _META), _META, "the checkpoint is damaged", expect=dict)
     wrong = [k for k, kind in _META_KEYS.items() if not isinstance(meta.get(k), kind)]
     if wrong:
-        raise InvalidInputError(f"{os.path.join(path, _META)}: {wrong[0]!r} is missing or not a "
-                                f"{_META_KEYS[wrong[0]].__name__}")
+        raise InvalidInputError(
+            f"{os.path.join(path, _META)}: {wrong[0]!r} is missing or not a {_META_KEYS[wrong[0]].__name__}"
+        )
     return meta
 
 
@@ -173,9 +185,14 @@ class RunCheckpoints:
             self._remove_partial()
             os.makedirs(tmp)
             checkpoint.write(os.path.join(tmp, "state"))
-            meta = {"step": int(step), "state": state or {}, "signature": self.signature,
-                    "model": _manifest(model_vars), "optimizer": _manifest(opt_vars),
-                    "iterator": self.iterator is not None}
+            meta = {
+                "step": int(step),
+                "state": state or {},
+                "signature": self.signature,
+                "model": _manifest(model_vars),
+                "optimizer": _manifest(opt_vars),
+                "iterator": self.iterator is not None,
+            }
             with open(os.path.join(tmp, _META), "w", encoding="utf-8") as f:
                 json.dump(meta, f)
                 f.flush()
@@ -186,8 +203,10 @@ class RunCheckpoints:
             reason = "No space left on device" if "No space left" in str(reason) else " ".join(str(reason).split())
             last = self.latest()
             kept = f"the run can resume from {last}, the last complete one" if last else "no checkpoint was kept yet"
-            raise OutputError(f"cannot write checkpoint {os.path.join(self.directory, name)} ({reason}); {kept}. "
-                              "Free some space (or raise --checkpoint-every) and rerun the same command.") from None
+            raise OutputError(
+                f"cannot write checkpoint {os.path.join(self.directory, name)} ({reason}); {kept}. "
+                "Free some space (or raise --checkpoint-every) and rerun the same command."
+            ) from None
         final = os.path.join(self.directory, name)
         if os.path.exists(final):  # the same step saved twice (resumed exactly at a save point)
             shutil.rmtree(final)
@@ -208,12 +227,15 @@ class RunCheckpoints:
     def _complete(self):
         if not os.path.isdir(self.directory):
             return []
-        names = [e for e in os.listdir(self.directory)
-                 if e.startswith("ckpt-") and os.path.isfile(os.path.join(self.directory, e, _META))]
+        names = [
+            e
+            for e in os.listdir(self.directory)
+            if e.startswith("ckpt-") and os.path.isfile(os.path.join(self.directory, e, _META))
+        ]
         return sorted(names, key=lambda e: int(e.split("-")[1]))
 
     def _prune(self, keep_name):
-        for name in self._complete()[:-self.keep]:
+        for name in self._complete()[: -self.keep]:
             if name != keep_name:
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
@@ -270,22 +292,29 @@ class RunCheckpoints:
                 continue
             set_resume_point(path)
             if damaged:
-                print(f"warning: checkpoint {damaged[0][0]} is damaged ({_short(damaged[0][1])}); resumed from the "
-                      f"older intact checkpoint {path} instead.", file=sys.stderr, flush=True)
+                print(
+                    f"warning: checkpoint {damaged[0][0]} is damaged ({_short(damaged[0][1])}); resumed from the "
+                    f"older intact checkpoint {path} instead.",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return path, meta
         path, reason = damaged[0]
         raise DamagedCheckpointError(
             f"checkpoint {path} is damaged ({_short(reason)}) and no older intact checkpoint is left to resume "
             f"from. Either restore {path} (e.g. from a backup), or pass --no-resume to start over (it deletes "
-            f"{self.directory}).")
+            f"{self.directory})."
+        )
 
     def _check(self, meta, path):
         fix = "pass --no-resume to start over, or use another --out"
-        differing = sorted(k for k in set(meta["signature"]) | set(self.signature)
-                           if meta["signature"].get(k) != self.signature.get(k))
+        differing = sorted(
+            k for k in set(meta["signature"]) | set(self.signature) if meta["signature"].get(k) != self.signature.get(k)
+        )
         if differing:
-            shown = ", ".join(f"{k}: {meta['signature'].get(k)!r} there, {self.signature.get(k)!r} now"
-                              for k in differing)
+            shown = ", ".join(
+                f"{k}: {meta['signature'].get(k)!r} there, {self.signature.get(k)!r} now" for k in differing
+            )
             raise CheckpointMismatchError(f"{path} was written by a different run ({shown}); {fix}.")
         model_vars, opt_vars = self._variables()
         for part, now in (("model", model_vars), ("optimizer", opt_vars)):
@@ -293,7 +322,8 @@ class RunCheckpoints:
             if [entry[1:] for entry in meta[part]] != [entry[1:] for entry in _manifest(now)]:
                 raise CheckpointMismatchError(
                     f"{path} holds {len(meta[part])} {part} variables that do not match this run's "
-                    f"{len(now)} (another architecture or vocabulary); {fix}.")
+                    f"{len(now)} (another architecture or vocabulary); {fix}."
+                )
         if meta["iterator"] != (self.iterator is not None):
             raise CheckpointMismatchError(f"{path} records the input position differently; {fix}.")
 

@@ -43,8 +43,16 @@ import time
 from keras_bert_zoo import hardware
 from keras_bert_zoo.errors import UsageError
 
-__all__ = ["MIN_STEPS", "MARGIN", "JitChoice", "static_rule", "resolve_jit_compile", "time_train_steps", "path_key",
-           "choose_jit_compile"]
+__all__ = [
+    "MIN_STEPS",
+    "MARGIN",
+    "JitChoice",
+    "static_rule",
+    "resolve_jit_compile",
+    "time_train_steps",
+    "path_key",
+    "choose_jit_compile",
+]
 
 # Below this, "auto" does not time: compiling bert_tiny's pretraining step with XLA took 20-40 s
 # on a 2-core CPU, and timing compiles both kinds; at the 30% gain XLA gave bert_tiny on an AVX2
@@ -112,9 +120,11 @@ def static_rule(jit_compile, mixed_precision="none", strategy="default", steps=N
     accelerators = _accelerators()
     if kind == "multi_worker" and not accelerators:
         if jit_compile is True:
-            raise UsageError("--jit-compile true cannot run under --strategy multi_worker on CPUs: XLA's CPU "
-                             "backend has no kernels for the cross-worker collectives (CollectiveGatherV2); "
-                             "use --jit-compile auto or false.")
+            raise UsageError(
+                "--jit-compile true cannot run under --strategy multi_worker on CPUs: XLA's CPU "
+                "backend has no kernels for the cross-worker collectives (CollectiveGatherV2); "
+                "use --jit-compile auto or false."
+            )
         return JitChoice(False, "multi-worker on CPUs: XLA_CPU has no kernels for the collectives")
     if jit_compile != "auto":  # True or False (checked above)
         return JitChoice(bool(jit_compile), f"jit_compile={jit_compile} was asked for", source="flag")
@@ -186,8 +196,12 @@ def time_train_steps(model, batch, timed_steps=_TIMED_STEPS):
             seconds[name].append(time.perf_counter() - start)
     for variable, value in zip(state, saved):
         variable.assign(value)
-    return {"xla": statistics.median(seconds["xla"]), "plain": statistics.median(seconds["plain"]),
-            "compile_xla": compile_seconds["xla"], "compile_plain": compile_seconds["plain"]}
+    return {
+        "xla": statistics.median(seconds["xla"]),
+        "plain": statistics.median(seconds["plain"]),
+        "compile_xla": compile_seconds["xla"],
+        "compile_plain": compile_seconds["plain"],
+    }
 
 
 def _cache_path():
@@ -217,12 +231,15 @@ def path_key(model, batch, strategy):
     import keras
     import tensorflow as tf
 
-    config = {"class": type(model).__name__,
-              "backbone": getattr(getattr(model, "backbone", None), "get_config", lambda: {})(),
-              "params": int(model.count_params()),
-              "batch": [f"{tuple(t.shape)}:{t.dtype.name}" for t in tf.nest.flatten(batch) if hasattr(t, "shape")],
-              "policy": keras.config.dtype_policy().name,
-              "replicas": model.distribute_strategy.num_replicas_in_sync, "strategy": _strategy_kind(strategy)}
+    config = {
+        "class": type(model).__name__,
+        "backbone": getattr(getattr(model, "backbone", None), "get_config", lambda: {})(),
+        "params": int(model.count_params()),
+        "batch": [f"{tuple(t.shape)}:{t.dtype.name}" for t in tf.nest.flatten(batch) if hasattr(t, "shape")],
+        "policy": keras.config.dtype_policy().name,
+        "replicas": model.distribute_strategy.num_replicas_in_sync,
+        "strategy": _strategy_kind(strategy),
+    }
     return hashlib.sha1(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -256,8 +273,9 @@ def _remember(key, entry):
         pass  # a read-only home: the next run measures again
 
 
-def choose_jit_compile(model, batch, jit_compile="auto", *, mixed_precision="none", strategy=None, steps=None,
-                       fixed_shapes=True, log=print):
+def choose_jit_compile(
+    model, batch, jit_compile="auto", *, mixed_precision="none", strategy=None, steps=None, fixed_shapes=True, log=print
+):
     """XLA or not for `model`'s train step on batches like `batch`: the package's one rule.
 
     Args:
@@ -285,8 +303,7 @@ def choose_jit_compile(model, batch, jit_compile="auto", *, mixed_precision="non
             _remember(key, entry)
             choice = JitChoice(entry["xla"] < MARGIN * entry["plain"], "", entry, "measured")
         how = "timed at start-up" if choice.source == "measured" else "timed by an earlier run on this machine"
-        choice.reason = (f"{how}: {1000 * entry['xla']:.0f} ms/step with XLA, {1000 * entry['plain']:.0f} "
-                         "without")
+        choice.reason = f"{how}: {1000 * entry['xla']:.0f} ms/step with XLA, {1000 * entry['plain']:.0f} without"
     if log:
         log(choice.describe(), flush=True) if log is print else log(choice.describe())
     return choice

@@ -44,8 +44,12 @@ import contextlib
 import os
 
 from keras_bert_zoo.files import check_output, output_dir, scratch_dir
-from keras_bert_zoo.training.checkpointing import (keep_run_files, prepare_run_directory, reruns_without_overwrite,
-                                                   run_directory)
+from keras_bert_zoo.training.checkpointing import (
+    keep_run_files,
+    prepare_run_directory,
+    reruns_without_overwrite,
+    run_directory,
+)
 
 __all__ = ["TrainingJob"]
 
@@ -68,9 +72,21 @@ class TrainingJob:
             line per epoch otherwise.
     """
 
-    def __init__(self, out, *, overwrite=False, resume=True, strategy="default", tpu=None, replicas=None,
-                 mixed_precision="none", jit_compile="auto", checkpoint_every=0, deterministic=False,
-                 verbose="auto"):
+    def __init__(
+        self,
+        out,
+        *,
+        overwrite=False,
+        resume=True,
+        strategy="default",
+        tpu=None,
+        replicas=None,
+        mixed_precision="none",
+        jit_compile="auto",
+        checkpoint_every=0,
+        deterministic=False,
+        verbose="auto",
+    ):
         from keras_bert_zoo.training.jit import resolve_jit_compile
         from keras_bert_zoo.training.strategies import check_strategy
 
@@ -111,8 +127,7 @@ class TrainingJob:
         """The strategy's scope, in which the model's variables are made."""
         return self.distribution.scope()
 
-    def compile(self, model, *, learning_rate, total_steps, recipe="linear", fixed_shapes=True, loss=None,
-                **schedule):
+    def compile(self, model, *, learning_rate, total_steps, recipe="linear", fixed_shapes=True, loss=None, **schedule):
         """Compiles `model` with BERT's optimizer for a run of `total_steps` steps.
 
         `fixed_shapes=False` (batches of varying widths) rules XLA out under `"auto"`;
@@ -123,8 +138,9 @@ class TrainingJob:
         from keras_bert_zoo.training.optimizer import create_optimizer
 
         self.total_steps, self.fixed_shapes = total_steps, fixed_shapes
-        static_jit = resolve_jit_compile(self.jit_compile, self.mixed_precision, self.strategy, steps=total_steps,
-                                         fixed_shapes=fixed_shapes)
+        static_jit = resolve_jit_compile(
+            self.jit_compile, self.mixed_precision, self.strategy, steps=total_steps, fixed_shapes=fixed_shapes
+        )
         with self.scope():
             optimizer = create_optimizer(learning_rate, total_steps=max(1, total_steps), recipe=recipe, **schedule)
             extra = {} if loss is None else {"loss": loss}
@@ -140,8 +156,19 @@ class TrainingJob:
             print(note, flush=True)
         return model, {"tpu_compat": 1}
 
-    def train(self, model, dataset, *, epochs, steps_per_epoch, signature, callbacks=(), max_steps=None,
-              position=None, per_worker_input=False):
+    def train(
+        self,
+        model,
+        dataset,
+        *,
+        epochs,
+        steps_per_epoch,
+        signature,
+        callbacks=(),
+        max_steps=None,
+        position=None,
+        per_worker_input=False,
+    ):
         """`training.loop.train` with this job's checkpoints, resume, writer and XLA choice; returns the History.
 
         `position`: `"iterator"` or `"replay"` (see `training.loop`); default the
@@ -156,14 +183,31 @@ class TrainingJob:
         position = position or ("replay" if self.workers > 1 else "iterator")
         steps = self.total_steps if self.total_steps is not None else epochs * steps_per_epoch
         return train_loop(
-            model, dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, max_steps=max_steps,
-            callbacks=list(callbacks), verbose=self.verbose, checkpoint_dir=self.checkpoint_dir,
-            checkpoint_every=self.checkpoint_every, resume=self.resume, signature=signature, position=position,
-            writer=self.chief, per_worker_input=per_worker_input,
+            model,
+            dataset,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            max_steps=max_steps,
+            callbacks=list(callbacks),
+            verbose=self.verbose,
+            checkpoint_dir=self.checkpoint_dir,
+            checkpoint_every=self.checkpoint_every,
+            resume=self.resume,
+            signature=signature,
+            position=position,
+            writer=self.chief,
+            per_worker_input=per_worker_input,
             nonfinite={"learning_rate": self.learning_rate, "mixed_precision": self.mixed_precision},
-            choose_jit=lambda batch: choose_jit_compile(model, batch, self.jit_compile,
-                                                        mixed_precision=self.mixed_precision, strategy=self.strategy,
-                                                        steps=steps, fixed_shapes=self.fixed_shapes))
+            choose_jit=lambda batch: choose_jit_compile(
+                model,
+                batch,
+                self.jit_compile,
+                mixed_precision=self.mixed_precision,
+                strategy=self.strategy,
+                steps=steps,
+                fixed_shapes=self.fixed_shapes,
+            ),
+        )
 
     @contextlib.contextmanager
     def staged_output(self):
@@ -173,7 +217,7 @@ class TrainingJob:
         run's `logs/` move into it, its checkpoints are dropped); on other workers a
         scratch directory nobody reads (they save too, as the chief does, but write nothing that stays).
         """
-        with (output_dir(self.out, overwrite=True) if self.chief else scratch_dir()) as staged:
+        with output_dir(self.out, overwrite=True) if self.chief else scratch_dir() as staged:
             yield staged
             if self.chief:
                 keep_run_files(self.run_dir, staged)

@@ -60,11 +60,14 @@ def nonfinite_message(step, loss, learning_rate=None, mixed_precision="none"):
     if mixed_precision == "fp16":
         causes.append("fp16 overflow (use --mixed-precision bf16, or none)")
     lr = f" {learning_rate:g}" if learning_rate is not None else ""
-    causes.append(f"a learning rate{lr} too high for this model and batch (lower --learning-rate or "
-                  "lengthen the warm-up)")
+    causes.append(
+        f"a learning rate{lr} too high for this model and batch (lower --learning-rate or lengthen the warm-up)"
+    )
     causes.append("bad input values")
-    return (f"the training loss is {loss} at step {step}; stopped, nothing after the last checkpoint was kept. "
-            f"Likely cause: {'; or '.join(causes)}.")
+    return (
+        f"the training loss is {loss} at step {step}; stopped, nothing after the last checkpoint was kept. "
+        f"Likely cause: {'; or '.join(causes)}."
+    )
 
 
 def worker_rows(dataset, num_workers, index):
@@ -84,7 +87,8 @@ def worker_rows(dataset, num_workers, index):
     def rows(*batch):
         def part(t):
             n = tf.shape(t)[0]
-            return t[(index * n) // num_workers: ((index + 1) * n) // num_workers]
+            return t[(index * n) // num_workers : ((index + 1) * n) // num_workers]
+
         batch = batch[0] if len(batch) == 1 else batch
         return tf.nest.map_structure(part, batch)
 
@@ -153,8 +157,11 @@ def _resume(checkpoints, callbacks, job_state, total, steps_per_epoch):
         cb.load_resume_state(state)
     if job_state and "job" in meta["state"]:
         job_state[1](meta["state"]["job"])
-    where = "the end" if start >= total else \
-        f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
+    where = (
+        "the end"
+        if start >= total
+        else f"epoch {start // steps_per_epoch + 1}, batch {start % steps_per_epoch} of {steps_per_epoch}"
+    )
     print(f"resumed from {latest}: step {start} of {total} ({where})", flush=True)
     return start
 
@@ -167,8 +174,9 @@ def _resume_state(callbacks, job_state):
     return state
 
 
-def _open_checkpoints(model, checkpoint_dir, iterator, *, signature, writer, resume, callbacks, job_state, total,
-                      steps_per_epoch):
+def _open_checkpoints(
+    model, checkpoint_dir, iterator, *, signature, writer, resume, callbacks, job_state, total, steps_per_epoch
+):
     """`(checkpoints, start)`: the run's `RunCheckpoints` (None without `checkpoint_dir`) and its first step.
 
     The optimizer is built first, so that a restore finds its slots to fill.
@@ -188,9 +196,26 @@ def _open_checkpoints(model, checkpoint_dir, iterator, *, signature, writer, res
     return checkpoints, _resume(checkpoints, callbacks, job_state, total, steps_per_epoch)
 
 
-def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=(), verbose=2,
-          checkpoint_dir=None, checkpoint_every=0, resume=True, signature=None, position="iterator",
-          writer=True, job_state=None, nonfinite=None, per_worker_input=False, choose_jit=None):
+def train(
+    model,
+    dataset,
+    *,
+    epochs,
+    steps_per_epoch,
+    max_steps=None,
+    callbacks=(),
+    verbose=2,
+    checkpoint_dir=None,
+    checkpoint_every=0,
+    resume=True,
+    signature=None,
+    position="iterator",
+    writer=True,
+    job_state=None,
+    nonfinite=None,
+    per_worker_input=False,
+    choose_jit=None,
+):
     """Trains a compiled model on `dataset` like `fit`, with checkpoints and resume.
 
     Args:
@@ -245,9 +270,18 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
     else:  # the compiled metrics' state before the first trace: one trace of the step (models.step_state)
         build_metrics(model, dataset.element_spec)
 
-    checkpoints, start = _open_checkpoints(model, checkpoint_dir, iterator, signature=signature, writer=writer,
-                                           resume=resume, callbacks=callbacks, job_state=job_state, total=total,
-                                           steps_per_epoch=steps_per_epoch)
+    checkpoints, start = _open_checkpoints(
+        model,
+        checkpoint_dir,
+        iterator,
+        signature=signature,
+        writer=writer,
+        resume=resume,
+        callbacks=callbacks,
+        job_state=job_state,
+        total=total,
+        steps_per_epoch=steps_per_epoch,
+    )
     if iterator is None:
         iterator = iter(repeated.skip(start))  # replay: the same deterministic stream, `start` batches on
 
@@ -255,9 +289,19 @@ def train(model, dataset, *, epochs, steps_per_epoch, max_steps=None, callbacks=
         if checkpoints is not None:
             checkpoints.save(step, _resume_state(callbacks, job_state))
 
-    callback_list = callbacks if isinstance(callbacks, keras.callbacks.CallbackList) else \
-        keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
-                                     verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
+    callback_list = (
+        callbacks
+        if isinstance(callbacks, keras.callbacks.CallbackList)
+        else keras.callbacks.CallbackList(
+            list(callbacks),
+            add_history=True,
+            add_progbar=verbose != 0,
+            verbose=verbose,
+            epochs=epochs,
+            steps=steps_per_epoch,
+            model=model,
+        )
+    )
     model.stop_training = False
     pending = None  # the first batch, read early for `choose_jit` and trained on first
     if choose_jit is not None and start < total:

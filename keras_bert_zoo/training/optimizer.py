@@ -8,8 +8,15 @@ from keras_bert_zoo.keras_compat import adam_moments, decays, learning_rate_valu
 from keras_bert_zoo.models.task import register_default_optimizer
 from keras_bert_zoo.training.schedules import SCHEDULES, make_schedule
 
-__all__ = ["NO_DECAY_NAMES", "RECIPES", "BertAdamW", "merge_repeated_rows", "default_optimizer", "create_optimizer",
-           "count_batches"]
+__all__ = [
+    "NO_DECAY_NAMES",
+    "RECIPES",
+    "BertAdamW",
+    "merge_repeated_rows",
+    "default_optimizer",
+    "create_optimizer",
+    "count_batches",
+]
 
 # Weight decay regularises weight matrices only: the original code excludes LayerNorm
 # scales/offsets and every bias (optimization.py, `exclude_from_weight_decay`).
@@ -58,8 +65,9 @@ class BertAdamW(keras.optimizers.AdamW):
     `CrossShardOptimizer` summed).
     """
 
-    def __init__(self, *args, clip_after_all_reduce=True, bias_correction=True, no_decay_names=None,
-                 fused_update=True, **kwargs):
+    def __init__(
+        self, *args, clip_after_all_reduce=True, bias_correction=True, no_decay_names=None, fused_update=True, **kwargs
+    ):
         if kwargs.get("amsgrad"):
             raise UsageError("BertAdamW does not support amsgrad=True; use keras.optimizers.AdamW.")
         super().__init__(*args, **kwargs)
@@ -109,10 +117,14 @@ class BertAdamW(keras.optimizers.AdamW):
             epsilon = epsilon * ops.sqrt(1 - beta_2_power)
         else:  # google-research/bert AdamWeightDecayOptimizer: no correction
             beta_1_power = beta_2_power = ops.zeros((), "float32")
-        coefficients = {"learning_rate": learning_rate, "beta_1_power": beta_1_power,
-                        "beta_2_power": beta_2_power, "epsilon": epsilon,
-                        "beta_1": ops.convert_to_tensor(self.beta_1, "float32"),
-                        "beta_2": ops.convert_to_tensor(self.beta_2, "float32")}
+        coefficients = {
+            "learning_rate": learning_rate,
+            "beta_1_power": beta_1_power,
+            "beta_2_power": beta_2_power,
+            "epsilon": epsilon,
+            "beta_1": ops.convert_to_tensor(self.beta_1, "float32"),
+            "beta_2": ops.convert_to_tensor(self.beta_2, "float32"),
+        }
         if self.weight_decay:
             coefficients["decay"] = learning_rate * ops.cast(self.weight_decay, "float32")
         return coefficients
@@ -158,9 +170,13 @@ class BertAdamW(keras.optimizers.AdamW):
         return super()._clip_gradients(grads)
 
     def get_config(self):
-        return {**super().get_config(), "clip_after_all_reduce": self.clip_after_all_reduce,
-                "bias_correction": self.bias_correction, "no_decay_names": self.no_decay_names,
-                "fused_update": self.fused_update}
+        return {
+            **super().get_config(),
+            "clip_after_all_reduce": self.clip_after_all_reduce,
+            "bias_correction": self.bias_correction,
+            "no_decay_names": self.no_decay_names,
+            "fused_update": self.fused_update,
+        }
 
 
 def _handle(x):
@@ -177,9 +193,17 @@ def _fused_adam(variable, m, v, gradient, c):
     import tensorflow as tf
 
     return tf.raw_ops.ResourceApplyAdam(
-        var=_handle(variable), m=_handle(m), v=_handle(v), beta1_power=c["beta_1_power"],
-        beta2_power=c["beta_2_power"], lr=c["learning_rate"], beta1=c["beta_1"], beta2=c["beta_2"],
-        epsilon=c["epsilon"], grad=gradient)
+        var=_handle(variable),
+        m=_handle(m),
+        v=_handle(v),
+        beta1_power=c["beta_1_power"],
+        beta2_power=c["beta_2_power"],
+        lr=c["learning_rate"],
+        beta1=c["beta_1"],
+        beta2=c["beta_2"],
+        epsilon=c["epsilon"],
+        grad=gradient,
+    )
 
 
 def merge_repeated_rows(gradient):
@@ -347,8 +371,10 @@ def count_batches(dataset):
 
     known = int(dataset.cardinality())
     if known == tf.data.INFINITE_CARDINALITY:
-        raise UsageError("the dataset repeats forever, so its batches cannot size the schedule; give "
-                         "create_optimizer total_steps= instead.")
+        raise UsageError(
+            "the dataset repeats forever, so its batches cannot size the schedule; give "
+            "create_optimizer total_steps= instead."
+        )
     if known >= 0:
         return known
     return int(dataset.reduce(0, lambda count, _: count + 1))

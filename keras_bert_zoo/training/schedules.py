@@ -52,7 +52,9 @@ class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         if isinstance(total_steps, bool) or int(total_steps) != total_steps or total_steps <= 0:
             raise UsageError(f"total_steps must be a positive int, got {total_steps}.")
         if warmup_steps is None:
-            warmup_steps = self.warmup_steps if self.warmup_ratio is None else int(round(self.warmup_ratio * total_steps))
+            warmup_steps = (
+                self.warmup_steps if self.warmup_ratio is None else int(round(self.warmup_ratio * total_steps))
+            )
         if not 0 <= warmup_steps <= total_steps:
             raise UsageError(f"warmup_steps={warmup_steps} must be within [0, total_steps={total_steps}].")
         self.total_steps = int(total_steps)
@@ -60,13 +62,19 @@ class _WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def _check_sized(self):
         if self.total_steps is None:
-            raise UsageError("this learning-rate schedule has no total_steps yet: the first fit() of a task model "
-                             "counts its batches and sets it; elsewhere give create_optimizer total_steps= or "
-                             "dataset=.")
+            raise UsageError(
+                "this learning-rate schedule has no total_steps yet: the first fit() of a task model "
+                "counts its batches and sets it; elsewhere give create_optimizer total_steps= or "
+                "dataset=."
+            )
 
     def get_config(self):
-        return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
-                "warmup_ratio": self.warmup_ratio}
+        return {
+            "peak": self.peak,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "warmup_ratio": self.warmup_ratio,
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")

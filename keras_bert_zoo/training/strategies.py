@@ -19,8 +19,19 @@ from keras_bert_zoo.backends import require_tensorflow
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.flags import PRECISIONS, STRATEGIES  # the CLI's names, read there without TensorFlow
 
-__all__ = ["STRATEGIES", "PRECISIONS", "configure_replicas", "check_strategy", "make_strategy", "is_chief",
-           "worker_info", "global_batch_size", "set_precision", "distribute_batch", "set_determinism"]
+__all__ = [
+    "STRATEGIES",
+    "PRECISIONS",
+    "configure_replicas",
+    "check_strategy",
+    "make_strategy",
+    "is_chief",
+    "worker_info",
+    "global_batch_size",
+    "set_precision",
+    "distribute_batch",
+    "set_determinism",
+]
 
 
 def configure_replicas(replicas):
@@ -164,9 +175,11 @@ def distribute_batch(strategy, batch):
 
     def rows(ctx):
         i = ctx.replica_id_in_sync_group % local  # replica ids are worker-major
+
         def part(t):
             n = tf.shape(t)[0]
-            return t[(i * n) // local: ((i + 1) * n) // local]
+            return t[(i * n) // local : ((i + 1) * n) // local]
+
         return tf.nest.map_structure(part, batch)
 
     return strategy.experimental_distribute_values_from_function(rows)

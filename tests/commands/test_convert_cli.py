@@ -44,8 +44,16 @@ def _hf(cls_name, **config):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_new", **config)
+    cfg = transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        hidden_act="gelu_new",
+        **config,
+    )
     model = getattr(transformers, cls_name)(cfg).eval()
     with torch.no_grad():  # random biases and LayerNorms too, so every tensor matters
         for p in model.parameters():
@@ -69,15 +77,21 @@ def _inputs():
     rng = np.random.default_rng(3)
     mask = np.ones((2, 9), "int32")
     mask[1, 6:] = 0
-    return {"token_ids": rng.integers(5, VOCAB, (2, 9)).astype("int32"),
-            "segment_ids": np.array([[0] * 5 + [1] * 4] * 2, "int32"), "padding_mask": mask}
+    return {
+        "token_ids": rng.integers(5, VOCAB, (2, 9)).astype("int32"),
+        "segment_ids": np.array([[0] * 5 + [1] * 4] * 2, "int32"),
+        "padding_mask": mask,
+    }
 
 
 def _torch_inputs(x):
     import torch
 
-    return {"input_ids": torch.tensor(x["token_ids"]).long(), "token_type_ids": torch.tensor(x["segment_ids"]).long(),
-            "attention_mask": torch.tensor(x["padding_mask"]).long()}
+    return {
+        "input_ids": torch.tensor(x["token_ids"]).long(),
+        "token_type_ids": torch.tensor(x["segment_ids"]).long(),
+        "attention_mask": torch.tensor(x["padding_mask"]).long(),
+    }
 
 
 def _convert(source, out, capsys):
@@ -129,9 +143,12 @@ def test_convert_keeps_hf_pretraining_heads(tmp_path, capsys):
 
 
 def test_convert_keeps_hf_classifier_head_and_labels(tmp_path, capsys):
-    hf = _hf("BertForSequenceClassification", num_labels=3,
-             id2label={0: "negative", 1: "neutral", 2: "positive"},
-             label2id={"negative": 0, "neutral": 1, "positive": 2})
+    hf = _hf(
+        "BertForSequenceClassification",
+        num_labels=3,
+        id2label={0: "negative", 1: "neutral", 2: "positive"},
+        label2id={"negative": 0, "neutral": 1, "positive": 2},
+    )
     source = _save_hf(hf, tmp_path / "hf")
     out = str(tmp_path / "out")
     captured, config = _convert(source, out, capsys)

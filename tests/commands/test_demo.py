@@ -36,8 +36,10 @@ def test_demo_small_budget(tmp_path, capsys):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
     # The task is real: splits are disjoint and the baseline is the train majority on test.
-    rows = {name: [json.loads(line) for line in open(os.path.join(out, "data", f"{name}.jsonl"), encoding="utf-8")]
-            for name in ("train", "dev", "test")}
+    rows = {
+        name: [json.loads(line) for line in open(os.path.join(out, "data", f"{name}.jsonl"), encoding="utf-8")]
+        for name in ("train", "dev", "test")
+    }
     texts = [{r["text"] for r in rows[name]} for name in rows]
     assert not (texts[0] & texts[1] or texts[0] & texts[2] or texts[1] & texts[2])
     majority = collections.Counter(r["label"] for r in rows["train"]).most_common(1)[0][0]
@@ -102,6 +104,7 @@ def test_full_budget_fits_its_time_on_any_machine(step_seconds):
     else:
         assert scale == pipeline.MIN_SCALE["full"] and cfg["pretrain_steps"] >= 50
     assert 1 <= cfg["eval_every"] <= cfg["pretrain_steps"]
-    assert {k: v for k, v in cfg.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")} == \
-        {k: v for k, v in whole.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")}
+    assert {k: v for k, v in cfg.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")} == {
+        k: v for k, v in whole.items() if k not in ("pretrain_steps", "finetune_epochs", "eval_every")
+    }
     assert pipeline.fit_to_time("small", step_seconds) == (pipeline.BUDGETS["small"], 1.0)

@@ -22,8 +22,15 @@ def tiny_model(tmp_path_factory):
 
     path = str(tmp_path_factory.mktemp("tiny_model"))
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone(vocabulary_size=len(SPECIAL + WORDS), num_layers=1, num_heads=2,
-                            hidden_dim=32, intermediate_dim=64, max_sequence_length=32, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=len(SPECIAL + WORDS),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=32,
+        dropout=0.0,
+    )
     backbone.save_to_preset(path)
     with open(os.path.join(path, "vocab.txt"), "w") as f:
         f.write("\n".join(SPECIAL + WORDS) + "\n")
@@ -45,9 +52,29 @@ def _sentiment_file(path, n, seed, extra_label=None):
 
 
 def _finetune(tiny_model, train, dev, out, *extra):
-    return main(["finetune", "classify", "--model", tiny_model, "--glue", "sst2", "--train", train,
-                 "--dev", dev, "--out", out, "--sequence-length", "32", "--batch-size", "16",
-                 "--learning-rate", "5e-3", *extra])
+    return main(
+        [
+            "finetune",
+            "classify",
+            "--model",
+            tiny_model,
+            "--glue",
+            "sst2",
+            "--train",
+            train,
+            "--dev",
+            dev,
+            "--out",
+            out,
+            "--sequence-length",
+            "32",
+            "--batch-size",
+            "16",
+            "--learning-rate",
+            "5e-3",
+            *extra,
+        ]
+    )
 
 
 def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
@@ -88,15 +115,18 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     assert set(lines[0]["probabilities"]) == {"negative", "positive"}
 
 
-@pytest.mark.parametrize("case, message, code", [  # exit code 1: data/model, 2: usage (a flag)
-    ("unknown_label", "dev.tsv:.*unknown label '7'", 1),
-    ("missing_column", "no column 'label'", 1),
-    ("empty", "has no examples", 1),
-    ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries", 1),
-    # A preset name is its pretrained checkpoint; offline and uncached, one line names the repo.
-    ("preset_without_vocab", "google/bert_uncased_L-2_H-128_A-2 is not in the Hugging Face cache", 1),
-    ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions", 2),
-])
+@pytest.mark.parametrize(
+    "case, message, code",
+    [  # exit code 1: data/model, 2: usage (a flag)
+        ("unknown_label", "dev.tsv:.*unknown label '7'", 1),
+        ("missing_column", "no column 'label'", 1),
+        ("empty", "has no examples", 1),
+        ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries", 1),
+        # A preset name is its pretrained checkpoint; offline and uncached, one line names the repo.
+        ("preset_without_vocab", "google/bert_uncased_L-2_H-128_A-2 is not in the Hugging Face cache", 1),
+        ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions", 2),
+    ],
+)
 def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, monkeypatch, case, message, code):
     train = _sentiment_file(tmp_path / "train.tsv", 20, seed=0)
     dev = _sentiment_file(tmp_path / "dev.tsv", 10, seed=1)
@@ -160,10 +190,34 @@ def test_csv_pairs_regression(tiny_model, tmp_path):
 
     train, dev = write(tmp_path / "train.csv", 192), write(tmp_path / "dev.csv", 40)
     out = str(tmp_path / "out")
-    code = main(["finetune", "classify", "--model", tiny_model, "--train", train, "--dev", dev, "--out", out,
-                 "--text-column", "left", "--text-column", "right", "--label-column", "similarity",
-                 "--problem-type", "regression", "--epochs", "10", "--learning-rate", "3e-3",
-                 "--sequence-length", "16"])
+    code = main(
+        [
+            "finetune",
+            "classify",
+            "--model",
+            tiny_model,
+            "--train",
+            train,
+            "--dev",
+            dev,
+            "--out",
+            out,
+            "--text-column",
+            "left",
+            "--text-column",
+            "right",
+            "--label-column",
+            "similarity",
+            "--problem-type",
+            "regression",
+            "--epochs",
+            "10",
+            "--learning-rate",
+            "3e-3",
+            "--sequence-length",
+            "16",
+        ]
+    )
     assert code == 0
     with open(os.path.join(out, "metrics.json")) as f:
         metrics = json.load(f)
@@ -192,16 +246,24 @@ def test_finetune_under_precision_and_strategy_flags(tiny_model, tmp_path, extra
         assert json.load(f)["accuracy"] > 0.9
 
 
-@pytest.mark.parametrize("flags, expected", [([], "auto"), (["--batching", "by_length"], "by_length"),
-                                             (["--batching", "bucketed"], "bucketed"),
-                                             (["--batching", "fixed"], "fixed")])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ([], "auto"),
+        (["--batching", "by_length"], "by_length"),
+        (["--batching", "bucketed"], "bucketed"),
+        (["--batching", "fixed"], "fixed"),
+    ],
+)
 def test_batching_flags_reach_finetune(monkeypatch, tmp_path, flags, expected):
     import keras_bert_zoo.tasks.finetuning as finetuning
 
     seen = {}
     monkeypatch.setattr(finetuning, "finetune", lambda *a, **kw: (seen.update(kw), (None, {}))[1])
-    assert main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path / "o"),
-                 *flags]) == 0
+    assert (
+        main(["finetune", "tag", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path / "o"), *flags])
+        == 0
+    )
     assert seen["batching"] == expected
 
 
@@ -209,8 +271,22 @@ def test_a_task_offers_only_its_own_batchings(tmp_path, capsys):
     """`--batching by_length` is a choice of `finetune classify`, `tag` and `choice`, not of qa, whose
     windows pack instead (argparse: exit 2)."""
     with pytest.raises(SystemExit) as exit_info:
-        main(["finetune", "qa", "--model", "m", "--train", "t", "--dev", "d", "--out", str(tmp_path),
-              "--batching", "by_length"])
+        main(
+            [
+                "finetune",
+                "qa",
+                "--model",
+                "m",
+                "--train",
+                "t",
+                "--dev",
+                "d",
+                "--out",
+                str(tmp_path),
+                "--batching",
+                "by_length",
+            ]
+        )
     assert exit_info.value.code == 2
     assert "--batching: invalid choice: 'by_length'" in capsys.readouterr().err
 
@@ -235,13 +311,16 @@ def test_finetune_with_lora_and_the_verbs_on_its_output(tiny_model, tmp_path, ca
     # a frozen random 1-layer model learns the cue through q/v adapters only part way (dev majority 0.48)
     assert metrics["accuracy"] > 0.65, metrics
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(out))
-    before, after = read_safetensors(os.path.join(tiny_model, "model.safetensors")), \
-        read_safetensors(os.path.join(out, "model.safetensors"))
+    before, after = (
+        read_safetensors(os.path.join(tiny_model, "model.safetensors")),
+        read_safetensors(os.path.join(out, "model.safetensors")),
+    )
     frozen = [n for n in before if not n.endswith(("query.bias", "value.bias"))]
     for name in frozen:
         np.testing.assert_array_equal(after["bert." + name], before[name], err_msg=name)
-    assert not np.array_equal(after["bert.encoder.layer.0.attention.self.query.bias"],
-                              before["encoder.layer.0.attention.self.query.bias"])
+    assert not np.array_equal(
+        after["bert.encoder.layer.0.attention.self.query.bias"], before["encoder.layer.0.attention.self.query.bias"]
+    )
 
     model = BertClassifier.from_preset(out)
     assert model.backbone.encoder_layers[0].value.lora_rank == 4
@@ -253,8 +332,9 @@ def test_finetune_with_lora_and_the_verbs_on_its_output(tiny_model, tmp_path, ca
     capsys.readouterr()
     assert main(["predict", "--model", out, "--json", *texts]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
-    np.testing.assert_allclose([[line["probabilities"][k] for k in ("negative", "positive")] for line in lines],
-                               probs, atol=1e-4)
+    np.testing.assert_allclose(
+        [[line["probabilities"][k] for k in ("negative", "positive")] for line in lines], probs, atol=1e-4
+    )
     saved = str(tmp_path / "saved_model")
     assert main(["export", "--model", out, "--out", saved]) == 0
     served = tf.saved_model.load(saved).signatures["serving_default"](text=tf.constant(texts))
@@ -271,8 +351,17 @@ def test_lora_run_interrupted_and_resumed_ends_as_the_uninterrupted_one(tiny_mod
 
     train = _sentiment_file(tmp_path / "train.tsv", 96, seed=0)
     dev = _sentiment_file(tmp_path / "dev.tsv", 32, seed=1)
-    flags = ("--epochs", "2", "--lora-rank", "4", "--learning-rate", "5e-2", "--checkpoint-every", "4",
-             "--deterministic")  # 7 batches per epoch (by length): checkpoints at 4, 7, 8, 12, 14
+    flags = (
+        "--epochs",
+        "2",
+        "--lora-rank",
+        "4",
+        "--learning-rate",
+        "5e-2",
+        "--checkpoint-every",
+        "4",
+        "--deterministic",
+    )  # 7 batches per epoch (by length): checkpoints at 4, 7, 8, 12, 14
     reference, out = str(tmp_path / "reference"), str(tmp_path / "out")
     assert _finetune(tiny_model, train, dev, reference, *flags) == 0
 
@@ -301,8 +390,10 @@ def test_lora_run_interrupted_and_resumed_ends_as_the_uninterrupted_one(tiny_mod
             np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-5, err_msg=f"{name}: {key}")
     adapters = read_safetensors(os.path.join(out, "adapter_model.safetensors"))
     assert any("lora_B" in k and np.abs(v).max() > 0 for k, v in adapters.items())  # they trained
-    before, after = read_safetensors(os.path.join(tiny_model, "model.safetensors")), \
-        read_safetensors(os.path.join(out, "model.safetensors"))
+    before, after = (
+        read_safetensors(os.path.join(tiny_model, "model.safetensors")),
+        read_safetensors(os.path.join(out, "model.safetensors")),
+    )
     for name in before:
         if not name.endswith(("query.bias", "value.bias")):
             np.testing.assert_array_equal(after["bert." + name], before[name], err_msg=name)

@@ -11,9 +11,28 @@ from tests.helpers import minilm_path, shared_data
 
 
 def tiny_args(corpus, out, *extra):
-    return ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--steps", "4",
-            "--batch-size", "4", "--sequence-length", "32", "--eval-every", "2", "--eval-batches", "2",
-            "--jit-compile", "false", "--out", out, *extra]
+    return [
+        "pretrain",
+        "--corpus",
+        corpus,
+        "--preset",
+        "bert_tiny_uncased",
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--sequence-length",
+        "32",
+        "--eval-every",
+        "2",
+        "--eval-batches",
+        "2",
+        "--jit-compile",
+        "false",
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +70,21 @@ def test_output_loads_in_ours_and_hf(pretrained):
     import torch
 
     ids = np.array([[101, 7592, 2088, 103, 102, 2023, 102]])
-    x = {"token_ids": ids, "segment_ids": np.array([[0, 0, 0, 0, 0, 1, 1]]),
-         "padding_mask": np.ones_like(ids), "mask_positions": np.array([[3, 1]])}
+    x = {
+        "token_ids": ids,
+        "segment_ids": np.array([[0, 0, 0, 0, 0, 1, 1]]),
+        "padding_mask": np.ones_like(ids),
+        "mask_positions": np.array([[3, 1]]),
+    }
     ours = model(x, training=False)
     with torch.no_grad():
         ref = hf.eval()(input_ids=torch.tensor(ids), token_type_ids=torch.tensor(x["segment_ids"]))
-    np.testing.assert_allclose(np.asarray(ours["mlm_logits"])[0], ref.prediction_logits.numpy()[0, [3, 1]], rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(ours["nsp_logits"]), ref.seq_relationship_logits.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(ours["mlm_logits"])[0], ref.prediction_logits.numpy()[0, [3, 1]], rtol=1e-5, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        np.asarray(ours["nsp_logits"]), ref.seq_relationship_logits.numpy(), rtol=1e-5, atol=1e-4
+    )
 
 
 def test_evaluate_verb_scores_a_pretrained_dir(pretrained, tmp_path, capsys):

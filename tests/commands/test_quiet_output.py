@@ -30,18 +30,64 @@ def _run(args, tmp_path):
 def test_finetune_and_pretrain_print_no_tensorflow_or_keras_noise(tmp_path):
     train = tmp_path / "train.tsv"
     train.write_text("sentence\tlabel\n" + "".join(f"a good film {i}\t1\nbad plot {i}\t0\n" for i in range(24)))
-    out = _run(["finetune", "classify", "--model", minilm_path(), "--glue", "sst2", "--train", str(train),
-                "--dev", str(train), "--out", str(tmp_path / "ft"), "--epochs", "1", "--batch-size", "16",
-                "--sequence-length", "16", "--eval-every", "2"], tmp_path)
+    out = _run(
+        [
+            "finetune",
+            "classify",
+            "--model",
+            minilm_path(),
+            "--glue",
+            "sst2",
+            "--train",
+            str(train),
+            "--dev",
+            str(train),
+            "--out",
+            str(tmp_path / "ft"),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--sequence-length",
+            "16",
+            "--eval-every",
+            "2",
+        ],
+        tmp_path,
+    )
     assert "accuracy=" in out
     leaks = [line for line in out.splitlines() if LEAKS.search(line)]
     assert not leaks, leaks
 
     corpus = shared_data("pretrain_text", "sample_text.txt")
-    out = _run(["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab-size", "300",
-                "--steps", "3", "--eval-every", "2", "--holdout-every", "3", "--eval-batches", "1",
-                "--batch-size", "4", "--sequence-length", "32", "--jit-compile", "true",
-                "--out", str(tmp_path / "pt")], tmp_path)
+    out = _run(
+        [
+            "pretrain",
+            "--corpus",
+            corpus,
+            "--preset",
+            "bert_tiny_uncased",
+            "--vocab-size",
+            "300",
+            "--steps",
+            "3",
+            "--eval-every",
+            "2",
+            "--holdout-every",
+            "3",
+            "--eval-batches",
+            "1",
+            "--batch-size",
+            "4",
+            "--sequence-length",
+            "32",
+            "--jit-compile",
+            "true",
+            "--out",
+            str(tmp_path / "pt"),
+        ],
+        tmp_path,
+    )
     assert "'steps': 3" in out
     leaks = [line for line in out.splitlines() if LEAKS.search(line)]
     assert not leaks, leaks

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+from keras_bert_zoo.errors import CheckpointError
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -16,8 +16,15 @@ transformers = pytest.importorskip("transformers")
 
 def hf_tiny(tmp_path, **overrides):
     """A random tiny HF BertModel saved as safetensors; returns (dir, model)."""
-    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=16, max_position_embeddings=16, **overrides)
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        **overrides,
+    )
     torch.manual_seed(0)
     model = transformers.BertModel(config).eval()
     path = tmp_path / "hf"
@@ -29,14 +36,20 @@ def inputs():
     rng = np.random.default_rng(1)
     mask = np.ones((2, 7), "int32")
     mask[1, 4:] = 0
-    return {"token_ids": rng.integers(0, 50, (2, 7)).astype("int32"),
-            "segment_ids": np.array([[0, 0, 0, 1, 1, 1, 1]] * 2, "int32"), "padding_mask": mask}
+    return {
+        "token_ids": rng.integers(0, 50, (2, 7)).astype("int32"),
+        "segment_ids": np.array([[0, 0, 0, 1, 1, 1, 1]] * 2, "int32"),
+        "padding_mask": mask,
+    }
 
 
 def hf_outputs(model, x):
     with torch.no_grad():
-        out = model(input_ids=torch.tensor(x["token_ids"]).long(), token_type_ids=torch.tensor(x["segment_ids"]).long(),
-                    attention_mask=torch.tensor(x["padding_mask"]).long())
+        out = model(
+            input_ids=torch.tensor(x["token_ids"]).long(),
+            token_type_ids=torch.tensor(x["segment_ids"]).long(),
+            attention_mask=torch.tensor(x["padding_mask"]).long(),
+        )
     return out.last_hidden_state.numpy(), out.pooler_output.numpy()
 
 
@@ -76,8 +89,9 @@ def test_hf_key_variants(tmp_path):
 
 
 def test_save_to_preset_round_trips_exactly_and_hf_loads_it(tmp_path):
-    backbone = BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                            max_sequence_length=16)
+    backbone = BertBackbone(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+    )
     backbone.save_to_preset(str(tmp_path / "ours"))
     restored = BertBackbone.from_preset(str(tmp_path / "ours"))
     assert restored.get_config() == {**backbone.get_config(), "name": restored.name}
@@ -98,8 +112,11 @@ def test_wrong_shape_names_tensor_and_shapes(tmp_path):
 
 def test_missing_tensor_is_named(tmp_path):
     path, _ = hf_tiny(tmp_path)
-    tensors = {k: np.array(v) for k, v in read_safetensors(os.path.join(path, "model.safetensors")).items()
-               if "layer.0.attention.self.key.bias" not in k}
+    tensors = {
+        k: np.array(v)
+        for k, v in read_safetensors(os.path.join(path, "model.safetensors")).items()
+        if "layer.0.attention.self.key.bias" not in k
+    }
     write_safetensors(tensors, os.path.join(path, "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"missing.*encoder\.layer\.0\.attention\.self\.key\.bias"):
         BertBackbone.from_preset(path)
@@ -182,8 +199,14 @@ def test_backbone_tensors_beyond_the_config_are_named(tmp_path, capsys):
 
 
 def test_task_heads_are_not_reported_when_loading_a_backbone(tmp_path, capsys):
-    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=16, max_position_embeddings=16)
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+    )
     transformers.BertForPreTraining(config).save_pretrained(tmp_path / "hf", safe_serialization=True)
     capsys.readouterr()
     BertBackbone.from_preset(str(tmp_path / "hf"))

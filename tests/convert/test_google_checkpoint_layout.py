@@ -29,38 +29,54 @@ EMBEDDING_VARIABLES = [
 ]
 # One encoder layer; "{i}" is the layer index (layer_0 ... layer_11 in BERT-Base).
 LAYER_VARIABLES = [
-    ("bert/encoder/layer_{i}/attention/self/query/kernel", ("H", "H"),
-     "bert.encoder.layer.{i}.attention.self.query.weight"),
-    ("bert/encoder/layer_{i}/attention/self/query/bias", ("H",),
-     "bert.encoder.layer.{i}.attention.self.query.bias"),
-    ("bert/encoder/layer_{i}/attention/self/key/kernel", ("H", "H"),
-     "bert.encoder.layer.{i}.attention.self.key.weight"),
-    ("bert/encoder/layer_{i}/attention/self/key/bias", ("H",),
-     "bert.encoder.layer.{i}.attention.self.key.bias"),
-    ("bert/encoder/layer_{i}/attention/self/value/kernel", ("H", "H"),
-     "bert.encoder.layer.{i}.attention.self.value.weight"),
-    ("bert/encoder/layer_{i}/attention/self/value/bias", ("H",),
-     "bert.encoder.layer.{i}.attention.self.value.bias"),
-    ("bert/encoder/layer_{i}/attention/output/dense/kernel", ("H", "H"),
-     "bert.encoder.layer.{i}.attention.output.dense.weight"),
-    ("bert/encoder/layer_{i}/attention/output/dense/bias", ("H",),
-     "bert.encoder.layer.{i}.attention.output.dense.bias"),
-    ("bert/encoder/layer_{i}/attention/output/LayerNorm/beta", ("H",),
-     "bert.encoder.layer.{i}.attention.output.LayerNorm.bias"),
-    ("bert/encoder/layer_{i}/attention/output/LayerNorm/gamma", ("H",),
-     "bert.encoder.layer.{i}.attention.output.LayerNorm.weight"),
-    ("bert/encoder/layer_{i}/intermediate/dense/kernel", ("H", "I"),
-     "bert.encoder.layer.{i}.intermediate.dense.weight"),
-    ("bert/encoder/layer_{i}/intermediate/dense/bias", ("I",),
-     "bert.encoder.layer.{i}.intermediate.dense.bias"),
-    ("bert/encoder/layer_{i}/output/dense/kernel", ("I", "H"),
-     "bert.encoder.layer.{i}.output.dense.weight"),
-    ("bert/encoder/layer_{i}/output/dense/bias", ("H",),
-     "bert.encoder.layer.{i}.output.dense.bias"),
-    ("bert/encoder/layer_{i}/output/LayerNorm/beta", ("H",),
-     "bert.encoder.layer.{i}.output.LayerNorm.bias"),
-    ("bert/encoder/layer_{i}/output/LayerNorm/gamma", ("H",),
-     "bert.encoder.layer.{i}.output.LayerNorm.weight"),
+    (
+        "bert/encoder/layer_{i}/attention/self/query/kernel",
+        ("H", "H"),
+        "bert.encoder.layer.{i}.attention.self.query.weight",
+    ),
+    ("bert/encoder/layer_{i}/attention/self/query/bias", ("H",), "bert.encoder.layer.{i}.attention.self.query.bias"),
+    (
+        "bert/encoder/layer_{i}/attention/self/key/kernel",
+        ("H", "H"),
+        "bert.encoder.layer.{i}.attention.self.key.weight",
+    ),
+    ("bert/encoder/layer_{i}/attention/self/key/bias", ("H",), "bert.encoder.layer.{i}.attention.self.key.bias"),
+    (
+        "bert/encoder/layer_{i}/attention/self/value/kernel",
+        ("H", "H"),
+        "bert.encoder.layer.{i}.attention.self.value.weight",
+    ),
+    ("bert/encoder/layer_{i}/attention/self/value/bias", ("H",), "bert.encoder.layer.{i}.attention.self.value.bias"),
+    (
+        "bert/encoder/layer_{i}/attention/output/dense/kernel",
+        ("H", "H"),
+        "bert.encoder.layer.{i}.attention.output.dense.weight",
+    ),
+    (
+        "bert/encoder/layer_{i}/attention/output/dense/bias",
+        ("H",),
+        "bert.encoder.layer.{i}.attention.output.dense.bias",
+    ),
+    (
+        "bert/encoder/layer_{i}/attention/output/LayerNorm/beta",
+        ("H",),
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.bias",
+    ),
+    (
+        "bert/encoder/layer_{i}/attention/output/LayerNorm/gamma",
+        ("H",),
+        "bert.encoder.layer.{i}.attention.output.LayerNorm.weight",
+    ),
+    (
+        "bert/encoder/layer_{i}/intermediate/dense/kernel",
+        ("H", "I"),
+        "bert.encoder.layer.{i}.intermediate.dense.weight",
+    ),
+    ("bert/encoder/layer_{i}/intermediate/dense/bias", ("I",), "bert.encoder.layer.{i}.intermediate.dense.bias"),
+    ("bert/encoder/layer_{i}/output/dense/kernel", ("I", "H"), "bert.encoder.layer.{i}.output.dense.weight"),
+    ("bert/encoder/layer_{i}/output/dense/bias", ("H",), "bert.encoder.layer.{i}.output.dense.bias"),
+    ("bert/encoder/layer_{i}/output/LayerNorm/beta", ("H",), "bert.encoder.layer.{i}.output.LayerNorm.bias"),
+    ("bert/encoder/layer_{i}/output/LayerNorm/gamma", ("H",), "bert.encoder.layer.{i}.output.LayerNorm.weight"),
 ]
 # The pooler and the pretraining heads (run_pretraining.py's `cls/` scope).
 TOP_VARIABLES = [
@@ -87,8 +103,10 @@ def _listing(num_layers):
 
 def google_variables(sizes):
     """`{name: shape}` of a BERT pretraining checkpoint with these sizes, in published order."""
-    return {name: tuple(sizes[d] if isinstance(d, str) else d for d in shape)
-            for name, shape, _ in _listing(sizes["layers"])}
+    return {
+        name: tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+        for name, shape, _ in _listing(sizes["layers"])
+    }
 
 
 def google_tensors_from_hf(state_dict, num_layers, heads=True):
@@ -107,27 +125,42 @@ def google_tensors_from_hf(state_dict, num_layers, heads=True):
 
 def bert_config(sizes, **overrides):
     """A google-research/bert `bert_config.json` dict."""
-    return {"vocab_size": sizes["V"], "hidden_size": sizes["H"], "num_hidden_layers": sizes["layers"],
-            "num_attention_heads": 2, "intermediate_size": sizes["I"], "hidden_act": "gelu",
-            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-            "max_position_embeddings": sizes["P"], "type_vocab_size": 2, "initializer_range": 0.02,
-            **overrides}
+    return {
+        "vocab_size": sizes["V"],
+        "hidden_size": sizes["H"],
+        "num_hidden_layers": sizes["layers"],
+        "num_attention_heads": 2,
+        "intermediate_size": sizes["I"],
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": sizes["P"],
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+        **overrides,
+    }
 
 
 def write_google_checkpoint(path, tensors, config):
     """Writes `bert_model.ckpt.*` (TF1 name-based, as the original Saver) and `bert_config.json`."""
     os.makedirs(path, exist_ok=True)
     names = list(tensors)
-    tf.raw_ops.SaveV2(prefix=os.path.join(path, "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=[tf.constant(tensors[n]) for n in names])
+    tf.raw_ops.SaveV2(
+        prefix=os.path.join(path, "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(tensors[n]) for n in names],
+    )
     with open(os.path.join(path, "bert_config.json"), "w") as f:
         json.dump(config, f)
 
 
 def distinct_tensors(variables):
     """Tensor k holds 1000*(k+1) + its flat index: each value says which tensor, which cell."""
-    return {name: (1000.0 * (k + 1) + np.arange(int(np.prod(shape)))).reshape(shape).astype("float32")
-            for k, (name, shape) in enumerate(variables.items())}
+    return {
+        name: (1000.0 * (k + 1) + np.arange(int(np.prod(shape)))).reshape(shape).astype("float32")
+        for k, (name, shape) in enumerate(variables.items())
+    }
 
 
 def expected_variables(model):
@@ -154,14 +187,20 @@ def expected_variables(model):
     }
     for i, block in enumerate(b.encoder_layers):
         p = f"bert/encoder/layer_{i}/"
-        for part, layer in (("attention/self/query", block.query), ("attention/self/key", block.key),
-                            ("attention/self/value", block.value),
-                            ("attention/output/dense", block.attention_output),
-                            ("intermediate/dense", block.intermediate), ("output/dense", block.output_dense)):
+        for part, layer in (
+            ("attention/self/query", block.query),
+            ("attention/self/key", block.key),
+            ("attention/self/value", block.value),
+            ("attention/output/dense", block.attention_output),
+            ("intermediate/dense", block.intermediate),
+            ("output/dense", block.output_dense),
+        ):
             where[f"{p}{part}/kernel"] = layer.kernel
             where[f"{p}{part}/bias"] = layer.bias
-        for part, norm in (("attention/output/LayerNorm", block.attention_layer_norm),
-                           ("output/LayerNorm", block.output_layer_norm)):
+        for part, norm in (
+            ("attention/output/LayerNorm", block.attention_layer_norm),
+            ("output/LayerNorm", block.output_layer_norm),
+        ):
             where[f"{p}{part}/beta"] = norm.beta
             where[f"{p}{part}/gamma"] = norm.gamma
     transposed = {"cls/seq_relationship/output_weights"}
@@ -208,8 +247,14 @@ def test_our_names_are_the_published_names():
 def _small_backbone():
     from keras_bert_zoo import BertBackbone
 
-    return BertBackbone(vocabulary_size=SMALL["V"], num_layers=SMALL["layers"], num_heads=2,
-                        hidden_dim=SMALL["H"], intermediate_dim=SMALL["I"], max_sequence_length=SMALL["P"])
+    return BertBackbone(
+        vocabulary_size=SMALL["V"],
+        num_layers=SMALL["layers"],
+        num_heads=2,
+        hidden_dim=SMALL["H"],
+        intermediate_dim=SMALL["I"],
+        max_sequence_length=SMALL["P"],
+    )
 
 
 def test_missing_variable_is_named_in_the_google_layout(tmp_path):

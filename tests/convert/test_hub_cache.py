@@ -22,8 +22,16 @@ from tests.helpers import minilm_path
 
 REPO = "test-org/minilm-l6"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-         "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")
+FILES = (
+    "config.json",
+    "model.safetensors",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+)
 
 
 def cache_repo(cache, repo_id, source, commit=COMMIT, files=FILES):
@@ -51,8 +59,11 @@ def test_hf_uri_loads_the_cached_snapshot_like_the_directory(hf_cache):
     by_path = BertBackbone.from_preset(source)
     for address in (f"hf://{REPO}", f"hf://{REPO}@{COMMIT}", f"hf://{REPO}@main"):
         by_hub = BertBackbone.from_preset(address)
-        x = {"token_ids": np.array([[101, 7592, 2088, 999, 102, 0]], "int32"),
-             "segment_ids": np.zeros((1, 6), "int32"), "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], "int32")}
+        x = {
+            "token_ids": np.array([[101, 7592, 2088, 999, 102, 0]], "int32"),
+            "segment_ids": np.zeros((1, 6), "int32"),
+            "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], "int32"),
+        }
         a, b = by_path(x), by_hub(x)
         for key in ("sequence_output", "pooled_output"):
             np.testing.assert_allclose(np.asarray(b[key]), np.asarray(a[key]), atol=1e-5, rtol=0)
@@ -83,8 +94,9 @@ def test_official_repos_of_the_presets():
     assert repos["bert_large_cased"] == "google-bert/bert-large-cased"
     assert repos["bert_tiny_uncased"] == "google/bert_uncased_L-2_H-128_A-2"
     assert repos["bert_medium_uncased"] == "google/bert_uncased_L-8_H-512_A-8"
-    assert [n for n, r in repos.items() if r is None] == [f"bert_{s}_cased" for s in ("tiny", "mini", "small",
-                                                                                      "medium")]
+    assert [n for n, r in repos.items() if r is None] == [
+        f"bert_{s}_cased" for s in ("tiny", "mini", "small", "medium")
+    ]
 
 
 def test_uncached_preset_name_is_one_line_naming_the_repo_and_the_fixes(hf_cache):
@@ -157,8 +169,29 @@ def test_pretrain_preset_starts_from_scratch_and_says_so(hf_cache, tmp_path, cap
     from tests.helpers import shared_data
 
     out = tmp_path / "run"
-    assert main(["pretrain", "--corpus", shared_data("pretrain_text", "sample_text.txt"), "--preset",
-                 "bert_tiny_uncased", "--vocab-size", "300", "--steps", "1", "--batch-size", "2",
-                 "--sequence-length", "32", "--jit-compile", "false", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--corpus",
+                shared_data("pretrain_text", "sample_text.txt"),
+                "--preset",
+                "bert_tiny_uncased",
+                "--vocab-size",
+                "300",
+                "--steps",
+                "1",
+                "--batch-size",
+                "2",
+                "--sequence-length",
+                "32",
+                "--jit-compile",
+                "false",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "pretraining bert_tiny_uncased from scratch" in capsys.readouterr().err
     assert (out / "model.safetensors").exists()

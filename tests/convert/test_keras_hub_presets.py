@@ -26,11 +26,39 @@ from tests.helpers import REPO_ROOT
 
 keras_hub = pytest.importorskip("keras_hub")
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "café", "cafe", "über",
-         "uber", "naïve", "naive", "is", "a", "'", "s", ".", "##s", "##es", "jump", "over", "lazy", "dog", "!"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "café",
+    "cafe",
+    "über",
+    "uber",
+    "naïve",
+    "naive",
+    "is",
+    "a",
+    "'",
+    "s",
+    ".",
+    "##s",
+    "##es",
+    "jump",
+    "over",
+    "lazy",
+    "dog",
+    "!",
+]
 TEXTS = ["The quick brown Fox jumps over the lazy dog.", "Café über naïve fox's!", "a CAFE is a café"]
-SIZES = dict(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-             max_sequence_length=24)
+SIZES = dict(
+    vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=24
+)
 
 
 def _perturb(model, seed=0):
@@ -49,16 +77,20 @@ def presets(tmp_path_factory):
     _perturb(backbone)
     backbone.save_to_preset(str(root / "backbone"))
     classifier = keras_hub.models.BertTextClassifier(
-        backbone, num_classes=3, preprocessor=keras_hub.models.BertTextClassifierPreprocessor(tokenizer,
-                                                                                             sequence_length=20))
+        backbone,
+        num_classes=3,
+        preprocessor=keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=20),
+    )
     _perturb(classifier, seed=1)  # the head too (the backbone moves with it)
     classifier.save_to_preset(str(root / "classifier"))
     masked_lm = keras_hub.models.BertMaskedLM(
-        classifier.backbone, preprocessor=keras_hub.models.BertMaskedLMPreprocessor(tokenizer, sequence_length=20))
+        classifier.backbone, preprocessor=keras_hub.models.BertMaskedLMPreprocessor(tokenizer, sequence_length=20)
+    )
     _perturb(masked_lm.masked_lm_head, seed=2)
     masked_lm.save_to_preset(str(root / "masked_lm"))
-    keras_hub.models.GPT2Backbone(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=4, intermediate_dim=8,
-                                  max_sequence_length=8).save_to_preset(str(root / "gpt2"))
+    keras_hub.models.GPT2Backbone(
+        vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=4, intermediate_dim=8, max_sequence_length=8
+    ).save_to_preset(str(root / "gpt2"))
     return {name: str(root / name) for name in ("backbone", "classifier", "masked_lm", "gpt2")}
 
 
@@ -69,8 +101,9 @@ def as_keras_nlp(src, dst):
         if name.endswith(".json"):
             path = os.path.join(dst, name)
             text = open(path, encoding="utf-8").read()
-            open(path, "w", encoding="utf-8").write(text.replace('"keras_hub>', '"keras_nlp>')
-                                                    .replace('"keras_hub.src', '"keras_nlp.src'))
+            open(path, "w", encoding="utf-8").write(
+                text.replace('"keras_hub>', '"keras_nlp>').replace('"keras_hub.src', '"keras_nlp.src')
+            )
     assert "keras_nlp>BertBackbone" in open(os.path.join(dst, "config.json")).read()
     return str(dst)
 
@@ -110,8 +143,7 @@ def test_classifier_tokens_and_logits_match_keras_hub_on_raw_strings(prefixed, p
     assert ours.num_classes == 3
     x_theirs = _hub_inputs(theirs.preprocessor)
     x_ours = {k: np.asarray(v) for k, v in ours.preprocessor(np.array(TEXTS)).items()}
-    assert _real(x_ours["token_ids"], x_ours["padding_mask"]) == _real(x_theirs["token_ids"],
-                                                                       x_theirs["padding_mask"])
+    assert _real(x_ours["token_ids"], x_ours["padding_mask"]) == _real(x_theirs["token_ids"], x_theirs["padding_mask"])
     assert VOCAB.index("café") in x_ours["token_ids"]  # lowercased, accent kept (KerasHub's uncased)
     assert not ours.preprocessor.tokenizer.strip_accents
     np.testing.assert_allclose(ours.predict(TEXTS, verbose=0), theirs.predict(TEXTS, verbose=0), atol=1e-5, rtol=0)
@@ -128,10 +160,12 @@ def test_masked_lm_head_matches_keras_hub(prefixed, presets, capsys):
 
 def test_loading_needs_no_keras_hub(presets):
     """The weights are read with h5py: in a process where keras_hub cannot be imported."""
-    code = ("import sys; sys.modules['keras_hub'] = None; sys.modules['keras_nlp'] = None\n"
-            "from keras_bert_zoo import BertClassifier\n"
-            f"m = BertClassifier.from_preset({presets['classifier']!r})\n"
-            "print('loaded', m.num_classes, 'keras_hub' in [k for k, v in sys.modules.items() if v])\n")
+    code = (
+        "import sys; sys.modules['keras_hub'] = None; sys.modules['keras_nlp'] = None\n"
+        "from keras_bert_zoo import BertClassifier\n"
+        f"m = BertClassifier.from_preset({presets['classifier']!r})\n"
+        "print('loaded', m.num_classes, 'keras_hub' in [k for k, v in sys.modules.items() if v])\n"
+    )
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert "loaded 3 False" in result.stdout, result.stderr[-2000:]
@@ -162,12 +196,15 @@ def test_our_classifier_loads_into_keras_hub_with_the_same_outputs(tmp_path):
     theirs = _load_without_warnings(keras_hub.models.BertTextClassifier, str(tmp_path / "kh"))
     x_theirs = _hub_inputs(theirs.preprocessor)
     x_ours = {k: np.asarray(v) for k, v in ours.preprocessor(np.array(TEXTS)).items()}
-    assert _real(x_ours["token_ids"], x_ours["padding_mask"]) == _real(x_theirs["token_ids"],
-                                                                       x_theirs["padding_mask"])
+    assert _real(x_ours["token_ids"], x_ours["padding_mask"]) == _real(x_theirs["token_ids"], x_theirs["padding_mask"])
     np.testing.assert_allclose(theirs.predict(TEXTS, verbose=0), ours.predict(TEXTS, verbose=0), atol=1e-5, rtol=0)
     kh_backbone = _load_without_warnings(keras_hub.models.BertBackbone, str(tmp_path / "kh"))
-    np.testing.assert_allclose(np.asarray(kh_backbone(x_theirs)["sequence_output"]),
-                               np.asarray(ours.backbone(x_theirs)["sequence_output"]), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        np.asarray(kh_backbone(x_theirs)["sequence_output"]),
+        np.asarray(ours.backbone(x_theirs)["sequence_output"]),
+        atol=1e-5,
+        rtol=0,
+    )
     back = BertClassifier.from_preset(str(tmp_path / "kh"))  # ours -> KerasHub -> ours: exact
     assert len(back.weights) == len(ours.weights)
     for a, b in zip(ours.weights, back.weights):
@@ -180,8 +217,7 @@ def test_our_pretrainer_loads_into_keras_hub_as_masked_lm(tmp_path):
     _perturb(ours, seed=6)
     ours.save_to_preset(str(tmp_path / "kh"), format="keras_hub")
     theirs = _load_without_warnings(keras_hub.models.BertMaskedLM, str(tmp_path / "kh"))
-    x = _hub_inputs(keras_hub.models.BertTextClassifierPreprocessor(theirs.preprocessor.tokenizer,
-                                                                   sequence_length=20))
+    x = _hub_inputs(keras_hub.models.BertTextClassifierPreprocessor(theirs.preprocessor.tokenizer, sequence_length=20))
     x["mask_positions"] = np.array([[1, 3], [2, 4], [5, 1]], "int32")
     np.testing.assert_allclose(np.asarray(theirs(x)), np.asarray(ours(x)["mlm_logits"]), atol=1e-5, rtol=0)
     back = BertPretrainer.from_preset(str(tmp_path / "kh"))
@@ -197,10 +233,14 @@ def test_our_backbone_alone_is_a_keras_hub_backbone(tmp_path):
     backbone.save_to_preset(str(tmp_path / "kh"), format="keras_hub")
     assert sorted(os.listdir(tmp_path / "kh")) == ["config.json", "metadata.json", "model.weights.h5"]
     theirs = _load_without_warnings(keras_hub.models.BertBackbone, str(tmp_path / "kh"))
-    x = {"token_ids": np.array([[2, 5, 9, 3, 0]], "int32"), "segment_ids": np.zeros((1, 5), "int32"),
-         "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
-    np.testing.assert_allclose(np.asarray(theirs(x)["pooled_output"]), np.asarray(backbone(x)["pooled_output"]),
-                               atol=1e-5, rtol=0)
+    x = {
+        "token_ids": np.array([[2, 5, 9, 3, 0]], "int32"),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+    }
+    np.testing.assert_allclose(
+        np.asarray(theirs(x)["pooled_output"]), np.asarray(backbone(x)["pooled_output"]), atol=1e-5, rtol=0
+    )
 
 
 def test_a_lora_backbone_goes_to_keras_hub_merged(tmp_path):
@@ -211,10 +251,14 @@ def test_a_lora_backbone_goes_to_keras_hub_merged(tmp_path):
     _perturb(backbone, seed=9)  # non-zero adapters too
     backbone.save_to_preset(str(tmp_path / "kh"), format="keras_hub")
     theirs = _load_without_warnings(keras_hub.models.BertBackbone, str(tmp_path / "kh"))
-    x = {"token_ids": np.array([[2, 5, 9, 3, 0]], "int32"), "segment_ids": np.zeros((1, 5), "int32"),
-         "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32")}
-    np.testing.assert_allclose(np.asarray(theirs(x)["sequence_output"]), np.asarray(backbone(x)["sequence_output"]),
-                               atol=1e-5, rtol=0)
+    x = {
+        "token_ids": np.array([[2, 5, 9, 3, 0]], "int32"),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0]], "int32"),
+    }
+    np.testing.assert_allclose(
+        np.asarray(theirs(x)["sequence_output"]), np.asarray(backbone(x)["sequence_output"]), atol=1e-5, rtol=0
+    )
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -227,8 +271,7 @@ def test_cli_converts_keras_hub_to_ours_and_back(presets, tmp_path, capsys):
         assert json.load(f)["strip_accents"] is False  # the KerasHub tokenizer's own option, kept
     original = keras_hub.models.BertTextClassifier.from_preset(presets["classifier"])
     again = _load_without_warnings(keras_hub.models.BertTextClassifier, kh_dir)
-    np.testing.assert_allclose(again.predict(TEXTS, verbose=0), original.predict(TEXTS, verbose=0),
-                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(again.predict(TEXTS, verbose=0), original.predict(TEXTS, verbose=0), atol=1e-5, rtol=0)
 
 
 # --- bad inputs: one line naming the file, nothing written --------------------------------------------
@@ -305,8 +348,25 @@ def test_loading_without_huggingface_hub_names_the_extra(monkeypatch):
 
 def test_finetune_on_a_keras_hub_preset_says_to_convert_it(presets, tmp_path, capsys):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\nthe fox\t1\na dog\t0\n")
-    assert main(["finetune", "classify", "--model", presets["classifier"], "--train", str(tmp_path / "train.tsv"),
-                 "--dev", str(tmp_path / "train.tsv"), "--glue", "sst2", "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "finetune",
+                "classify",
+                "--model",
+                presets["classifier"],
+                "--train",
+                str(tmp_path / "train.tsv"),
+                "--dev",
+                str(tmp_path / "train.tsv"),
+                "--glue",
+                "sst2",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "is a KerasHub preset" in err and "bert-zoo convert --from" in err
     assert not (tmp_path / "out").exists()

@@ -87,18 +87,27 @@ def test_preprocessing_imports_nothing_from_models_or_above():
 
 
 def test_the_checker_sees_every_kind_of_import():
-    source = ("import keras_bert_zoo.export\n"
-              "def f():\n    from keras_bert_zoo.convert.checkpoint import Checkpoint\n"
-              "    from ..training import optimizer\n    from .. import commands\n"
-              "import importlib\nimportlib.import_module('keras_bert_zoo.tasks')\n")
+    source = (
+        "import keras_bert_zoo.export\n"
+        "def f():\n    from keras_bert_zoo.convert.checkpoint import Checkpoint\n"
+        "    from ..training import optimizer\n    from .. import commands\n"
+        "import importlib\nimportlib.import_module('keras_bert_zoo.tasks')\n"
+    )
     seen = {m for _, m in imported_in(source, "keras_bert_zoo.models.sample")}
-    assert {"keras_bert_zoo.export", "keras_bert_zoo.convert.checkpoint", "keras_bert_zoo.training.optimizer",
-            "keras_bert_zoo.commands", "keras_bert_zoo.tasks"} <= seen
+    assert {
+        "keras_bert_zoo.export",
+        "keras_bert_zoo.convert.checkpoint",
+        "keras_bert_zoo.training.optimizer",
+        "keras_bert_zoo.commands",
+        "keras_bert_zoo.tasks",
+    } <= seen
     # A sibling module is not the package root; a re-exported name is.
     assert {m for _, m in imported_in("from keras_bert_zoo import files", "keras_bert_zoo.models.x")} == {
-        "keras_bert_zoo.files"}
+        "keras_bert_zoo.files"
+    }
     assert {m for _, m in imported_in("from keras_bert_zoo import BertBackbone", "keras_bert_zoo.models.x")} == {
-        "keras_bert_zoo"}
+        "keras_bert_zoo"
+    }
 
 
 def test_convert_registers_its_formats_with_the_models():
@@ -106,8 +115,12 @@ def test_convert_registers_its_formats_with_the_models():
     from keras_bert_zoo.convert.checkpoint import open_checkpoint, save_preset
     from keras_bert_zoo.models import loading
 
-    assert loading.registered_hooks() == {"reader": open_checkpoint, "writer": save_preset, "resolver": hub.resolve,
-                              "keras_hub_writer": keras_hub_writer.write_keras_hub_preset}
+    assert loading.registered_hooks() == {
+        "reader": open_checkpoint,
+        "writer": save_preset,
+        "resolver": hub.resolve,
+        "keras_hub_writer": keras_hub_writer.write_keras_hub_preset,
+    }
 
 
 def test_without_a_registered_reader_the_error_says_what_to_import(tmp_path):
@@ -142,9 +155,11 @@ def test_importing_the_package_alone_registers_the_default_optimizer():
     import subprocess
     import sys
 
-    code = ("import keras_bert_zoo, sys; from keras_bert_zoo.models import task; import keras; "
-            "found = keras.saving.get_registered_object('keras_bert_zoo>BertClassifier'); "
-            "sys.exit(task.default_optimizer_factory() is None or found is None)")
+    code = (
+        "import keras_bert_zoo, sys; from keras_bert_zoo.models import task; import keras; "
+        "found = keras.saving.get_registered_object('keras_bert_zoo>BertClassifier'); "
+        "sys.exit(task.default_optimizer_factory() is None or found is None)"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
 
 
@@ -152,8 +167,9 @@ def test_without_a_registered_optimizer_compile_auto_says_what_to_import():
     from keras_bert_zoo import BertBackbone, BertClassifier
     from keras_bert_zoo.models import task
 
-    backbone = BertBackbone(vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8,
-                            max_sequence_length=8)
+    backbone = BertBackbone(
+        vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8, max_sequence_length=8
+    )
     factory = task.default_optimizer_factory()
     task.register_default_optimizer(None)
     try:

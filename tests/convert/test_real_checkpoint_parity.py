@@ -65,19 +65,32 @@ def test_google_tf1_checkpoint_parity(hf_reference, tmp_path):
         names.append(google_name(spec))
         tensors.append(tf.constant(spec.variable.numpy()))  # Google layout == Keras layout
     # A TF1-style checkpoint, written by name as the original Saver does.
-    tf.raw_ops.SaveV2(prefix=str(tmp_path / "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=tensors)
+    tf.raw_ops.SaveV2(
+        prefix=str(tmp_path / "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=tensors,
+    )
     # merge the shard into bert_model.ckpt.index/.data-00000-of-00001
     assert (tmp_path / "bert_model.ckpt.index").exists()
     hf_cfg = hf_model.config
     with open(tmp_path / "bert_config.json", "w") as f:
-        json.dump({
-            "vocab_size": hf_cfg.vocab_size, "hidden_size": hf_cfg.hidden_size,
-            "num_hidden_layers": hf_cfg.num_hidden_layers, "num_attention_heads": hf_cfg.num_attention_heads,
-            "intermediate_size": hf_cfg.intermediate_size, "hidden_act": "gelu",
-            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-            "max_position_embeddings": hf_cfg.max_position_embeddings, "type_vocab_size": 2,
-            "initializer_range": 0.02}, f)
+        json.dump(
+            {
+                "vocab_size": hf_cfg.vocab_size,
+                "hidden_size": hf_cfg.hidden_size,
+                "num_hidden_layers": hf_cfg.num_hidden_layers,
+                "num_attention_heads": hf_cfg.num_attention_heads,
+                "intermediate_size": hf_cfg.intermediate_size,
+                "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.1,
+                "attention_probs_dropout_prob": 0.1,
+                "max_position_embeddings": hf_cfg.max_position_embeddings,
+                "type_vocab_size": 2,
+                "initializer_range": 0.02,
+            },
+            f,
+        )
     reader = tf.train.load_checkpoint(str(tmp_path / "bert_model.ckpt"))
     assert reader.has_tensor("bert/encoder/layer_5/attention/self/query/kernel")
     assert reader.has_tensor("bert/embeddings/LayerNorm/gamma")
@@ -95,9 +108,13 @@ def test_sentence_transformers_embeddings(hf_reference):
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     batch = tokenizer(sentences, padding=True, truncation=True, max_length=256, return_tensors="np")
     backbone = BertBackbone.from_preset(path)
-    out = backbone({"token_ids": batch["input_ids"].astype("int32"),
-                    "segment_ids": batch["token_type_ids"].astype("int32"),
-                    "padding_mask": batch["attention_mask"].astype("int32")})["sequence_output"].numpy()
+    out = backbone(
+        {
+            "token_ids": batch["input_ids"].astype("int32"),
+            "segment_ids": batch["token_type_ids"].astype("int32"),
+            "padding_mask": batch["attention_mask"].astype("int32"),
+        }
+    )["sequence_output"].numpy()
     mask = batch["attention_mask"][..., None]
     mean = (out * mask).sum(1) / mask.sum(1)
     ours = mean / np.linalg.norm(mean, axis=1, keepdims=True)
@@ -112,9 +129,14 @@ def test_keras_hub_parity_with_same_weights(hf_reference):
     ours = BertBackbone.from_preset(path, activation="gelu_approximate")
     c = ours
     theirs = keras_hub.models.BertBackbone(
-        vocabulary_size=c.vocabulary_size, num_layers=c.num_layers, num_heads=c.num_heads,
-        hidden_dim=c.hidden_dim, intermediate_dim=c.intermediate_dim,
-        max_sequence_length=c.max_sequence_length, num_segments=c.num_segments)
+        vocabulary_size=c.vocabulary_size,
+        num_layers=c.num_layers,
+        num_heads=c.num_heads,
+        hidden_dim=c.hidden_dim,
+        intermediate_dim=c.intermediate_dim,
+        max_sequence_length=c.max_sequence_length,
+        num_segments=c.num_segments,
+    )
     h, n = c.hidden_dim, c.num_heads
     theirs.get_layer("token_embedding").embeddings.assign(ours.embeddings.word_embeddings.embeddings)
     theirs.get_layer("position_embedding").position_embeddings.assign(ours.embeddings.position_embeddings.embeddings)
@@ -125,18 +147,25 @@ def test_keras_hub_parity_with_same_weights(hf_reference):
     for i, block in enumerate(ours.encoder_layers):
         layer = theirs.get_layer(f"transformer_layer_{i}")
         att = layer._self_attention_layer
-        for ours_dense, theirs_dense in ((block.query, att._query_dense), (block.key, att._key_dense),
-                                         (block.value, att._value_dense)):
+        for ours_dense, theirs_dense in (
+            (block.query, att._query_dense),
+            (block.key, att._key_dense),
+            (block.value, att._value_dense),
+        ):
             theirs_dense.kernel.assign(np.reshape(ours_dense.kernel.numpy(), (h, n, h // n)))
             theirs_dense.bias.assign(np.reshape(ours_dense.bias.numpy(), (n, h // n)))
         att._output_dense.kernel.assign(np.reshape(block.attention_output.kernel.numpy(), (n, h // n, h)))
         att._output_dense.bias.assign(block.attention_output.bias)
-        for ours_ln, theirs_ln in ((block.attention_layer_norm, layer._self_attention_layer_norm),
-                                   (block.output_layer_norm, layer._feedforward_layer_norm)):
+        for ours_ln, theirs_ln in (
+            (block.attention_layer_norm, layer._self_attention_layer_norm),
+            (block.output_layer_norm, layer._feedforward_layer_norm),
+        ):
             theirs_ln.gamma.assign(ours_ln.gamma)
             theirs_ln.beta.assign(ours_ln.beta)
-        for ours_d, theirs_d in ((block.intermediate, layer._feedforward_intermediate_dense),
-                                 (block.output_dense, layer._feedforward_output_dense)):
+        for ours_d, theirs_d in (
+            (block.intermediate, layer._feedforward_intermediate_dense),
+            (block.output_dense, layer._feedforward_output_dense),
+        ):
             theirs_d.kernel.assign(ours_d.kernel)
             theirs_d.bias.assign(ours_d.bias)
     theirs.get_layer("pooled_dense").kernel.assign(ours.pooler.kernel)
@@ -161,9 +190,11 @@ def test_dropout_noise_matches_hf(hf_reference):
     draws = 40
     real = inputs["padding_mask"].astype(bool)
     ours = np.stack([backbone(inputs, training=True)["sequence_output"].numpy()[real] for _ in range(draws)])
-    batch = {"input_ids": torch.tensor(inputs["token_ids"]).long(),
-             "token_type_ids": torch.tensor(inputs["segment_ids"]).long(),
-             "attention_mask": torch.tensor(inputs["padding_mask"]).long()}
+    batch = {
+        "input_ids": torch.tensor(inputs["token_ids"]).long(),
+        "token_type_ids": torch.tensor(inputs["segment_ids"]).long(),
+        "attention_mask": torch.tensor(inputs["padding_mask"]).long(),
+    }
     model.train()
     try:
         with torch.no_grad():

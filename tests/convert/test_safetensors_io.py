@@ -41,7 +41,9 @@ def test_bfloat16_round_trip(tmp_path):
     np.testing.assert_array_equal(read_safetensors(tmp_path / "bf.safetensors")["x"], x)
 
 
-@pytest.mark.parametrize("content", [b"", b"\x00" * 4, b"\xff" * 8 + b"{}", b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!"])
+@pytest.mark.parametrize(
+    "content", [b"", b"\x00" * 4, b"\xff" * 8 + b"{}", b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!"]
+)
 def test_corrupt_files_give_a_clear_error(tmp_path, content):
     path = tmp_path / "bad.safetensors"
     path.write_bytes(content)

@@ -77,8 +77,11 @@ def test_h5_names_and_shapes_are_hf_pytorch_ones():
     config = transformers.BertConfig.from_pretrained(PRETRAINING)
     torch_model = transformers.BertForPreTraining(config)
     tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
-    expected = {k: tuple(v.shape) for k, v in torch_model.state_dict().items()
-                if k not in tied and not k.endswith("position_ids")}
+    expected = {
+        k: tuple(v.shape)
+        for k, v in torch_model.state_dict().items()
+        if k not in tied and not k.endswith("position_ids")
+    }
     got = {k: v.shape for k, v in read_tf_h5(os.path.join(PRETRAINING, "tf_model.h5")).items()}
     assert got == expected
 
@@ -91,8 +94,16 @@ def test_h5_converted_to_our_preset_loads_in_hf_pytorch(ref, tmp_path):
     BertPretrainer.from_preset(PRETRAINING).save_to_preset(out)
     model = transformers.BertForPreTraining.from_pretrained(out).eval()
     with torch.no_grad():
-        got = model(**{name: torch.tensor(ref[key]).long() for name, key in (
-            ("input_ids", "token_ids"), ("token_type_ids", "segment_ids"), ("attention_mask", "padding_mask"))})
+        got = model(
+            **{
+                name: torch.tensor(ref[key]).long()
+                for name, key in (
+                    ("input_ids", "token_ids"),
+                    ("token_type_ids", "segment_ids"),
+                    ("attention_mask", "padding_mask"),
+                )
+            }
+        )
     np.testing.assert_allclose(got.prediction_logits.numpy(), ref["mlm_logits"], atol=1e-5, rtol=0)
     np.testing.assert_allclose(got.seq_relationship_logits.numpy(), ref["nsp_logits"], atol=1e-5, rtol=0)
 
@@ -100,8 +111,9 @@ def test_h5_converted_to_our_preset_loads_in_hf_pytorch(ref, tmp_path):
 def test_safetensors_is_read_before_tf_model_h5(tmp_path, ref):
     both = tmp_path / "both"
     shutil.copytree(MODEL, both)
-    other = BertBackbone(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                         max_sequence_length=64)
+    other = BertBackbone(
+        vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=64
+    )
     other.save_to_preset(str(tmp_path / "st"))
     shutil.copy(tmp_path / "st" / "model.safetensors", both / "model.safetensors")
     loaded = BertBackbone.from_preset(str(both))
@@ -112,9 +124,19 @@ def test_safetensors_is_read_before_tf_model_h5(tmp_path, ref):
 
 
 # The keys of the Turc et al. repos' config.json: no `architectures`, no `model_type`.
-TURC_CONFIG_KEYS = ("hidden_size", "hidden_act", "initializer_range", "vocab_size", "hidden_dropout_prob",
-                    "num_attention_heads", "type_vocab_size", "max_position_embeddings", "num_hidden_layers",
-                    "intermediate_size", "attention_probs_dropout_prob")
+TURC_CONFIG_KEYS = (
+    "hidden_size",
+    "hidden_act",
+    "initializer_range",
+    "vocab_size",
+    "hidden_dropout_prob",
+    "num_attention_heads",
+    "type_vocab_size",
+    "max_position_embeddings",
+    "num_hidden_layers",
+    "intermediate_size",
+    "attention_probs_dropout_prob",
+)
 
 
 def turc_snapshot(tmp_path, source=PRETRAINING):
@@ -183,14 +205,17 @@ class FakeHub:
         monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
 
 
-@pytest.mark.parametrize("files, weights", [
-    (TURC_FILES, "tf_model.h5"),
-    (TURC_FILES + ("model.safetensors",), "model.safetensors"),  # e.g. google-bert/bert-base-uncased
-])
+@pytest.mark.parametrize(
+    "files, weights",
+    [
+        (TURC_FILES, "tf_model.h5"),
+        (TURC_FILES + ("model.safetensors",), "model.safetensors"),  # e.g. google-bert/bert-base-uncased
+    ],
+)
 def test_online_the_hub_listing_decides_which_weight_file_is_fetched(monkeypatch, tmp_path, files, weights):
     hub_ = FakeHub(monkeypatch, files, turc_snapshot(tmp_path))
     BertBackbone.from_preset("bert_tiny_uncased")
-    (repo_id, patterns), = hub_.asked
+    ((repo_id, patterns),) = hub_.asked
     assert repo_id == TINY_REPO
     assert weights in patterns and not {"tf_model.h5", "model.safetensors"} - {weights} & set(patterns)
     assert not any(p.endswith((".bin", ".msgpack")) for p in patterns)

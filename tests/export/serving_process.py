@@ -62,8 +62,15 @@ def _start():
     _stderr = tempfile.TemporaryFile("w+")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    _server = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=_stderr, text=True, env=env, cwd=REPO_ROOT)
+    _server = subprocess.Popen(
+        [sys.executable, "-c", SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=_stderr,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     atexit.register(_stop, _server)
 
 

@@ -16,22 +16,32 @@ from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePrep
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 
-CONTEXTS = ["Members of the procession walk down the street holding small horn brass instruments.",
-            "",
-            "Zürich naïve café, São Paulo 日本語 🙂",
-            "He rides the motorcycle down the hall and into the elevator. " * 6]
-CHOICES = [["A drum line passes by.", "A drum line has heard them.", "A drum line arrives.", ""],
-           ["He looks at a mirror.", "He stops.", "He exits the building.", "He pulls the bag out."],
-           ["élan vital", "東京都", "🇫🇷 done", "e\u0301cole"],
-           ["He looks at a mirror in the mirror as he watches someone walk through a door. " * 3, "x", "y", "z"]]
+CONTEXTS = [
+    "Members of the procession walk down the street holding small horn brass instruments.",
+    "",
+    "Zürich naïve café, São Paulo 日本語 🙂",
+    "He rides the motorcycle down the hall and into the elevator. " * 6,
+]
+CHOICES = [
+    ["A drum line passes by.", "A drum line has heard them.", "A drum line arrives.", ""],
+    ["He looks at a mirror.", "He stops.", "He exits the building.", "He pulls the bag out."],
+    ["élan vital", "東京都", "🇫🇷 done", "e\u0301cole"],
+    ["He looks at a mirror in the mirror as he watches someone walk through a door. " * 3, "x", "y", "z"],
+]
 
 
 @pytest.fixture(scope="module")
 def model():
     keras.utils.set_random_seed(0)
     pre = MultipleChoicePreprocessor.from_preset(minilm_path(), sequence_length=24)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
     model = BertMultipleChoice(backbone, preprocessor=pre, data_layout={"sequence_length": 24, "num_choices": 4})
     # A pooler and head big enough that the choices get clearly different scores.
     rng = np.random.default_rng(0)
@@ -53,7 +63,8 @@ def test_fresh_process_matches_predict_choices(model, exported, tmp_path):
     with open(tmp_path / "questions.json", "w", encoding="utf-8") as f:
         json.dump({"contexts": CONTEXTS, "choices": CHOICES}, f, ensure_ascii=False)
 
-    out = _fresh_process(f"""
+    out = _fresh_process(
+        f"""
     import json
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the WordPiece / regex ops
@@ -72,7 +83,9 @@ def test_fresh_process_matches_predict_choices(model, exported, tmp_path):
                       "same": bool((by_name["logits"].numpy() == result["logits"].numpy()).all()),
                       "two": two["logits"].numpy().tolist(),
                       "signatures": sorted(served.signatures)}}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     got = json.loads(out.strip().splitlines()[-1])
     assert got["same"] and {"serving_default", "choose", "predict_token_ids", "tokenize"} <= set(got["signatures"])
     np.testing.assert_allclose(got["probabilities"], probs, atol=1e-5)

@@ -17,15 +17,22 @@ TEXTS = ["A man is playing a guitar.", "", "Zürich, café — 日本語 🙂", 
 def test_fresh_process_serving_equals_encode(tmp_path):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=32)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
     model = BertSentenceEmbedder(backbone, pooling="mean", normalize=True, preprocessor=pre)
     expected = model.encode(TEXTS)
     assert np.ptp(expected[:, 0]) > 1e-2  # the texts get different vectors: the check can fail
     path = export_saved_model(model, str(tmp_path / "served"))
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f, ensure_ascii=False)
-    out = _fresh_process(f"""
+    out = _fresh_process(
+        f"""
     import json
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the WordPiece / regex ops
@@ -36,7 +43,9 @@ def test_fresh_process_serving_equals_encode(tmp_path):
     info = json.load(open({path!r} + "/assets/export_info.json"))
     print(json.dumps({{"embeddings": result["embeddings"].numpy().tolist(), "outputs": sorted(result),
                        "info": info}}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     served = json.loads(out.strip().splitlines()[-1])
     assert served["outputs"] == ["embeddings"]
     assert served["info"]["task"] == "BertSentenceEmbedder" and served["info"]["pooling"] == "mean"

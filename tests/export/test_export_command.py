@@ -10,15 +10,22 @@ from tests.helpers import minilm_path
 
 
 def _backbone(vocabulary_size):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=1, num_heads=2, hidden_dim=16,
-                        intermediate_dim=32, max_sequence_length=32)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
 
 
 def test_export_classifier_directory(tmp_path, capsys):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=12)
-    model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=2,
-                           label_names=["no", "yes"], preprocessor=pre)
+    model = BertClassifier(
+        _backbone(pre.tokenizer.vocabulary_size()), num_classes=2, label_names=["no", "yes"], preprocessor=pre
+    )
     model.classifier.kernel.assign(model.classifier.kernel * 100.0)
     model.save_to_preset(str(tmp_path / "model"))
     texts = ["is it raining?", "", "ça va très bien"]
@@ -38,8 +45,7 @@ def test_export_pretrainer_directory(tmp_path, capsys):
     model = BertPretrainer(backbone=_backbone(pre.tokenizer.vocabulary_size()))
     model.save_to_preset(str(tmp_path / "pre"))
     pre.save_to_preset(str(tmp_path / "pre"))
-    assert cli.main(["export", "--model", str(tmp_path / "pre"), "--out", str(tmp_path / "mlm"),
-                     "--top-k", "2"]) == 0
+    assert cli.main(["export", "--model", str(tmp_path / "pre"), "--out", str(tmp_path / "mlm"), "--top-k", "2"]) == 0
     assert "fill_mask(text) -> is_mask, mask_positions, scores, token_ids, tokens" in capsys.readouterr().out
     got = tf.saved_model.load(str(tmp_path / "mlm")).signatures["fill_mask"](text=tf.constant(["a [MASK] day"]))
     assert got["tokens"].shape == (1, 8, 2)

@@ -20,8 +20,15 @@ TEXTS = ["is it raining?", "", "ça va très bien", "a good film, truly great " 
 def _classifier():
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32, initializer_range=0.2)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+        initializer_range=0.2,
+    )
     model = BertClassifier(backbone, num_classes=3, label_names=["a", "b", "c"], preprocessor=pre)
     model.classifier.kernel.assign(model.classifier.kernel * 20.0)  # spreads the probabilities
     return model
@@ -66,8 +73,9 @@ def test_portable_int8_export_runs_no_onednn_kernel_and_serves_the_same(tmp_path
     monkeypatch.setattr(int8, "host_has_vnni", lambda: True)
     monkeypatch.setattr(int8, "onednn_int8_exact", lambda: True)
     block_trace.clear_shared_block_traces()  # the predict above traced this host's path: start from none
-    paths = {kernel: export_saved_model(model, str(tmp_path / kernel), int8_kernel=kernel)
-             for kernel in ("auto", "portable")}  # auto first: its traces must not serve the portable export
+    paths = {
+        kernel: export_saved_model(model, str(tmp_path / kernel), int8_kernel=kernel) for kernel in ("auto", "portable")
+    }  # auto first: its traces must not serve the portable export
     assert "QuantizedMatMulWithBiasAndDequantize" in _ops_in(paths["auto"])
     assert "QuantizedMatMulWithBiasAndDequantize" not in _ops_in(paths["portable"])
     np.testing.assert_allclose(_served(paths["portable"])["probabilities"].numpy(), expected, atol=1e-5)
@@ -82,8 +90,12 @@ def test_export_command_quantizes(tmp_path, capsys):
     model.save_to_preset(str(tmp_path / "model"))
     model.quantize("int8")
     expected = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
-    assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"),
-                     "--quantize", "int8"]) == 0
+    assert (
+        cli.main(
+            ["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"), "--quantize", "int8"]
+        )
+        == 0
+    )
     np.testing.assert_allclose(_served(str(tmp_path / "served"))["probabilities"].numpy(), expected, atol=1e-5)
 
 
@@ -103,8 +115,22 @@ def test_export_command_bf16_and_int8_together(tmp_path):
     assert twin.backbone.encoder_layers[0].query.quantization_mode == "int8"
     expected = twin.logits_to_probabilities(twin.predict(TEXTS, verbose=0))
     float32_int8 = model.logits_to_probabilities(model.predict(TEXTS, verbose=0))
-    assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served"),
-                     "--precision", "bf16", "--quantize", "int8"]) == 0
+    assert (
+        cli.main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "model"),
+                "--out",
+                str(tmp_path / "served"),
+                "--precision",
+                "bf16",
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     got = _served(str(tmp_path / "served"))["probabilities"].numpy()
     np.testing.assert_allclose(got, expected, atol=1e-2)  # bf16: the served batch pads otherwise
     assert 0 < np.abs(got - float32_int8).max() < 5e-2  # bfloat16 moved it, not far

@@ -21,18 +21,28 @@ from tests.helpers import minilm_path
 
 _WORDS = "the river flows north past Zürich and the old café where 東京 visitors met Ångström in 1889 🙂".split()
 LONG = " ".join(random.Random(0).choice(_WORDS) for _ in range(3000))
-QUESTIONS = ["Where does the river flow?", "Who met Ångström?", "What is empty?", "When did they meet?",
-             "Which city?"]
-CONTEXTS = ["The river flows north past Zürich, and the old café 🙂 stands where 東京 visitors met Ångström in 1889.",
-            "Visitors from 東京 met Ångström. " * 30, "", LONG, "Kyōto 京都 ☕ naïve résumé"]
+QUESTIONS = ["Where does the river flow?", "Who met Ångström?", "What is empty?", "When did they meet?", "Which city?"]
+CONTEXTS = [
+    "The river flows north past Zürich, and the old café 🙂 stands where 東京 visitors met Ångström in 1889.",
+    "Visitors from 東京 met Ångström. " * 30,
+    "",
+    LONG,
+    "Kyōto 京都 ☕ naïve résumé",
+]
 
 
 @pytest.fixture(scope="module")
 def model():
     keras.utils.set_random_seed(0)
     pre = SpanQAPreprocessor.from_preset(minilm_path())  # the SQuAD defaults: 384, step 128, question 64
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=384)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=384,
+    )
     qa = BertSpanQA(backbone, preprocessor=pre)
     qa.qa_outputs.kernel.assign(np.random.default_rng(0).normal(size=(16, 2)).astype("float32") * 3)
     return qa
@@ -49,7 +59,8 @@ def test_fresh_process_equals_predict_answers(model, exported, tmp_path):
     assert int(tf.reduce_sum(tf.cast(windows["example_ids"] == 3, tf.int32))) > 20  # the long passage
     with open(tmp_path / "inputs.json", "w", encoding="utf-8") as f:
         json.dump({"questions": QUESTIONS, "contexts": CONTEXTS}, f)
-    out = _fresh_process(f"""
+    out = _fresh_process(
+        f"""
     import json
     import numpy as np
     import tensorflow as tf
@@ -71,7 +82,9 @@ def test_fresh_process_equals_predict_answers(model, exported, tmp_path):
     print(json.dumps({{"result": {{k: plain(v) for k, v in result.items()}}, "same": same,
                       "signatures": sorted(served.signatures),
                       "empty": {{k: list(v.shape) for k, v in empty.items()}}}}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     got = json.loads(out.strip().splitlines()[-1])
     assert got["same"] and {"serving_default", "answer", "tokenize", "predict_token_ids"} <= set(got["signatures"])
     result = got["result"]
@@ -84,8 +97,10 @@ def test_fresh_process_equals_predict_answers(model, exported, tmp_path):
         assert k == len(row["n_best"])
         assert result["n_best_text"][i][:k] == [n["text"] for n in row["n_best"]]
         assert result["n_best_start"][i][:k] == [n["start"] for n in row["n_best"]]
-        np.testing.assert_allclose(result["n_best_score"][i][:k], [n["score"] for n in row["n_best"]], rtol=1e-5, atol=1e-4)
-        assert CONTEXTS[i][row["start"]:row["end"]] == row["answer"] if row["start"] >= 0 else row["answer"] == ""
+        np.testing.assert_allclose(
+            result["n_best_score"][i][:k], [n["score"] for n in row["n_best"]], rtol=1e-5, atol=1e-4
+        )
+        assert CONTEXTS[i][row["start"] : row["end"]] == row["answer"] if row["start"] >= 0 else row["answer"] == ""
     assert result["answer"][2] == "" and result["start"][2] == -1  # the empty passage: no span
     assert all(a for i, a in enumerate(result["answer"]) if i != 2)
     assert any(ord(ch) > 127 for a in result["answer"] for ch in a)  # character offsets, not bytes, on real text

@@ -28,8 +28,14 @@ def _preprocessor(sequence_length=16):
 
 
 def _backbone(vocabulary_size):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=16,
-                        intermediate_dim=32, max_sequence_length=64)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +43,12 @@ def classifier():
     """A tiny classifier fine-tuned for a few steps, so its probabilities depend on the text."""
     keras.utils.set_random_seed(0)
     pre = _preprocessor()
-    model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=3,
-                           label_names=["neg", "neutral", "pos"], preprocessor=pre)
+    model = BertClassifier(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        num_classes=3,
+        label_names=["neg", "neutral", "pos"],
+        preprocessor=pre,
+    )
     good = ["a good film", "great acting", "truly great", "a fine film"]
     bad = ["a bad film", "boring plot", "truly bad", "an awful film"]
     flat = ["a film", "the plot", "some acting", "it is a film"]
@@ -72,7 +82,8 @@ def test_fresh_process_matches_model_predict(classifier, exported, tmp_path):
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f, ensure_ascii=False)
 
-    out = _fresh_process(f"""
+    out = _fresh_process(
+        f"""
     import json
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the WordPiece / regex ops
@@ -86,7 +97,9 @@ def test_fresh_process_matches_model_predict(classifier, exported, tmp_path):
         "labels": [s.decode() for s in result["labels"].numpy()],
         "signatures": sorted(served.signatures),
     }}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     got = json.loads(out.strip().splitlines()[-1])
     probs = np.array(got["probabilities"])
     assert probs.shape == expected.shape
@@ -119,8 +132,12 @@ def test_token_id_signature_and_assets(classifier, exported):
 def test_pair_task_takes_text_pair(tmp_path):
     keras.utils.set_random_seed(2)
     pre = _preprocessor()
-    model = BertClassifier(_backbone(pre.tokenizer.vocabulary_size()), num_classes=2, preprocessor=pre,
-                           data_layout={"text_columns": ["premise", "hypothesis"]})
+    model = BertClassifier(
+        _backbone(pre.tokenizer.vocabulary_size()),
+        num_classes=2,
+        preprocessor=pre,
+        data_layout={"text_columns": ["premise", "hypothesis"]},
+    )
     model.classifier.kernel.assign(model.classifier.kernel * 200.0)  # spreads the probabilities
     pairs = [("a good film", "great"), ("a good film", "awful"), ("", "é"), (LONG, "short"), ("bad", LONG)]
     expected = model.logits_to_probabilities(model.predict(pairs, verbose=0))
@@ -186,8 +203,7 @@ def test_savedmodel_matches_hf_transformers(classifier, exported, tmp_path):
         expected = torch.softmax(hf(**enc).logits, -1).numpy()
     served = tf.saved_model.load(exported)
     got = served.signatures["serving_default"](text=tf.constant(TEXTS))
-    np.testing.assert_array_equal(served.signatures["tokenize"](text=tf.constant(TEXTS))["token_ids"].numpy(),
-                                  enc["input_ids"].numpy())
+    np.testing.assert_array_equal(
+        served.signatures["tokenize"](text=tf.constant(TEXTS))["token_ids"].numpy(), enc["input_ids"].numpy()
+    )
     assert np.abs(got["probabilities"].numpy() - expected).max() <= 1e-5
-
-

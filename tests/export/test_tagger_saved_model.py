@@ -45,10 +45,15 @@ TEXTS = [
 def _tagger(label_names, scheme="IOB2", seed=0, o_bias=1.5):
     keras.utils.set_random_seed(seed)
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=16)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
-    model = BertTagger(backbone, num_labels=len(label_names), label_names=label_names, scheme=scheme,
-                       preprocessor=pre)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
+    model = BertTagger(backbone, num_labels=len(label_names), label_names=label_names, scheme=scheme, preprocessor=pre)
     # Random head weights (fixed seed) big enough that the tags depend on the word; the
     # O bias keeps some words outside entities.
     kernel = np.random.default_rng(seed).normal(size=model.classifier.kernel.shape).astype("float32")
@@ -79,16 +84,19 @@ def _unpad(result, lengths, keys):
 
 def _entities(result):
     cols = _unpad(result, "num_entities", ("entity_text", "entity_type", "start", "end", "score"))
-    return [[{"text": t, "type": y, "start": s, "end": e, "score": p}
-             for t, y, s, e, p in zip(*(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")))]
-            for i in range(len(cols["start"]))]
+    return [
+        [
+            {"text": t, "type": y, "start": s, "end": e, "score": p}
+            for t, y, s, e, p in zip(*(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")))
+        ]
+        for i in range(len(cols["start"]))
+    ]
 
 
 def _exact_scores(model, texts):
     """`predict_entities`' score before its rounding: the mean of the words' max probability."""
     words = [t.split() for t in texts]
-    tags, logits = predict_words(model, words, model.preprocessor, label_names=model.label_names,
-                                 return_logits=True)
+    tags, logits = predict_words(model, words, model.preprocessor, label_names=model.label_names, return_logits=True)
     scores = []
     for sentence_tags, word_logits in zip(tags, logits):
         probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
@@ -101,11 +109,12 @@ def _check_against_model(model, texts, tags, entities):
     assert tags == model.predict_tags(texts)
     expected = model.predict_entities(texts)
     exact = _exact_scores(model, texts)
-    assert [[{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in entities] == \
-        [[{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in expected]
+    assert [[{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in entities] == [
+        [{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in expected
+    ]
     for text, got_row, want_row, exact_row in zip(texts, entities, expected, exact):
         for got, want, score in zip(got_row, want_row, exact_row):
-            assert got["text"] == text[got["start"]:got["end"]]
+            assert got["text"] == text[got["start"] : got["end"]]
             assert abs(got["score"] - score) <= 1e-5, (got, score)
             assert abs(got["score"] - want["score"]) <= 1e-5, (got, want)
 
@@ -121,7 +130,8 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f)
 
-    out = _fresh_process(f"""
+    out = _fresh_process(
+        f"""
     import json
     import numpy as np
     import tensorflow as tf
@@ -141,32 +151,60 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     empty = served.signatures["serving_default"](text=tf.zeros([0], tf.string))
     print(json.dumps({{"result": plain(result), "same": same, "signatures": sorted(served.signatures),
                       "empty": {{k: list(v.shape) for k, v in empty.items()}}}}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     got = json.loads(out.strip().splitlines()[-1])
     assert got["same"]
     assert {"serving_default", "tag", "predict_token_ids", "tokenize"} <= set(got["signatures"])
     result = got["result"]
     words = _unpad(result, "num_words", ("words", "tags", "tag_ids", "word_start", "word_end"))
     assert words["words"] == [t.split() for t in TEXTS]
-    assert [list(zip(s, e)) for s, e in zip(words["word_start"], words["word_end"])] == \
-        [[(m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in TEXTS]
+    assert [list(zip(s, e)) for s, e in zip(words["word_start"], words["word_end"])] == [
+        [(m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in TEXTS
+    ]
     assert words["tag_ids"] == [[IOB2.index(t) for t in row] for row in words["tags"]]
     _check_against_model(model, TEXTS, words["tags"], _entities(result))
     # A zero-size batch: no windows at all, every output with a leading 0.
     assert got["empty"] and all(shape[0] == 0 for shape in got["empty"].values())
-    assert set(got["empty"]) == set(result) == {
-        "words", "tags", "tag_ids", "word_start", "word_end", "num_words",
-        "entity_text", "entity_type", "start", "end", "score", "num_entities"}
+    assert (
+        set(got["empty"])
+        == set(result)
+        == {
+            "words",
+            "tags",
+            "tag_ids",
+            "word_start",
+            "word_end",
+            "num_words",
+            "entity_text",
+            "entity_type",
+            "start",
+            "end",
+            "score",
+            "num_entities",
+        }
+    )
 
 
 def test_signature_dtypes_tokenize_and_token_ids(tagger, exported):
     served = tf.saved_model.load(exported)
     outputs = served.signatures["serving_default"].structured_outputs
     dtypes = {k: v.dtype for k, v in outputs.items()}
-    assert dtypes == {"words": tf.string, "tags": tf.string, "tag_ids": tf.int32, "word_start": tf.int64,
-                      "word_end": tf.int64, "num_words": tf.int64, "entity_text": tf.string,
-                      "entity_type": tf.string, "start": tf.int64, "end": tf.int64, "score": tf.float32,
-                      "num_entities": tf.int64}
+    assert dtypes == {
+        "words": tf.string,
+        "tags": tf.string,
+        "tag_ids": tf.int32,
+        "word_start": tf.int64,
+        "word_end": tf.int64,
+        "num_words": tf.int64,
+        "entity_text": tf.string,
+        "entity_type": tf.string,
+        "start": tf.int64,
+        "end": tf.int64,
+        "score": tf.float32,
+        "num_entities": tf.int64,
+    }
     # `tokenize` shows the windows the model sees: those of the preprocessor's `windows`.
     tokenized = served.signatures["tokenize"](text=tf.constant(TEXTS))
     windows = tagger.preprocessor.windows(tf.ragged.constant([t.split() for t in TEXTS], dtype=tf.string))
@@ -179,8 +217,9 @@ def test_signature_dtypes_tokenize_and_token_ids(tagger, exported):
     expected = tagger.predict(features, verbose=0)
     np.testing.assert_allclose(by_ids["logits"].numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(by_ids["tag_ids"].numpy(), expected.argmax(-1))
-    assert [[t.decode() for t in row] for row in by_ids["tags"].numpy()] == \
-        [[IOB2[i] for i in row] for row in expected.argmax(-1)]
+    assert [[t.decode() for t in row] for row in by_ids["tags"].numpy()] == [
+        [IOB2[i] for i in row] for row in expected.argmax(-1)
+    ]
     np.testing.assert_allclose(by_ids["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
     with open(f"{exported}/assets/export_info.json", encoding="utf-8") as f:
         info = json.load(f)
@@ -211,15 +250,18 @@ def test_decoder_equals_conlleval_on_random_sequences(scheme, names):
     ragged_scores = tf.ragged.constant(scores, dtype=tf.float32, row_splits_dtype=tf.int64)
     starts = ids.with_values(tf.range(tf.size(ids.values, out_type=tf.int64)) * 10)
     found = serving.entities(ids, ragged_scores, starts, starts + 3)
-    got = [list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word"))))
-           for i in range(len(sentences))]
+    got = [
+        list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word"))))
+        for i in range(len(sentences))
+    ]
     got = [[(t.decode(), a, b) for t, a, b in row] for row in got]
     expected = [entity_spans([names[i] for i in s], scheme=scheme) for s in sentences]
     assert got == [[tuple(e) for e in row] for row in expected]
     flat_start = np.cumsum([0] + [len(s) for s in sentences])
     for i, row in enumerate(expected):
-        np.testing.assert_allclose(found["score"][i].numpy(), [np.mean(scores[i][a:b]) for _, a, b in row],
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            found["score"][i].numpy(), [np.mean(scores[i][a:b]) for _, a, b in row], rtol=1e-5, atol=1e-6
+        )
         assert found["start"][i].numpy().tolist() == [(flat_start[i] + a) * 10 for _, a, _ in row]
         assert found["end"][i].numpy().tolist() == [(flat_start[i] + b - 1) * 10 + 3 for _, _, b in row]
 
@@ -228,8 +270,10 @@ def test_bert_zoo_export_tagger_directory(tagger, tmp_path, capsys):
     tagger.save_to_preset(str(tmp_path / "model"))
     assert cli.main(["export", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "served")]) == 0
     shown = capsys.readouterr().out
-    assert ("tag(text) -> end, entity_text, entity_type, num_entities, num_words, score, start, tag_ids, "
-            "tags, word_end, word_start, words") in shown
+    assert (
+        "tag(text) -> end, entity_text, entity_type, num_entities, num_words, score, start, tag_ids, "
+        "tags, word_end, word_start, words"
+    ) in shown
     assert "predict_token_ids(padding_mask, segment_ids, token_ids) -> logits, probabilities, tag_ids, tags" in shown
     served = tf.saved_model.load(str(tmp_path / "served"))
     result = served.signatures["tag"](text=tf.constant(TEXTS))

@@ -47,14 +47,15 @@ def _cli_cases():
     """`{test function: {case id: exit code}}` of the CLI case tables."""
     from tests.failures import test_cli_failures, test_probe_failures
 
-    return {"test_cli_failure": {c[0]: c[2] for c in test_cli_failures.CASES},
-            "test_probe_failure": {c[0]: c[2] for c in test_probe_failures.CASES}}
+    return {
+        "test_cli_failure": {c[0]: c[2] for c in test_cli_failures.CASES},
+        "test_probe_failure": {c[0]: c[2] for c in test_probe_failures.CASES},
+    }
 
 
 def test_every_cli_case_is_in_the_table():
     text = TABLE.read_text()
-    missing = [case for function, cases in _cli_cases().items() for case in cases
-               if f"{function}[{case}]" not in text]
+    missing = [case for function, cases in _cli_cases().items() for case in cases if f"{function}[{case}]" not in text]
     assert not missing, f"cases without a row in docs/failures.md: {missing}"
 
 
@@ -64,4 +65,6 @@ def test_documented_exit_codes_match_the_cases():
         for _, function, param in TEST_ID.findall(row[-1]):
             if function in tables:
                 codes = tables[function]
-                assert row[-2] == str(codes[param]), f"row {row[0]}: exit code {row[-2]}, the test expects {codes[param]}"
+                assert row[-2] == str(codes[param]), (
+                    f"row {row[0]}: exit code {row[-2]}, the test expects {codes[param]}"
+                )

@@ -30,8 +30,18 @@ safetensors = pytest.importorskip("safetensors")
 
 # The format's dtype names and the numpy dtype each one means (safetensors' own table, written
 # here independently of the reader's: a reader mapping a name wrongly fails the comparison).
-FORMAT_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
-                 "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+FORMAT_DTYPES = {
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": ml_dtypes.bfloat16,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": np.bool_,
+}
 STRICTER = ("unsupported dtype", "twice", "needs exactly dtype, shape and data_offsets")
 
 
@@ -103,7 +113,7 @@ def mutate(raw, body_size, rng):
         if rng.random() < 0.5:
             data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
         else:
-            del data[i:i + rng.randint(1, 3)]
+            del data[i : i + rng.randint(1, 3)]
     elif kind == 6:  # a wrong length field
         length = rng.choice([0, 1, n - 1, n + 1, n + 8, 2**32, 2**63, 2**64 - 1])
         return length, bytes(data), 8 + n + body_size
@@ -142,8 +152,9 @@ def check_mutants(real_header, tmp_path, count, seed):
             tensors = read_safetensors(path)
         except SafetensorsError as e:
             assert path in str(e)
-            assert reference is None or any(s in str(e) for s in STRICTER), \
+            assert reference is None or any(s in str(e) for s in STRICTER), (
                 f"mutant {i}: the reference loads it, we refuse: {e}"
+            )
             outcomes["refused"] += 1
             continue
         assert reference is not None, f"mutant {i}: we load what the safetensors package refuses"

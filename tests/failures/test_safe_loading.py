@@ -27,8 +27,9 @@ class Exploit:
 
 @pytest.fixture
 def tiny_dir(tmp_path):
-    backbone = BertBackbone(vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                            max_sequence_length=16)
+    backbone = BertBackbone(
+        vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+    )
     path = tmp_path / "tiny"
     backbone.save_to_preset(str(path))
     return path
@@ -78,8 +79,14 @@ def test_keras_files_load_in_safe_mode(tmp_path):
 
 def test_no_code_path_turns_safety_off():
     """Nothing in the package unpickles or loads `.keras` files unsafely."""
-    unsafe = re.compile(r"safe_mode\s*=\s*False|allow_pickle\s*=\s*True|pickle\.loads?\(|torch\.load\(|"
-                        r"joblib\.load|dill\.|enable_unsafe_deserialization")
-    offenders = [f"{p.relative_to(PACKAGE)}:{i}" for p in PACKAGE.rglob("*.py")
-                 for i, line in enumerate(p.read_text().splitlines(), 1) if unsafe.search(line)]
+    unsafe = re.compile(
+        r"safe_mode\s*=\s*False|allow_pickle\s*=\s*True|pickle\.loads?\(|torch\.load\(|"
+        r"joblib\.load|dill\.|enable_unsafe_deserialization"
+    )
+    offenders = [
+        f"{p.relative_to(PACKAGE)}:{i}"
+        for p in PACKAGE.rglob("*.py")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if unsafe.search(line)
+    ]
     assert not offenders, offenders

@@ -15,7 +15,6 @@ from ../shared/data, against predictions made by corrupting them with a seeded
 RNG.
 """
 
-
 import numpy as np
 import pytest
 
@@ -141,12 +140,24 @@ def ref_conlleval_scores(true_seqs, pred_seqs, iobes=False):
 
     total_c, total_g, total_t = (sum(d.values()) for d in (correct_chunk, found_guessed, found_correct))
     p, r, f = prf(total_c, total_g, total_t)
-    out = {"precision": p, "recall": r, "f1": f, "true_entities": total_t,
-           "predicted_entities": total_g, "correct_entities": total_c}
+    out = {
+        "precision": p,
+        "recall": r,
+        "f1": f,
+        "true_entities": total_t,
+        "predicted_entities": total_g,
+        "correct_entities": total_c,
+    }
     for type_ in sorted(set(found_correct) | set(found_guessed)):
         p, r, f = prf(correct_chunk.get(type_, 0), found_guessed.get(type_, 0), found_correct.get(type_, 0))
-        out.update({f"precision_{type_}": p, f"recall_{type_}": r, f"f1_{type_}": f,
-                    f"support_{type_}": found_correct.get(type_, 0)})
+        out.update(
+            {
+                f"precision_{type_}": p,
+                f"recall_{type_}": r,
+                f"f1_{type_}": f,
+                f"support_{type_}": found_correct.get(type_, 0),
+            }
+        )
     return out
 
 
@@ -277,25 +288,40 @@ HAND_CASES = [
     (["I-ORG", "I-LOC"], "IOB2", [("ORG", 0, 1), ("LOC", 1, 2)], []),
     (["B-ORG", "I-ORG", "I-LOC", "I-ORG"], "IOB2", [("ORG", 0, 2), ("LOC", 2, 3), ("ORG", 3, 4)], [("ORG", 0, 2)]),
     # B-X after I-Y, O after B, B at the end
-    (["I-MISC", "B-PER", "O", "B-LOC"], "IOB2", [("MISC", 0, 1), ("PER", 1, 2), ("LOC", 3, 4)],
-     [("PER", 1, 2), ("LOC", 3, 4)]),
+    (
+        ["I-MISC", "B-PER", "O", "B-LOC"],
+        "IOB2",
+        [("MISC", 0, 1), ("PER", 1, 2), ("LOC", 3, 4)],
+        [("PER", 1, 2), ("LOC", 3, 4)],
+    ),
     # types containing "-"
     (["B-GPE-X", "I-GPE-X", "I-GPE-Y"], "IOB2", [("GPE-X", 0, 2), ("GPE-Y", 2, 3)], [("GPE-X", 0, 2)]),
     # IOB1: I-X starts, B-X separates adjacent same-type entities
-    (["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"], "IOB1",
-     [("PER", 0, 2), ("PER", 2, 3), ("LOC", 4, 5), ("ORG", 5, 6)], None),
+    (
+        ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"],
+        "IOB1",
+        [("PER", 0, 2), ("PER", 2, 3), ("LOC", 4, 5), ("ORG", 5, 6)],
+        None,
+    ),
     (["O", "B-PER", "I-PER"], "IOB1", [("PER", 1, 3)], None),
     # IOBES / BIOES: S, E, and what follows them
-    (["S-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC"], "BIOES",
-     [("PER", 0, 1), ("PER", 1, 2), ("LOC", 2, 4), ("LOC", 4, 5)],
-     [("PER", 0, 1), ("PER", 1, 2), ("LOC", 2, 4), ("LOC", 4, 5)]),
+    (
+        ["S-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC"],
+        "BIOES",
+        [("PER", 0, 1), ("PER", 1, 2), ("LOC", 2, 4), ("LOC", 4, 5)],
+        [("PER", 0, 1), ("PER", 1, 2), ("LOC", 2, 4), ("LOC", 4, 5)],
+    ),
     (["B-ORG", "I-ORG", "I-ORG", "E-ORG", "O"], "IOBES", [("ORG", 0, 4)], [("ORG", 0, 4)]),
     (["E-ORG", "B-ORG"], "IOBES", [("ORG", 0, 1), ("ORG", 1, 2)], []),  # E then B of the same type
     (["E-ORG", "E-ORG", "I-ORG"], "IOBES", [("ORG", 0, 1), ("ORG", 1, 2), ("ORG", 2, 3)], []),
     (["S-ORG", "I-ORG", "E-ORG"], "IOBES", [("ORG", 0, 1), ("ORG", 1, 3)], [("ORG", 0, 1)]),
     (["S-ORG", "E-ORG", "O", "E-PER"], "IOBES", [("ORG", 0, 1), ("ORG", 1, 2), ("PER", 3, 4)], [("ORG", 0, 1)]),
-    (["B-PER", "S-PER", "I-PER", "S-LOC"], "IOBES", [("PER", 0, 1), ("PER", 1, 2), ("PER", 2, 3), ("LOC", 3, 4)],
-     [("PER", 1, 2), ("LOC", 3, 4)]),
+    (
+        ["B-PER", "S-PER", "I-PER", "S-LOC"],
+        "IOBES",
+        [("PER", 0, 1), ("PER", 1, 2), ("PER", 2, 3), ("LOC", 3, 4)],
+        [("PER", 1, 2), ("LOC", 3, 4)],
+    ),
     (["B-PER", "I-PER"], "IOBES", [("PER", 0, 2)], []),  # never closed: strict drops it
     (["B-PER", "I-PER", "E-LOC"], "IOBES", [("PER", 0, 2), ("LOC", 2, 3)], []),
     (["B-PER", "B-PER", "E-PER"], "IOBES", [("PER", 0, 1), ("PER", 1, 3)], [("PER", 1, 3)]),
@@ -410,8 +436,14 @@ def seqeval_scores(true, pred, **kwargs):
     for type_, row in report.items():
         if type_.endswith(" avg"):
             continue
-        out.update({f"precision_{type_}": row["precision"], f"recall_{type_}": row["recall"],
-                    f"f1_{type_}": row["f1-score"], f"support_{type_}": int(row["support"])})
+        out.update(
+            {
+                f"precision_{type_}": row["precision"],
+                f"recall_{type_}": row["recall"],
+                f"f1_{type_}": row["f1-score"],
+                f"support_{type_}": int(row["support"]),
+            }
+        )
     return out, int(micro["support"])
 
 
@@ -428,8 +460,9 @@ def assert_matches_seqeval(true, pred, scheme, mode):
 
 
 @pytest.mark.parametrize(
-    "scheme,mode", [("IOB1", "conlleval"), ("IOB2", "conlleval"), ("BIOES", "conlleval"),
-                    ("IOB2", "strict"), ("BIOES", "strict")])
+    "scheme,mode",
+    [("IOB1", "conlleval"), ("IOB2", "conlleval"), ("BIOES", "conlleval"), ("IOB2", "strict"), ("BIOES", "strict")],
+)
 def test_conll2003_dev_corrupted_against_seqeval(scheme, mode):
     pytest.importorskip("seqeval")
     gold, pred = dev_data(scheme, seed=17)
@@ -437,8 +470,9 @@ def test_conll2003_dev_corrupted_against_seqeval(scheme, mode):
     assert_matches_seqeval(pred, gold, scheme, mode)
 
 
-@pytest.mark.parametrize("scheme,mode", [("IOB2", "conlleval"), ("BIOES", "conlleval"),
-                                         ("IOB2", "strict"), ("BIOES", "strict")])
+@pytest.mark.parametrize(
+    "scheme,mode", [("IOB2", "conlleval"), ("BIOES", "conlleval"), ("IOB2", "strict"), ("BIOES", "strict")]
+)
 def test_hand_and_random_cases_against_seqeval(scheme, mode):
     pytest.importorskip("seqeval")
     group = ("IOB2",) if scheme == "IOB2" else ("IOBES", "BIOES")

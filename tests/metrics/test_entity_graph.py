@@ -8,16 +8,15 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo.tasks.tagger import entity_graph
-from keras_bert_zoo.tasks.tagger.metrics import entity_spans
 from keras_bert_zoo.tasks.tagger.entity_graph import entity_spans_tf, label_tables
+from keras_bert_zoo.tasks.tagger.metrics import entity_spans
 from tests.metrics.test_entities import dev_data
 
 
 def _graph_spans(sentences, label_names):
     """`entity_spans_tf` of tag strings, in a `tf.function` (as in a SavedModel)."""
     index = {n: i for i, n in enumerate(label_names)}
-    ids = tf.ragged.constant([[index[t] for t in s] for s in sentences], dtype=tf.int32,
-                             row_splits_dtype=tf.int64)
+    ids = tf.ragged.constant([[index[t] for t in s] for s in sentences], dtype=tf.int32, row_splits_dtype=tf.int64)
     tables = {k: tf.constant(v) for k, v in label_tables(label_names).items()}
     spans = tf.function(lambda x: entity_spans_tf(x, tables)[0])(ids)
     rows = zip(*(spans[k].to_list() for k in ("entity_type", "first_word", "last_word")))
@@ -37,7 +36,8 @@ def test_graph_decoder_equals_python_decoder_on_conll2003_dev(scheme):
 
 def test_labels_that_are_not_tags_count_as_o():
     assert _graph_spans([["B-PER", "X", "I-PER", "PER"]], ["O", "B-PER", "I-PER", "X", "PER"]) == [
-        [("PER", 0, 1), ("PER", 2, 3)]]
+        [("PER", 0, 1), ("PER", 2, 3)]
+    ]
 
 
 def test_docstring_examples_run():

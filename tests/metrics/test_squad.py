@@ -8,8 +8,8 @@ import string
 
 import pytest
 
-from keras_bert_zoo.tasks.span_qa.metrics import find_best_threshold, squad_scores
 from keras_bert_zoo.tasks.span_qa.data import read_squad
+from keras_bert_zoo.tasks.span_qa.metrics import find_best_threshold, squad_scores
 from tests.helpers import shared_data
 
 
@@ -184,8 +184,11 @@ def test_v20_scores_and_best_threshold_equal_the_official_script(dev):
                 if rng.random() < 0.5:
                     qa["answers"], qa["is_impossible"] = [], True
                 golds[qa["id"]] = [a["text"] for a in qa["answers"]]
-                span = perturb(qa["answers"][0]["text"], rng) if qa["answers"] and rng.random() < 0.6 else \
-                    sentence_baseline(qa["question"], p["context"])
+                span = (
+                    perturb(qa["answers"][0]["text"], rng)
+                    if qa["answers"] and rng.random() < 0.6
+                    else sentence_baseline(qa["question"], p["context"])
+                )
                 null_odds[qa["id"]] = rng.gauss(0, 1) + (1.0 if not qa["answers"] else 0.0)
                 preds[qa["id"]] = span
     answered = {q: ("" if null_odds[q] > 0.0 else preds[q]) for q in preds}

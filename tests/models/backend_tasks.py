@@ -9,8 +9,14 @@ Shared with the test: the raw inputs (`INPUTS`), so both sides read the same exa
 
 __all__ = ["INPUTS", "SCRIPT"]
 
-TEXTS = ["a charming film .", "dull", "the plot is thin but the acting is fine and the score is lovely",
-         "it never finds its footing", "a triumph", "one of the worst films of the year , badly written"]
+TEXTS = [
+    "a charming film .",
+    "dull",
+    "the plot is thin but the acting is fine and the score is lovely",
+    "it never finds its footing",
+    "a triumph",
+    "one of the worst films of the year , badly written",
+]
 INPUTS = {
     "texts": TEXTS,
     "labels": [1, 0, 1, 0, 1, 0],

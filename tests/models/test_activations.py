@@ -24,7 +24,7 @@ def test_bf16_gelu_in_training_is_the_float32_erf_form_rounded_once():
     wide = np.asarray(tf.cast(half, tf.float32), "float64")
     # one rounding of the float64 value: every element is the bf16 nearest (or next) to the exact GELU
     want = np.asarray(tf.cast(tf.constant(_reference(wide), tf.float32), tf.bfloat16), "float32")
-    np.testing.assert_allclose(np.asarray(got, "float32"), want, rtol=2 ** -7, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got, "float32"), want, rtol=2**-7, atol=1e-6)
     # inference keeps Keras' form (which TF fuses into the matmul); float32 is unchanged in training
     assert gelu(half, training=False).dtype == tf.bfloat16
     np.testing.assert_allclose(np.asarray(gelu(tf.constant(x), training=True)), _reference(x), rtol=1e-5, atol=1e-6)

@@ -5,8 +5,7 @@ import pytest
 from keras_bert_zoo import BertBackbone
 from tests.helpers import run_model_test
 
-TINY = dict(vocabulary_size=10, num_layers=2, num_heads=2, hidden_dim=4, intermediate_dim=8,
-            max_sequence_length=5)
+TINY = dict(vocabulary_size=10, num_layers=2, num_heads=2, hidden_dim=4, intermediate_dim=8, max_sequence_length=5)
 
 
 def tiny_inputs(batch=2, seq=5):
@@ -48,21 +47,28 @@ def test_layer_names_mirror_checkpoint_names():
     assert "pooler/kernel" in paths
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("bert_tiny_uncased", 4_385_920),
-    ("bert_mini_uncased", None),
-    ("bert_base_uncased", 109_482_240),
-    ("bert_base_cased", 108_310_272),
-    ("bert_large_uncased", 335_141_888),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("bert_tiny_uncased", 4_385_920),
+        ("bert_mini_uncased", None),
+        ("bert_base_uncased", 109_482_240),
+        ("bert_base_cased", 108_310_272),
+        ("bert_large_uncased", 335_141_888),
+    ],
+)
 def test_preset_parameter_counts_equal_hf(name, expected):
     transformers = pytest.importorskip("transformers")
     from keras_bert_zoo.models.presets import BACKBONE_PRESETS
 
     p = BACKBONE_PRESETS[name]
     hf_config = transformers.BertConfig(
-        vocab_size=p["vocabulary_size"], hidden_size=p["hidden_dim"], num_hidden_layers=p["num_layers"],
-        num_attention_heads=p["num_heads"], intermediate_size=p["intermediate_dim"])
+        vocab_size=p["vocabulary_size"],
+        hidden_size=p["hidden_dim"],
+        num_hidden_layers=p["num_layers"],
+        num_attention_heads=p["num_heads"],
+        intermediate_size=p["intermediate_dim"],
+    )
     with __import__("torch").device("meta"):
         hf_count = sum(t.numel() for t in transformers.BertModel(hf_config).parameters())
     ours = BertBackbone.from_preset(name, load_weights=False).count_params()
@@ -101,7 +107,11 @@ def test_mixed_bfloat16_runs_in_bf16_with_float32_weights_and_stays_close():
 def test_mixed_bfloat16_trains():
     backbone = BertBackbone(**TINY, dtype="mixed_bfloat16")
     inputs = keras.Input(shape=(5,), dtype="int32")
-    features = {"token_ids": inputs, "segment_ids": keras.ops.zeros_like(inputs), "padding_mask": keras.ops.ones_like(inputs)}
+    features = {
+        "token_ids": inputs,
+        "segment_ids": keras.ops.zeros_like(inputs),
+        "padding_mask": keras.ops.ones_like(inputs),
+    }
     logits = keras.layers.Dense(2, dtype="float32")(backbone(features)["pooled_output"])
     model = keras.Model(inputs, logits)
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -110,16 +120,20 @@ def test_mixed_bfloat16_trains():
     assert np.isfinite(history.history["loss"]).all()
 
 
-RANDOM_INIT_LINE = ("bert_tiny_uncased: architecture only, random initialisation (load_weights=False; "
-                    "load_weights=True loads its pretrained checkpoint)")
+RANDOM_INIT_LINE = (
+    "bert_tiny_uncased: architecture only, random initialisation (load_weights=False; "
+    "load_weights=True loads its pretrained checkpoint)"
+)
 
 
 def test_a_preset_without_a_checkpoint_does_not_promise_one(capsys):
     """The small cased sizes have no pretrained checkpoint: the line says so, and names the one that has."""
     BertBackbone.from_preset("bert_tiny_cased", load_weights=False)
     line = capsys.readouterr().err.strip()
-    assert line == ("bert_tiny_cased: architecture only, random initialisation (load_weights=False; Google released "
-                    "no pretrained checkpoint of this size and casing; bert_tiny_uncased has one)")
+    assert line == (
+        "bert_tiny_cased: architecture only, random initialisation (load_weights=False; Google released "
+        "no pretrained checkpoint of this size and casing; bert_tiny_uncased has one)"
+    )
 
 
 def test_preset_name_says_it_is_random_initialisation(capsys, tmp_path):

@@ -17,39 +17,74 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertPretrainer,
-                            BertSentenceEmbedder, BertSpanQA, BertTagger, MultipleChoicePreprocessor,
-                            SpanQAPreprocessor, TaggingPreprocessor)
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPreprocessor,
+    BertPretrainer,
+    BertSentenceEmbedder,
+    BertSpanQA,
+    BertTagger,
+    MultipleChoicePreprocessor,
+    SpanQAPreprocessor,
+    TaggingPreprocessor,
+)
 from tests.helpers import minilm_path, start_on_backend
 from tests.models.backend_tasks import INPUTS, SCRIPT
 
 NAMES = ("classifier", "tagger", "choice", "embedder", "span_qa", "pretrainer")
-CLASSES = {"classifier": BertClassifier, "tagger": BertTagger, "choice": BertMultipleChoice,
-           "embedder": BertSentenceEmbedder, "span_qa": BertSpanQA, "pretrainer": BertPretrainer}
+CLASSES = {
+    "classifier": BertClassifier,
+    "tagger": BertTagger,
+    "choice": BertMultipleChoice,
+    "embedder": BertSentenceEmbedder,
+    "span_qa": BertSpanQA,
+    "pretrainer": BertPretrainer,
+}
 
 
 def backbone(seed):
     keras.utils.set_random_seed(seed)
-    return BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=64, dropout=0.0, initializer_range=0.5)
+    return BertBackbone(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=64,
+        dropout=0.0,
+        initializer_range=0.5,
+    )
 
 
 def build(name, vocab):
     """A tiny task model of each kind, with the MiniLM vocabulary's preprocessor."""
     if name == "classifier":
-        return BertClassifier(backbone(0), num_classes=2, dropout=0.0,
-                              preprocessor=BertPreprocessor.from_preset(vocab, sequence_length=32))
+        return BertClassifier(
+            backbone(0),
+            num_classes=2,
+            dropout=0.0,
+            preprocessor=BertPreprocessor.from_preset(vocab, sequence_length=32),
+        )
     if name == "tagger":
-        return BertTagger(backbone(1), num_labels=3, dropout=0.0,
-                          preprocessor=TaggingPreprocessor.from_preset(vocab, sequence_length=32))
+        return BertTagger(
+            backbone(1),
+            num_labels=3,
+            dropout=0.0,
+            preprocessor=TaggingPreprocessor.from_preset(vocab, sequence_length=32),
+        )
     if name == "choice":
-        return BertMultipleChoice(backbone(2), dropout=0.0,
-                                  preprocessor=MultipleChoicePreprocessor.from_preset(vocab, sequence_length=32))
+        return BertMultipleChoice(
+            backbone(2), dropout=0.0, preprocessor=MultipleChoicePreprocessor.from_preset(vocab, sequence_length=32)
+        )
     if name == "embedder":
         return BertSentenceEmbedder(backbone(3), preprocessor=BertPreprocessor.from_preset(vocab, sequence_length=32))
     if name == "span_qa":
-        return BertSpanQA(backbone(4), preprocessor=SpanQAPreprocessor.from_preset(
-            vocab, sequence_length=32, doc_stride=8, max_query_length=8))
+        return BertSpanQA(
+            backbone(4),
+            preprocessor=SpanQAPreprocessor.from_preset(vocab, sequence_length=32, doc_stride=8, max_query_length=8),
+        )
     return BertPretrainer(backbone(5), preprocessor=BertPreprocessor.from_preset(vocab, sequence_length=32))
 
 
@@ -72,8 +107,10 @@ def runs(saved, tmp_path_factory):
         if importlib.util.find_spec(backend) is None:
             continue  # its test skips
         path = tmp_path_factory.mktemp(f"on_{backend}")
-        started[backend] = (start_on_backend(backend, SCRIPT, path, presets=saved, out=str(path / "saved"),
-                                             inputs=INPUTS), str(path / "saved"))
+        started[backend] = (
+            start_on_backend(backend, SCRIPT, path, presets=saved, out=str(path / "saved"), inputs=INPUTS),
+            str(path / "saved"),
+        )
     yield started
     for run, _ in started.values():
         if run.process.poll() is None:
@@ -93,8 +130,9 @@ def tf_predictions(path, x=INPUTS):
         elif name == "choice":
             out[name] = m.predict((x["contexts"], x["choices"]), batch_size=2, verbose=0)
         elif name == "span_qa":
-            out[name] = np.array([[a["start"], a["end"], a["score"]] for a in
-                                  m.predict_answers(x["questions"], x["passages"], n_best=3)])
+            out[name] = np.array(
+                [[a["start"], a["end"], a["score"]] for a in m.predict_answers(x["questions"], x["passages"], n_best=3)]
+            )
         else:
             out[name] = np.array([[p for _, p in slot] for text in m.fill_mask(x["masked"], top_k=3) for slot in text])
     return out

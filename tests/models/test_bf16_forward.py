@@ -13,8 +13,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor, BertPretrainer,
-                            BertSentenceEmbedder, BertSpanQA, BertTagger)
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPreprocessor,
+    BertPretrainer,
+    BertSentenceEmbedder,
+    BertSpanQA,
+    BertTagger,
+)
 from keras_bert_zoo.models.precision import with_precision
 from tests.helpers import minilm_path
 
@@ -23,8 +31,14 @@ ATOL = 3e-2
 
 
 def _backbone(vocabulary_size):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=16,
-                        intermediate_dim=32, max_sequence_length=32)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
 
 
 def _classifier(v, pre):
@@ -37,8 +51,12 @@ def _tagger(v, _):
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=12)
     model = BertTagger(_backbone(v), num_labels=3, preprocessor=pre, label_names=["O", "B-X", "I-X"])
     words = [t.split() for t in TEXTS]
-    return model, lambda m: m.predict(pre(tf.ragged.constant(words))[0] if isinstance(pre(tf.ragged.constant(
-        words)), tuple) else pre(tf.ragged.constant(words)), verbose=0)
+    return model, lambda m: m.predict(
+        pre(tf.ragged.constant(words))[0]
+        if isinstance(pre(tf.ragged.constant(words)), tuple)
+        else pre(tf.ragged.constant(words)),
+        verbose=0,
+    )
 
 
 def _span_qa(v, _):
@@ -69,8 +87,9 @@ def _pretrainer(v, pre):
     return model, lambda m: m.predict(x, verbose=0)
 
 
-@pytest.mark.parametrize("make", [_classifier, _tagger, _span_qa, _choice, _embedder, _pretrainer],
-                         ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "make", [_classifier, _tagger, _span_qa, _choice, _embedder, _pretrainer], ids=lambda f: f.__name__.strip("_")
+)
 def test_bf16_forward_equals_float32_within_bf16_rounding(make):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)

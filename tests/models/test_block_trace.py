@@ -20,15 +20,24 @@ from keras_bert_zoo import BertBackbone, BertClassifier, BertTagger
 from keras_bert_zoo.models.layers import block_trace
 from keras_bert_zoo.models.layers.encoder_block import BertEncoderBlock
 
-INPUTS = {"token_ids": np.array([[2, 17, 9, 33, 3, 0], [2, 5, 3, 0, 0, 0]], "int32"),
-          "segment_ids": np.zeros((2, 6), "int32"),
-          "padding_mask": np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], "int32")}
+INPUTS = {
+    "token_ids": np.array([[2, 17, 9, 33, 3, 0], [2, 5, 3, 0, 0, 0]], "int32"),
+    "segment_ids": np.zeros((2, 6), "int32"),
+    "padding_mask": np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], "int32"),
+}
 
 
 def backbone(seed, num_layers=3):
     keras.utils.set_random_seed(seed)
-    return BertBackbone(vocabulary_size=60, num_layers=num_layers, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=16, initializer_range=0.5)
+    return BertBackbone(
+        vocabulary_size=60,
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        initializer_range=0.5,
+    )
 
 
 @pytest.fixture
@@ -91,8 +100,16 @@ def test_training_steps_share_a_trace_and_train_as_before(block_calls, monkeypat
         keras.config.set_dtype_policy(policy)
         try:
             keras.utils.set_random_seed(6)
-            blocks = BertBackbone(vocabulary_size=60, num_layers=3, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                                  max_sequence_length=16, initializer_range=0.5, dropout=block_dropout)
+            blocks = BertBackbone(
+                vocabulary_size=60,
+                num_layers=3,
+                num_heads=2,
+                hidden_dim=8,
+                intermediate_dim=16,
+                max_sequence_length=16,
+                initializer_range=0.5,
+                dropout=block_dropout,
+            )
             model = BertTagger(blocks, num_labels=3, dropout=0.3)
         finally:
             keras.config.set_dtype_policy(previous)

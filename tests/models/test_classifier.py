@@ -12,8 +12,15 @@ from tests.helpers import run_model_test
 
 
 def tiny_backbone(**kwargs):
-    return BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8,
-                        intermediate_dim=16, max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def int_inputs(batch=3, seq=7, vocab=50, seed=0):
@@ -29,8 +36,12 @@ def int_inputs(batch=3, seq=7, vocab=50, seed=0):
 
 @pytest.mark.parametrize("num_classes, problem_type", [(3, None), (1, None), (4, "multi_label")])
 def test_contract(tmp_path, num_classes, problem_type):
-    model = BertClassifier(tiny_backbone(), num_classes=num_classes, problem_type=problem_type,
-                           label_names=[f"l{i}" for i in range(num_classes)])
+    model = BertClassifier(
+        tiny_backbone(),
+        num_classes=num_classes,
+        problem_type=problem_type,
+        label_names=[f"l{i}" for i in range(num_classes)],
+    )
     out = run_model_test(model, int_inputs(), tmp_path)
     assert tuple(out.shape) == (3, num_classes)
     expected = problem_type or ("regression" if num_classes == 1 else "single_label")
@@ -50,12 +61,14 @@ def test_bad_arguments():
 def test_fit_lowers_loss(num_classes, problem_type):
     """Each problem type trains with its default loss on a learnable toy task."""
     keras.utils.set_random_seed(0)
-    model = BertClassifier(tiny_backbone(dropout=0.0), num_classes=num_classes,
-                           problem_type=problem_type, dropout=0.0)
+    model = BertClassifier(tiny_backbone(dropout=0.0), num_classes=num_classes, problem_type=problem_type, dropout=0.0)
     x = int_inputs(batch=32, seed=1)
     signal = (x["token_ids"][:, 1] > 25).astype("int32")  # label = a property of token 1
-    y = {"single_label": signal, "regression": signal.astype("float32"),
-         "multi_label": np.stack([signal, 1 - signal, signal], axis=1).astype("float32")}[model.problem_type]
+    y = {
+        "single_label": signal,
+        "regression": signal.astype("float32"),
+        "multi_label": np.stack([signal, 1 - signal, signal], axis=1).astype("float32"),
+    }[model.problem_type]
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     history = model.fit(x, y, epochs=60, batch_size=32, verbose=0)
     losses = history.history["loss"]
@@ -73,9 +86,15 @@ def _save_hf(tmp_path, num_labels, seed=0):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
-    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=16,
-                                     max_position_embeddings=16, num_labels=num_labels)
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        num_labels=num_labels,
+    )
     hf = transformers.BertForSequenceClassification(config).eval()
     # Non-trivial head weights: HF initialises the bias to 0.
     with torch.no_grad():
@@ -89,9 +108,11 @@ def _hf_logits(hf, x):
     import torch
 
     with torch.no_grad():
-        return hf(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
-                  token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
-                  attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)).logits.numpy()
+        return hf(
+            input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
+            token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long),
+        ).logits.numpy()
 
 
 def test_hf_parity_and_round_trip(tmp_path):
@@ -126,9 +147,11 @@ def test_head_with_other_class_count_starts_fresh(tmp_path, capsys):
     import torch
 
     with torch.no_grad():
-        pooled = hf.bert(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
-                         token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
-                         attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)).pooler_output
+        pooled = hf.bert(
+            input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
+            token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long),
+        ).pooler_output
     np.testing.assert_allclose(model.backbone(x)["pooled_output"], pooled.numpy(), rtol=1e-5, atol=2e-5)
 
 
@@ -139,9 +162,15 @@ def test_raw_strings_match_preprocessed_ints(pairs):
     from tests.helpers import minilm_path
 
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=24)
-    backbone = BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=8,
-                            intermediate_dim=16, max_sequence_length=24,
-                            initializer_range=0.5)  # large weights: inputs visibly change logits
+    backbone = BertBackbone(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=24,
+        initializer_range=0.5,
+    )  # large weights: inputs visibly change logits
     model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
     a = ["a charming film .", "dull", "the plot is thin but the acting is fine"]
     b = ["it was good", "very dull indeed", "fine acting"]
@@ -176,17 +205,28 @@ def test_google_run_classifier_head_loads(tmp_path):
     tensors += [tf.constant(hf.classifier.weight.detach().numpy()), tf.constant(hf.classifier.bias.detach().numpy())]
     gdir = tmp_path / "google"
     gdir.mkdir()
-    tf.raw_ops.SaveV2(prefix=str(gdir / "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=tensors)
+    tf.raw_ops.SaveV2(
+        prefix=str(gdir / "bert_model.ckpt"), tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors
+    )
     cfg = hf.config
     with open(gdir / "bert_config.json", "w") as f:
-        json.dump({"vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
-                   "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
-                   "intermediate_size": cfg.intermediate_size, "hidden_act": "gelu",
-                   "max_position_embeddings": cfg.max_position_embeddings, "type_vocab_size": 2}, f)
+        json.dump(
+            {
+                "vocab_size": cfg.vocab_size,
+                "hidden_size": cfg.hidden_size,
+                "num_hidden_layers": cfg.num_hidden_layers,
+                "num_attention_heads": cfg.num_attention_heads,
+                "intermediate_size": cfg.intermediate_size,
+                "hidden_act": "gelu",
+                "max_position_embeddings": cfg.max_position_embeddings,
+                "type_vocab_size": 2,
+            },
+            f,
+        )
     # HF trained with erf GELU; Google's "gelu" means tanh, so override.
-    model = BertClassifier.from_preset(str(gdir), num_classes=3, preprocessor=None,
-                                       backbone_kwargs={"activation": "gelu"})
+    model = BertClassifier.from_preset(
+        str(gdir), num_classes=3, preprocessor=None, backbone_kwargs={"activation": "gelu"}
+    )
     x = int_inputs(batch=4, seq=9)
     np.testing.assert_allclose(model.predict(x, verbose=0), _hf_logits(hf, x), rtol=1e-5, atol=2e-5)
 
@@ -199,8 +239,11 @@ def test_from_preset_without_num_classes_names_the_argument(tmp_path):
 
     path = str(tmp_path / "backbone")
     tiny_backbone().save_to_preset(path)
-    with pytest.raises(UsageError, match=r"BertClassifier\.from_preset\('.*backbone'\) needs num_classes: it holds "
-                                         r"no BertClassifier head .*num_classes=2\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"BertClassifier\.from_preset\('.*backbone'\) needs num_classes: it holds "
+        r"no BertClassifier head .*num_classes=2\)",
+    ):
         BertClassifier.from_preset(path)
     with pytest.raises(UsageError, match=r"needs num_classes: a preset name is a backbone architecture"):
         BertClassifier.from_preset("bert_tiny_uncased", load_weights=False)

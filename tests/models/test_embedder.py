@@ -13,15 +13,25 @@ TEXTS = ["A man is playing a guitar.", "", "Zürich, café — 日本語", "and 
 
 
 def _backbone(vocabulary_size=60, **kwargs):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=8,
-                        intermediate_dim=16, max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def _ids(seed=0):
     rng = np.random.default_rng(seed)
     mask = np.array([[1] * 10, [1] * 6 + [0] * 4, [1] * 2 + [0] * 8], "int32")
-    return {"token_ids": (rng.integers(5, 60, (3, 10)) * mask).astype("int32"),
-            "segment_ids": np.zeros((3, 10), "int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(5, 60, (3, 10)) * mask).astype("int32"),
+        "segment_ids": np.zeros((3, 10), "int32"),
+        "padding_mask": mask,
+    }
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls", "pooled", "max"])
@@ -67,8 +77,14 @@ def small_embedder():
     """A 1-layer random model with the real MiniLM vocabulary (fast raw-string tests)."""
     keras.utils.set_random_seed(2)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=32)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=32)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=32,
+    )
     return BertSentenceEmbedder(backbone, preprocessor=pre)
 
 

@@ -34,9 +34,12 @@ def test_hidden_states_and_combinations_equal_hf():
     x = {k: np.asarray(v) for k, v in x.items()}
     hf = transformers.BertModel.from_pretrained(path).eval()
     with torch.no_grad():
-        out = hf(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
-                 token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
-                 attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long), output_hidden_states=True)
+        out = hf(
+            input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
+            token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long),
+            output_hidden_states=True,
+        )
     states = [s.numpy() for s in out.hidden_states]
     assert len(states) == 7
     real = x["padding_mask"].astype(bool)
@@ -52,16 +55,27 @@ def test_hidden_states_and_combinations_equal_hf():
 
 
 def _tiny(dropout=0.1, num_layers=4):
-    return BertBackbone(vocabulary_size=50, num_layers=num_layers, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=16, dropout=dropout, output_hidden_states=True)
+    return BertBackbone(
+        vocabulary_size=50,
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        dropout=dropout,
+        output_hidden_states=True,
+    )
 
 
 def _inputs(n=16, length=10, seed=0):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(3, length + 1, n)
     mask = (np.arange(length)[None] < lengths[:, None]).astype("int32")
-    return {"token_ids": (rng.integers(5, 50, (n, length)) * mask).astype("int32"),
-            "segment_ids": np.zeros((n, length), "int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(5, 50, (n, length)) * mask).astype("int32"),
+        "segment_ids": np.zeros((n, length), "int32"),
+        "padding_mask": mask,
+    }
 
 
 def test_frozen_inside_a_users_model_only_the_head_trains():
@@ -71,7 +85,9 @@ def test_frozen_inside_a_users_model_only_the_head_trains():
     inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
     head = keras.layers.Dense(3, name="tags")
     model = keras.Model(inputs, head(extractor(inputs)))
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     x = _inputs()
     y = np.random.default_rng(1).integers(0, 3, (16, 10))
     frozen = [w.copy() for w in extractor.backbone.get_weights()]
@@ -96,8 +112,9 @@ def test_config_round_trip_and_errors(tmp_path):
     np.testing.assert_array_equal(restored.predict(x, verbose=0), extractor.predict(x, verbose=0))
     assert restored.combination == "sum_last_four" and not restored.trainable_weights
     with pytest.raises(ValueError, match="output_hidden_states=True"):
-        BertFeatureExtractor(BertBackbone(vocabulary_size=50, num_layers=4, num_heads=2, hidden_dim=8,
-                                          intermediate_dim=16))
+        BertFeatureExtractor(
+            BertBackbone(vocabulary_size=50, num_layers=4, num_heads=2, hidden_dim=8, intermediate_dim=16)
+        )
     with pytest.raises(ValueError, match="needs at least 4 layers; the backbone has 2"):
         BertFeatureExtractor(_tiny(num_layers=2), combination="concat_last_four")
     with pytest.raises(ValueError, match="combination='first'"):

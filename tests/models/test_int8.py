@@ -14,12 +14,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPretrainer,
-                            BertSentenceEmbedder, BertSpanQA, BertTagger)
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPretrainer,
+    BertSentenceEmbedder,
+    BertSpanQA,
+    BertTagger,
+)
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.models.layers import block_trace, int8
-from tests.helpers import REPO_ROOT
 from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni, onednn_int8_exact
+from tests.helpers import REPO_ROOT
 
 # oneDNN's int8 kernel runs here: a CPU with VNNI, and TensorFlow running oneDNN (its default there).
 ONEDNN = host_has_vnni() and onednn_int8_exact()
@@ -37,8 +44,16 @@ def _backbone(seed=0):
     keras.utils.set_random_seed(seed)
     # initializer_range 0.2: weights and activations of a trained model's size, not 0.02's near-zero outputs.
     # Three layers: the classifier's last block has its own [CLS]-only path, two others share a trace.
-    return BertBackbone(vocabulary_size=60, num_layers=3, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                        max_sequence_length=16, initializer_range=0.2, dropout=0.0)
+    return BertBackbone(
+        vocabulary_size=60,
+        num_layers=3,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        initializer_range=0.2,
+        dropout=0.0,
+    )
 
 
 def _choice_inputs():
@@ -144,8 +159,9 @@ def test_onednn_int8_exact_only_where_oneDNN_runs_without_saturating():
     seen = {}
     for setting in ("0", "1"):
         env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
-                              cwd=REPO_ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         seen[setting] = done.stdout.strip().splitlines()[-1]
     assert seen == {"0": "False", "1": str(host_has_vnni())}
@@ -154,8 +170,11 @@ def test_onednn_int8_exact_only_where_oneDNN_runs_without_saturating():
 def _kernel_sums(graph):
     """The ops of a graph and of the functions it calls (the shared block trace) that sum an
     int8 tensor cast to float: the per-call correction the old call computed."""
-    return [op for op in _all_ops(graph) if op.type == "Sum" and op.inputs[0].op.type == "Cast"
-            and op.inputs[0].op.inputs[0].dtype == tf.int8]
+    return [
+        op
+        for op in _all_ops(graph)
+        if op.type == "Sum" and op.inputs[0].op.type == "Cast" and op.inputs[0].op.inputs[0].dtype == tf.int8
+    ]
 
 
 @pytest.mark.skipif(not ONEDNN, reason="oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only")
@@ -165,8 +184,9 @@ def test_zero_point_bias_is_read_not_recomputed_per_call():
     layer = Int8Dense(8)
     layer.build((None, 16))
     layer.quantize("int8")
-    np.testing.assert_array_equal(layer.zero_point_bias.numpy(),
-                                  -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0))
+    np.testing.assert_array_equal(
+        layer.zero_point_bias.numpy(), -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0)
+    )
     assert not layer.zero_point_bias.trainable
     graph = tf.function(layer).get_concrete_function(tf.TensorSpec([None, 16], tf.float32)).graph
     assert "QuantizedMatMulWithBiasAndDequantize" in {op.type for op in graph.get_operations()}
@@ -175,8 +195,11 @@ def test_zero_point_bias_is_read_not_recomputed_per_call():
     model = BertClassifier(_backbone(), num_classes=3, dropout=0.0)
     model.quantize("int8")
     block_trace.clear_shared_block_traces()
-    forward = tf.function(lambda x: model(x, training=False)).get_concrete_function(
-        {k: tf.TensorSpec([None, 8], tf.int32) for k in INPUTS}).graph
+    forward = (
+        tf.function(lambda x: model(x, training=False))
+        .get_concrete_function({k: tf.TensorSpec([None, 8], tf.int32) for k in INPUTS})
+        .graph
+    )
     assert not _kernel_sums(forward)
 
 
@@ -206,8 +229,11 @@ def test_zero_point_bias_follows_loaded_kernels(how, tmp_path):
         target.set_weights(source.get_weights())
     for layer in target._flatten_layers():
         if isinstance(layer, Int8Dense) and layer.quantization_mode == "int8":
-            np.testing.assert_array_equal(layer.zero_point_bias.numpy(),
-                                          -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0), err_msg=layer.path)
+            np.testing.assert_array_equal(
+                layer.zero_point_bias.numpy(),
+                -128.0 * np.asarray(layer.kernel, "float32").sum(axis=0),
+                err_msg=layer.path,
+            )
     block_trace.clear_shared_block_traces()
     np.testing.assert_allclose(target.predict(INPUTS, verbose=0), expected, rtol=1e-5, atol=1e-5)
 
@@ -219,8 +245,11 @@ def test_a_weights_file_of_another_layout_is_one_clear_error(tmp_path):
     source.build((None, 8))
     source.quantize("int8")
     store = {"0": np.zeros((8, 4), "int8")}  # kernel only: no bias, no scale
-    with pytest.raises(CheckpointError, match=r"int8-quantized and expects 3 saved tensors \(kernel, bias, "
-                                              r"kernel_scale\); the file has 1"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"int8-quantized and expects 3 saved tensors \(kernel, bias, "
+        r"kernel_scale\); the file has 1",
+    ):
         source.load_own_variables(store)
 
 
@@ -285,8 +314,10 @@ def test_quantized_preset_round_trip(task, tmp_path):
     loaded = type(model).from_preset(str(tmp_path / "preset"))
     assert loaded.backbone.encoder_layers[0].query.quantization_mode == "int8"
     # Dequantized weights quantize back to the same int8 weights and scales.
-    np.testing.assert_array_equal(np.asarray(loaded.backbone.encoder_layers[0].intermediate.kernel),
-                                  np.asarray(model.backbone.encoder_layers[0].intermediate.kernel))
+    np.testing.assert_array_equal(
+        np.asarray(loaded.backbone.encoder_layers[0].intermediate.kernel),
+        np.asarray(model.backbone.encoder_layers[0].intermediate.kernel),
+    )
     np.testing.assert_allclose(_flat(loaded.predict(inputs, verbose=0)), _flat(expected), rtol=1e-5, atol=1e-5)
     with pytest.raises(UsageError, match="quantized; a KerasHub preset holds float weights"):
         model.save_to_preset(str(tmp_path / "hub"), format="keras_hub")
@@ -302,13 +333,16 @@ def test_quantized_preset_loads_in_hf_close_to_float(tmp_path):
     backbone.save_to_preset(str(tmp_path / "preset"))
     hf = transformers.BertModel.from_pretrained(str(tmp_path / "preset")).eval()
     with torch.no_grad():
-        got = hf(input_ids=torch.tensor(TOKENS, dtype=torch.long),
-                 attention_mask=torch.tensor(INPUTS["padding_mask"], dtype=torch.long)).last_hidden_state.numpy()
+        got = hf(
+            input_ids=torch.tensor(TOKENS, dtype=torch.long),
+            attention_mask=torch.tensor(INPUTS["padding_mask"], dtype=torch.long),
+        ).last_hidden_state.numpy()
     mask = INPUTS["padding_mask"].astype(bool)
     assert _relative_gap(got[mask], float_out[mask]) <= REL_TOLERANCE
 
 
 def test_a_quantized_policy_in_the_constructor_is_a_clear_error():
     with pytest.raises(UsageError, match=r"quantized policy; build the model in float32.*model.quantize\('int8'\)"):
-        BertBackbone(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                     dtype="int8_from_float32")
+        BertBackbone(
+            vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, dtype="int8_from_float32"
+        )

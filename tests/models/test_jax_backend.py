@@ -19,13 +19,16 @@ save(**{k: keras.ops.convert_to_numpy(v) for k, v in out.items()})
 
 
 def test_backbone_on_jax_matches_tensorflow(tmp_path):
-    backbone = BertBackbone(vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                            max_sequence_length=8)
+    backbone = BertBackbone(
+        vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
     backbone.save_to_preset(str(tmp_path / "preset"))
-    inputs = {"token_ids": [[2, 5, 9, 3, 0, 0], [2, 7, 3, 8, 11, 3], [2, 5, 3, 2, 7, 3]],
-              "segment_ids": [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 0]],
-              # the last row is packed: two sequences, each attending to itself (preprocessing.packing)
-              "padding_mask": [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 2, 2, 2]]}
+    inputs = {
+        "token_ids": [[2, 5, 9, 3, 0, 0], [2, 7, 3, 8, 11, 3], [2, 5, 3, 2, 7, 3]],
+        "segment_ids": [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 0]],
+        # the last row is packed: two sequences, each attending to itself (preprocessing.packing)
+        "padding_mask": [[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 2, 2, 2]],
+    }
     jax_out = run_on_backend("jax", JAX_SCRIPT, tmp_path, preset=str(tmp_path / "preset"), inputs=inputs)
     tf_out = backbone({k: np.array(v, "int32") for k, v in inputs.items()})
     for key in ("sequence_output", "pooled_output"):

@@ -21,16 +21,26 @@ VOCAB, LAYERS, HIDDEN = 50, 2, 8
 
 
 def tiny_backbone(**kwargs):
-    return BertBackbone(vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=2, hidden_dim=HIDDEN,
-                        intermediate_dim=16, max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=LAYERS,
+        num_heads=2,
+        hidden_dim=HIDDEN,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def int_inputs(batch=4, seq=7, seed=0):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(3, seq + 1, size=batch)
     mask = (np.arange(seq)[None, :] < lengths[:, None]).astype("int32")
-    return {"token_ids": (rng.integers(1, VOCAB, size=(batch, seq)) * mask).astype("int32"),
-            "segment_ids": np.zeros((batch, seq), "int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(1, VOCAB, size=(batch, seq)) * mask).astype("int32"),
+        "segment_ids": np.zeros((batch, seq), "int32"),
+        "padding_mask": mask,
+    }
 
 
 def lora_classifier(rank=4, seed=0, **lora_kwargs):
@@ -67,8 +77,12 @@ def test_fit_changes_only_adapters_biases_and_head():
     model.fit(int_inputs(batch=8), np.arange(8) % 3, epochs=2, batch_size=8, verbose=0)
     after = snapshot(model)
     changed = {p for p in before if not np.array_equal(before[p], after[p]) and "seed_generator" not in p}
-    expected = {f"encoder_layer_{i}/{name}/{w}" for i in range(LAYERS) for name in ("query", "value")
-                for w in ("lora_kernel_a", "lora_kernel_b", "bias")} | {"classifier/kernel", "classifier/bias"}
+    expected = {
+        f"encoder_layer_{i}/{name}/{w}"
+        for i in range(LAYERS)
+        for name in ("query", "value")
+        for w in ("lora_kernel_a", "lora_kernel_b", "bias")
+    } | {"classifier/kernel", "classifier/bias"}
     assert changed == expected
     assert {w.path for w in model.trainable_weights} == expected
 
@@ -77,8 +91,14 @@ def test_trainable_weights_as_keras_hub():
     """KerasHub's `enable_lora` (installed) leaves the targeted layers' biases and adapters
     trainable, nothing else; ours the same (its EinsumDense adapters have other shapes)."""
     keras_hub = pytest.importorskip("keras_hub")
-    hub = keras_hub.models.BertBackbone(vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=2, hidden_dim=HIDDEN,
-                                        intermediate_dim=16, max_sequence_length=16)
+    hub = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=LAYERS,
+        num_heads=2,
+        hidden_dim=HIDDEN,
+        intermediate_dim=16,
+        max_sequence_length=16,
+    )
     hub.enable_lora(4)
     ours = tiny_backbone()
     ours.enable_lora(4)
@@ -93,9 +113,15 @@ def test_trainable_weights_as_keras_hub():
 
 def _hf_config(transformers):
     """HF's config of the tiny model these tests build (3 labels)."""
-    return transformers.BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                   num_attention_heads=2, intermediate_size=16, max_position_embeddings=16,
-                                   num_labels=3)
+    return transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        num_labels=3,
+    )
 
 
 def test_trainable_count_as_peft():
@@ -106,8 +132,10 @@ def test_trainable_count_as_peft():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = _hf_config(transformers)
-    hf = peft.get_peft_model(transformers.BertForSequenceClassification(config), peft.LoraConfig(
-        r=4, lora_alpha=4, target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS"))
+    hf = peft.get_peft_model(
+        transformers.BertForSequenceClassification(config),
+        peft.LoraConfig(r=4, lora_alpha=4, target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS"),
+    )
     peft_trainable = sum(p.numel() for p in hf.parameters() if p.requires_grad)
     ours = lora_classifier(rank=4)
     assert sum(int(np.prod(w.shape)) for w in ours.trainable_weights) == peft_trainable == 315
@@ -188,9 +216,11 @@ def test_preset_round_trip(tmp_path):
 def _hf_inputs(x):
     import torch
 
-    return {"input_ids": torch.tensor(x["token_ids"], dtype=torch.long),
-            "token_type_ids": torch.tensor(x["segment_ids"], dtype=torch.long),
-            "attention_mask": torch.tensor(x["padding_mask"], dtype=torch.long)}
+    return {
+        "input_ids": torch.tensor(x["token_ids"], dtype=torch.long),
+        "token_type_ids": torch.tensor(x["segment_ids"], dtype=torch.long),
+        "attention_mask": torch.tensor(x["padding_mask"], dtype=torch.long),
+    }
 
 
 def test_peft_loads_our_preset(tmp_path):
@@ -218,8 +248,10 @@ def test_we_load_a_peft_adapter(tmp_path):
     config = _hf_config(transformers)
     base = transformers.BertForSequenceClassification(config)
     base.save_pretrained(str(tmp_path))
-    hf = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"],
-                                                   bias="lora_only", task_type="SEQ_CLS"))
+    hf = peft.get_peft_model(
+        base,
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS"),
+    )
     with torch.no_grad():  # trained-looking adapters, biases and head
         for name, p in hf.named_parameters():
             if p.requires_grad:
@@ -242,7 +274,8 @@ def test_lora_weights_file(tmp_path):
     for name in ("query", "value"):  # the biases trained too; the .lora.h5 file holds adapters only
         for i in range(LAYERS):
             getattr(fresh.backbone.encoder_layers[i], name).bias.assign(
-                getattr(model.backbone.encoder_layers[i], name).bias)
+                getattr(model.backbone.encoder_layers[i], name).bias
+            )
     fresh.backbone.load_lora_weights(path)
     x = int_inputs()
     np.testing.assert_allclose(fresh.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
@@ -268,11 +301,14 @@ def test_bad_arguments():
         tiny_backbone().save_lora_weights("x.lora.h5")
 
 
-@pytest.mark.parametrize("damage, message", [
-    ("no_weights", "adapter_config.json but no adapter_model.safetensors"),
-    ("dora", "use_dora=True is not supported"),
-    ("some_layers", "in only some layers"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("no_weights", "adapter_config.json but no adapter_model.safetensors"),
+        ("dora", "use_dora=True is not supported"),
+        ("some_layers", "in only some layers"),
+    ],
+)
 def test_damaged_or_unsupported_adapters_are_refused(tmp_path, damage, message):
     import json
 

@@ -9,22 +9,32 @@ import numpy as np
 import pytest
 
 from keras_bert_zoo import BertBackbone, BertMultipleChoice
-from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from keras_bert_zoo.tasks.multiple_choice.data import read_choices
+from keras_bert_zoo.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
 from tests.helpers import minilm_path, run_model_test, shared_data
 
 
 def tiny_backbone(vocabulary_size=50, **kwargs):
-    return BertBackbone(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=8,
-                        intermediate_dim=16, max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def int_inputs(batch=3, choices=4, seq=7, vocab=50, seed=0):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(3, seq + 1, (batch, choices))
     mask = (np.arange(seq)[None, None, :] < lengths[..., None]).astype("int32")
-    return {"token_ids": (rng.integers(1, vocab, (batch, choices, seq)) * mask).astype("int32"),
-            "segment_ids": ((np.arange(seq)[None, None, :] >= 2) * mask).astype("int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(1, vocab, (batch, choices, seq)) * mask).astype("int32"),
+        "segment_ids": ((np.arange(seq)[None, None, :] >= 2) * mask).astype("int32"),
+        "padding_mask": mask,
+    }
 
 
 def test_contract(tmp_path):
@@ -98,8 +108,11 @@ def test_real_weights_match_hf_on_swag_rows_and_hf_loads_ours(hf_and_ours, tmp_p
 
     hf, hf_dir = hf_and_ours
     assert isinstance(BertMultipleChoice.from_preset(hf_dir).preprocessor, MultipleChoicePreprocessor)
-    ours = BertMultipleChoice.from_preset(hf_dir, data_layout={"sequence_length": 64},
-                                          preprocessor=MultipleChoicePreprocessor.from_preset(hf_dir, sequence_length=64))
+    ours = BertMultipleChoice.from_preset(
+        hf_dir,
+        data_layout={"sequence_length": 64},
+        preprocessor=MultipleChoicePreprocessor.from_preset(hf_dir, sequence_length=64),
+    )
     np.testing.assert_allclose(ours.classifier.kernel.numpy()[:, 0], hf.classifier.weight.detach().numpy()[0])
 
     examples = read_choices(shared_data("swag", "val_sample.csv"))
@@ -107,8 +120,11 @@ def test_real_weights_match_hf_on_swag_rows_and_hf_loads_ours(hf_and_ours, tmp_p
     batch = _hf_tokens(tokenizer, examples.contexts, examples.choices, 64)
     # Our preprocessor packs the same pairs as run_swag.py's tokenizer call.
     packed = ours.preprocessor((examples.contexts, examples.choices))
-    for ours_key, hf_key in (("token_ids", "input_ids"), ("segment_ids", "token_type_ids"),
-                             ("padding_mask", "attention_mask")):
+    for ours_key, hf_key in (
+        ("token_ids", "input_ids"),
+        ("segment_ids", "token_type_ids"),
+        ("padding_mask", "attention_mask"),
+    ):
         np.testing.assert_array_equal(packed[ours_key].numpy(), batch[hf_key])
     with torch.no_grad():
         ref = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
@@ -129,7 +145,9 @@ def test_real_weights_match_hf_on_swag_rows_and_hf_loads_ours(hf_and_ours, tmp_p
     # And ours reads its own preset back, preprocessor length included.
     reloaded = BertMultipleChoice.from_preset(out)
     assert reloaded.preprocessor.sequence_length == 64
-    np.testing.assert_allclose(reloaded.predict((examples.contexts, examples.choices), verbose=0), got, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        reloaded.predict((examples.contexts, examples.choices), verbose=0), got, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_convert_keeps_the_multiple_choice_head(hf_and_ours, tmp_path):
@@ -147,8 +165,10 @@ def test_raw_strings_fit_and_bad_input():
     model = BertMultipleChoice(tiny_backbone(pre.tokenizer.vocabulary_size(), dropout=0.0), preprocessor=pre)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     contexts = ["the cat sat down."] * 16
-    choices = [["it purred softly.", "stocks fell sharply."] if i % 2 else ["stocks fell sharply.", "it purred softly."]
-               for i in range(16)]
+    choices = [
+        ["it purred softly.", "stocks fell sharply."] if i % 2 else ["stocks fell sharply.", "it purred softly."]
+        for i in range(16)
+    ]
     labels = [1 if i % 2 else 0 for i in range(16)]
     history = model.fit((contexts, choices), labels, epochs=15, batch_size=8, verbose=0).history
     assert history["accuracy"][-1] == 1.0, history

@@ -14,20 +14,28 @@ import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone, BertPreprocessor, BertSentenceEmbedder, BertSpanQA, BertTagger
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows, window_logits
-from keras_bert_zoo.tasks.span_qa.data import read_squad
 from keras_bert_zoo.tasks.embedder.data import read_sts
-from keras_bert_zoo.tasks.tagger.predict import window_logits as tag_window_logits
-from keras_bert_zoo.tasks.tagger.windows import make_windows
+from keras_bert_zoo.tasks.span_qa.data import read_squad
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows, window_logits
 from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.predict import window_logits as tag_window_logits
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.windows import make_windows
 from tests.helpers import minilm_path, shared_data
 
 
 def backbone(seed=0):
     keras.utils.set_random_seed(seed)
-    return BertBackbone(vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                        max_sequence_length=384, dropout=0.0, initializer_range=0.5)
+    return BertBackbone(
+        vocabulary_size=30522,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=384,
+        dropout=0.0,
+        initializer_range=0.5,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +47,9 @@ def conll():
 def tagger(conll):
     # 24 pieces per window: some sentences need several windows, most fit one.
     pre = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=24, label_names=conll.label_names)
-    return BertTagger(backbone(), num_labels=len(conll.label_names), label_names=conll.label_names,
-                      preprocessor=pre, dropout=0.0)
+    return BertTagger(
+        backbone(), num_labels=len(conll.label_names), label_names=conll.label_names, preprocessor=pre, dropout=0.0
+    )
 
 
 def test_packed_tagger_logits_equal_the_default(tagger, conll):
@@ -78,10 +87,12 @@ def test_packed_tagger_tags_and_entities_equal_the_default(tagger, conll):
     assert tagger.predict_tags(conll.words, batching="packed") == tagger.predict_tags(conll.words)
     texts = [" ".join(words) for words in conll.words[:40]]
     packed, default = tagger.predict_entities(texts, batching="packed"), tagger.predict_entities(texts)
-    assert [[(e["start"], e["end"], e["type"]) for e in row] for row in packed] == \
-        [[(e["start"], e["end"], e["type"]) for e in row] for row in default]
-    np.testing.assert_allclose([e["score"] for row in packed for e in row],
-                               [e["score"] for row in default for e in row], rtol=1e-5)
+    assert [[(e["start"], e["end"], e["type"]) for e in row] for row in packed] == [
+        [(e["start"], e["end"], e["type"]) for e in row] for row in default
+    ]
+    np.testing.assert_allclose(
+        [e["score"] for row in packed for e in row], [e["score"] for row in default for e in row], rtol=1e-5
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +121,9 @@ def test_packed_span_logits_equal_the_default(qa_model, squad):
 def test_packed_answers_equal_the_default(qa_model, squad):
     default = qa_model.predict_answers(squad.questions, squad.contexts, batch_size=8)
     packed = qa_model.predict_answers(squad.questions, squad.contexts, batch_size=8, batching="packed")
-    assert [(r["start"], r["end"], r["answer"]) for r in packed] == [(r["start"], r["end"], r["answer"])
-                                                                      for r in default]
+    assert [(r["start"], r["end"], r["answer"]) for r in packed] == [
+        (r["start"], r["end"], r["answer"]) for r in default
+    ]
     np.testing.assert_allclose([r["score"] for r in packed], [r["score"] for r in default], rtol=1e-5, atol=1e-5)
 
 

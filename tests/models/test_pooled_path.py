@@ -15,23 +15,46 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor,
-                            MultipleChoicePreprocessor, batch_raw)
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPreprocessor,
+    MultipleChoicePreprocessor,
+    batch_raw,
+)
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.packing import pack_for_pooling
 from tests.helpers import minilm_path
 
 LENGTH = 40
-TEXTS = ["a charming film .", "dull", "the plot is thin but the acting is fine and the score is lovely",
-         "it never finds its footing", "a triumph", "one of the worst films of the year , badly written",
-         "funny", "a quiet , patient , deeply moving portrait of a family in trouble", "meh", "bold and strange"]
+TEXTS = [
+    "a charming film .",
+    "dull",
+    "the plot is thin but the acting is fine and the score is lovely",
+    "it never finds its footing",
+    "a triumph",
+    "one of the worst films of the year , badly written",
+    "funny",
+    "a quiet , patient , deeply moving portrait of a family in trouble",
+    "meh",
+    "bold and strange",
+]
 LABELS = np.array([1, 0, 1, 0, 1, 0, 1, 1, 0, 1])
 
 
 def backbone(seed=0, num_layers=2):
     keras.utils.set_random_seed(seed)
-    return BertBackbone(vocabulary_size=30522, num_layers=num_layers, num_heads=2, hidden_dim=8,
-                        intermediate_dim=16, max_sequence_length=64, dropout=0.0, initializer_range=0.5)
+    return BertBackbone(
+        vocabulary_size=30522,
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=64,
+        dropout=0.0,
+        initializer_range=0.5,
+    )
 
 
 def graph_logits(model, features):
@@ -79,8 +102,9 @@ def test_multiple_choice_scores_equal_the_whole_last_layer():
     ids = rng.integers(5, 30000, size=(3, 4, 9))
     mask = (np.arange(9)[None, None, :] < rng.integers(3, 10, size=(3, 4, 1))).astype("int32")
     features = {"token_ids": ids * mask, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
-    np.testing.assert_allclose(model(features, training=False).numpy(), graph_logits(model, features).numpy(),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        model(features, training=False).numpy(), graph_logits(model, features).numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_packed_rows_give_each_example_its_own_logits(pre):
@@ -88,12 +112,13 @@ def test_packed_rows_give_each_example_its_own_logits(pre):
     padded = pre(tf.constant(TEXTS))
     packed = pack_for_pooling(padded, width=LENGTH)
     assert packed["token_ids"].shape[0] < len(TEXTS)  # several examples share a row
-    alone = np.concatenate([model({k: v[i:i + 1] for k, v in padded.items()}).numpy() for i in range(len(TEXTS))])
+    alone = np.concatenate([model({k: v[i : i + 1] for k, v in padded.items()}).numpy() for i in range(len(TEXTS))])
     np.testing.assert_allclose(model(packed).numpy(), alone, rtol=1e-5, atol=1e-6)
 
 
 def test_packed_fit_trains_like_the_padded_batch(pre):
     """One SGD step on a packed batch = one step on the same examples padded (dropout 0)."""
+
     def make():
         model = BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0)
         model.compile(optimizer=keras.optimizers.SGD(0.5))
@@ -102,8 +127,14 @@ def test_packed_fit_trains_like_the_padded_batch(pre):
     packed_model, padded_model = make(), make()
     padded_model.set_weights(packed_model.get_weights())
     packed_model.fit(TEXTS, LABELS, batch_size=len(TEXTS), epochs=1, verbose=0, batching="packed", shuffle=False)
-    padded_model.fit({k: v.numpy() for k, v in pre(tf.constant(TEXTS)).items()}, LABELS, batch_size=len(TEXTS),
-                     epochs=1, verbose=0, shuffle=False)
+    padded_model.fit(
+        {k: v.numpy() for k, v in pre(tf.constant(TEXTS)).items()},
+        LABELS,
+        batch_size=len(TEXTS),
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
     moved = max(float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights()))
     assert moved > 1e-3
     for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
@@ -152,13 +183,14 @@ def test_packed_choice_rows_give_each_question_its_own_scores(choice_pre):
     packed = pack_for_pooling(padded, width=LENGTH)
     assert packed["cls_index"].shape == (5, 3, 2)
     assert packed["token_ids"].shape[0] < 15  # several pairs share a row
-    alone = np.concatenate([model({k: v[i:i + 1] for k, v in padded.items()}).numpy() for i in range(5)])
+    alone = np.concatenate([model({k: v[i : i + 1] for k, v in padded.items()}).numpy() for i in range(5)])
     np.testing.assert_allclose(model(packed).numpy(), alone, rtol=1e-5, atol=1e-6)
     assert np.abs(alone).max() > 1e-3
 
 
 def test_packed_choice_fit_evaluate_predict_match_the_padded_batches(choice_pre):
     """Packed batches of questions: the scores, the loss and one SGD step of their padded batches."""
+
     def make():
         model = BertMultipleChoice(backbone(), preprocessor=choice_pre, dropout=0.0)
         model.compile(optimizer=keras.optimizers.SGD(0.5))
@@ -166,8 +198,12 @@ def test_packed_choice_fit_evaluate_predict_match_the_padded_batches(choice_pre)
 
     packed_model, padded_model = make(), make()
     x = (CONTEXTS, CHOICES)
-    np.testing.assert_allclose(packed_model.predict(x, batch_size=2, batching="packed", verbose=0),
-                               padded_model.predict(x, batch_size=2, verbose=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        packed_model.predict(x, batch_size=2, batching="packed", verbose=0),
+        padded_model.predict(x, batch_size=2, verbose=0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     packed = packed_model.evaluate(x, CHOICE_LABELS, batch_size=2, batching="packed", verbose=0, return_dict=True)
     padded = padded_model.evaluate(x, CHOICE_LABELS, batch_size=2, verbose=0, return_dict=True)
     np.testing.assert_allclose(packed["loss"], padded["loss"], rtol=1e-5)
@@ -204,10 +240,15 @@ def test_choice_packs_by_default_on_one_replica(choice_pre):
     x = (CONTEXTS, CHOICES)
     features, _ = next(iter(model.raw_dataset(x, CHOICE_LABELS, batch_size=5, training=True)))
     assert features["cls_index"].shape == (5, 3, 2)
-    np.testing.assert_allclose(model.predict(x, batch_size=2, verbose=0),
-                               model.predict(x, batch_size=2, batching="bucketed", verbose=0), rtol=1e-5, atol=1e-6)
-    classifier = BertClassifier(backbone(), num_classes=2, preprocessor=BertPreprocessor.from_preset(
-        minilm_path(), sequence_length=LENGTH))
+    np.testing.assert_allclose(
+        model.predict(x, batch_size=2, verbose=0),
+        model.predict(x, batch_size=2, batching="bucketed", verbose=0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    classifier = BertClassifier(
+        backbone(), num_classes=2, preprocessor=BertPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
+    )
     assert "cls_index" not in next(iter(classifier.raw_dataset(TEXTS, LABELS, training=True)))[0]
 
 

@@ -20,8 +20,10 @@ from keras_bert_zoo.models.layers.int8 import Int8Dense, host_has_vnni
 from keras_bert_zoo.models.precision import with_precision
 from tests.models.test_int8 import INPUTS, _backbone
 
-needs_vnni = pytest.mark.skipif(not (host_has_vnni() and int8.onednn_int8_exact()),
-                                reason="oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only")
+needs_vnni = pytest.mark.skipif(
+    not (host_has_vnni() and int8.onednn_int8_exact()),
+    reason="oneDNN's int8 kernel runs on VNNI hosts with oneDNN on only",
+)
 
 
 def _classifier():
@@ -39,8 +41,9 @@ def _op_types(fn, *specs):
 def _int8_matmuls(model):
     specs = {k: tf.TensorSpec([None, 8], tf.int32) for k in INPUTS}
     ops = _op_types(lambda x: model(x, training=False), specs)
-    onednn = [op for op in ops if op.type == "QuantizedMatMulWithBiasAndDequantize"
-              and "onednn_int8_probe" not in op.name]  # each layer's own product, not its run-time check
+    onednn = [
+        op for op in ops if op.type == "QuantizedMatMulWithBiasAndDequantize" and "onednn_int8_probe" not in op.name
+    ]  # each layer's own product, not its run-time check
     tf_int8 = [op for op in ops if "MatMul" in op.type and op not in onednn and op.inputs[0].dtype == tf.int8]
     return len(onednn), len(tf_int8)
 
@@ -102,8 +105,10 @@ def test_with_precision_of_a_quantized_model(monkeypatch):
     half = with_precision(model, "bf16")
     assert half.backbone.encoder_layers[0].query.quantization_mode == "int8"
     assert half.backbone.get_layer("encoder_layer_0").compute_dtype == "bfloat16"
-    np.testing.assert_array_equal(np.asarray(half.backbone.encoder_layers[1].intermediate.kernel),
-                                  np.asarray(model.backbone.encoder_layers[1].intermediate.kernel))
+    np.testing.assert_array_equal(
+        np.asarray(half.backbone.encoder_layers[1].intermediate.kernel),
+        np.asarray(model.backbone.encoder_layers[1].intermediate.kernel),
+    )
     # As in float32: every backbone Dense on oneDNN (the shared block trace holds one block's
     # six), the task head (a plain Keras `Dense`) on Keras' int8 call.
     assert _int8_matmuls(half) == _int8_matmuls(model) == (2 * 6 + 1, 1)

@@ -14,8 +14,15 @@ VOCAB = 50
 
 
 def tiny_backbone(**kwargs):
-    return BertBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=2, hidden_dim=8,
-                        intermediate_dim=16, max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def batch(seed=0, b=3, s=10, p=4):
@@ -29,11 +36,12 @@ def batch(seed=0, b=3, s=10, p=4):
     weights[1, 3:] = 0  # padding prediction slots
     weights[2, 2:] = 0
     positions = (positions * weights).astype("int32")
-    x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask,
-         "mask_positions": positions}
-    y = {"mask_ids": (rng.integers(5, VOCAB, size=(b, p)) * weights).astype("int32"),
-         "mask_weights": weights,
-         "next_sentence_labels": rng.integers(0, 2, size=(b,)).astype("int32")}
+    x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask, "mask_positions": positions}
+    y = {
+        "mask_ids": (rng.integers(5, VOCAB, size=(b, p)) * weights).astype("int32"),
+        "mask_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, size=(b,)).astype("int32"),
+    }
     return x, y
 
 
@@ -53,8 +61,13 @@ def _hf_model(tmp_path, act="gelu"):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=16, max_position_embeddings=16, hidden_act=act,
+        vocab_size=VOCAB,
+        hidden_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        hidden_act=act,
     )
     hf = transformers.BertForPreTraining(config).eval()
     with torch.no_grad():  # random, not init-time zeros: biases and LayerNorms must load too
@@ -110,7 +123,9 @@ def test_matches_hf_bert_for_pretraining(tmp_path, act):
     np.testing.assert_allclose(mlm2[real], mlm_ref[real], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(nsp2, nsp_ref, rtol=1e-5, atol=1e-5)
     reloaded = BertPretrainer.from_preset(ours)
-    np.testing.assert_allclose(np.asarray(reloaded(x)["mlm_logits"]), np.asarray(out["mlm_logits"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(reloaded(x)["mlm_logits"]), np.asarray(out["mlm_logits"]), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_google_checkpoint_head_loads(tmp_path):
@@ -129,9 +144,14 @@ def test_google_checkpoint_head_loads(tmp_path):
             value = value.T
         values[google_name(spec)] = value
     # The original names, spelled out (not derived) so a rule change cannot hide here.
-    for name in ("cls/predictions/transform/dense/kernel", "cls/predictions/transform/LayerNorm/gamma",
-                 "cls/predictions/output_bias", "cls/seq_relationship/output_weights",
-                 "cls/seq_relationship/output_bias", "bert/embeddings/word_embeddings"):
+    for name in (
+        "cls/predictions/transform/dense/kernel",
+        "cls/predictions/transform/LayerNorm/gamma",
+        "cls/predictions/output_bias",
+        "cls/seq_relationship/output_weights",
+        "cls/seq_relationship/output_bias",
+        "bert/embeddings/word_embeddings",
+    ):
         assert name in values, name
     assert values["cls/seq_relationship/output_weights"].shape == (2, 8)
     graph = tf.Graph()
@@ -225,11 +245,17 @@ def test_pretrainer_on_jax_matches_tensorflow_and_trains(tmp_path):
     model = BertPretrainer(backbone=tiny_backbone())
     model.save_to_preset(str(tmp_path / "preset"))
     x, y = batch()
-    (tmp_path / "data.json").write_text(json.dumps({"x": {k: v.tolist() for k, v in x.items()},
-                                                    "y": {k: v.tolist() for k, v in y.items()}}))
+    (tmp_path / "data.json").write_text(
+        json.dumps({"x": {k: v.tolist() for k, v in x.items()}, "y": {k: v.tolist() for k, v in y.items()}})
+    )
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": REPO_ROOT}
-    result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(tmp_path / "preset"), str(tmp_path / "data.json")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", JAX_SCRIPT, str(tmp_path / "preset"), str(tmp_path / "data.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     jax_out = json.loads(result.stdout.strip().splitlines()[-1])
     out = model(x, training=False)

@@ -13,23 +13,48 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo import (BertBackbone, BertClassifier, BertMultipleChoice, BertPreprocessor,
-                            BertSentenceEmbedder, BertTagger, MultipleChoicePreprocessor, TaggingPreprocessor,
-                            batch_raw)
+from keras_bert_zoo import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPreprocessor,
+    BertSentenceEmbedder,
+    BertTagger,
+    MultipleChoicePreprocessor,
+    TaggingPreprocessor,
+    batch_raw,
+)
 from keras_bert_zoo.preprocessing.batching import batch_raw_sorted, padding_ratio, unsort
 from tests.helpers import minilm_path
 
 LENGTH = 40
-TEXTS = ["a charming film .", "dull", "the plot is thin but the acting is fine and the score is lovely",
-         "it never finds its footing", "a triumph", "one of the worst films of the year , badly written",
-         "funny", "a quiet , patient , deeply moving portrait of a family in trouble", "meh", "bold and strange"]
+TEXTS = [
+    "a charming film .",
+    "dull",
+    "the plot is thin but the acting is fine and the score is lovely",
+    "it never finds its footing",
+    "a triumph",
+    "one of the worst films of the year , badly written",
+    "funny",
+    "a quiet , patient , deeply moving portrait of a family in trouble",
+    "meh",
+    "bold and strange",
+]
 LABELS = np.array([1, 0, 1, 0, 1, 0, 1, 1, 0, 1])
 
 
 def backbone(seed=0):
     keras.utils.set_random_seed(seed)
-    return BertBackbone(vocabulary_size=30522, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=64, dropout=0.0, initializer_range=0.5)
+    return BertBackbone(
+        vocabulary_size=30522,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=64,
+        dropout=0.0,
+        initializer_range=0.5,
+    )
 
 
 def full_width(pre, x):
@@ -55,13 +80,16 @@ def pre():
 def test_classifier_raw_equals_padded_ints(pre, pairs):
     x = list(zip(TEXTS, TEXTS[::-1])) if pairs else TEXTS
     ints = full_width(pre, (tf.constant(TEXTS), tf.constant(TEXTS[::-1])) if pairs else tf.constant(TEXTS))
-    raw_model, int_model = same_start(lambda: BertClassifier(backbone(), num_classes=2, preprocessor=pre,
-                                                             dropout=0.0))
+    raw_model, int_model = same_start(lambda: BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0))
     # predict: sorted by length inside, handed back in the input order
-    np.testing.assert_allclose(raw_model.predict(x, batch_size=3, verbose=0),
-                               int_model.predict(ints, batch_size=3, verbose=0), atol=1e-5)
-    np.testing.assert_allclose(raw_model.evaluate(x, LABELS, batch_size=3, verbose=0),
-                               int_model.evaluate(ints, LABELS, batch_size=3, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(
+        raw_model.predict(x, batch_size=3, verbose=0), int_model.predict(ints, batch_size=3, verbose=0), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        raw_model.evaluate(x, LABELS, batch_size=3, verbose=0),
+        int_model.evaluate(ints, LABELS, batch_size=3, verbose=0),
+        atol=1e-5,
+    )
     # fit: the same batches in the same order (no shuffling), cut to their width on the raw side
     raw = raw_model.fit(x, LABELS, batch_size=4, epochs=2, shuffle=False, batching="bucketed", verbose=0).history
     padded = int_model.fit(ints, LABELS, batch_size=4, epochs=2, shuffle=False, verbose=0).history
@@ -85,9 +113,11 @@ def test_sample_weight_reaches_the_loss(pre):
 
 def test_embedder_raw_equals_padded_ints(pre):
     model = BertSentenceEmbedder(backbone(), pooling="mean", preprocessor=pre)
-    np.testing.assert_allclose(model.predict(TEXTS, batch_size=4, verbose=0),
-                               model.predict(full_width(pre, tf.constant(TEXTS)), batch_size=4, verbose=0),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        model.predict(TEXTS, batch_size=4, verbose=0),
+        model.predict(full_width(pre, tf.constant(TEXTS)), batch_size=4, verbose=0),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.slow  # default-run budget: one case of each kind stays in it
@@ -98,10 +128,14 @@ def test_multiple_choice_raw_equals_padded_ints():
     labels = np.array([0, 1, 2, 0, 1, 2])
     ints = full_width(mc, (tf.constant(contexts), tf.constant(choices)))
     raw_model, int_model = same_start(lambda: BertMultipleChoice(backbone(), preprocessor=mc, dropout=0.0))
-    np.testing.assert_allclose(raw_model.predict((contexts, choices), batch_size=4, verbose=0),
-                               int_model.predict(ints, batch_size=4, verbose=0), atol=1e-5)
-    raw = raw_model.fit((contexts, choices), labels, batch_size=4, epochs=2, shuffle=False, batching="bucketed",
-                        verbose=0).history
+    np.testing.assert_allclose(
+        raw_model.predict((contexts, choices), batch_size=4, verbose=0),
+        int_model.predict(ints, batch_size=4, verbose=0),
+        atol=1e-5,
+    )
+    raw = raw_model.fit(
+        (contexts, choices), labels, batch_size=4, epochs=2, shuffle=False, batching="bucketed", verbose=0
+    ).history
     padded = int_model.fit(ints, labels, batch_size=4, epochs=2, shuffle=False, verbose=0).history
     np.testing.assert_allclose(raw["loss"], padded["loss"], atol=1e-5)
     with pytest.raises(ValueError, match="label 3; labels are choice indices 0..2"):
@@ -121,18 +155,24 @@ def test_tagger_raw_equals_padded_ints():
     out = tp(tf.ragged.constant(words), ids)
     labels = out["labels"].numpy()
     ints = {k: out[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")}
-    raw_model, int_model = same_start(lambda: BertTagger(backbone(), num_labels=3, label_names=names,
-                                                         preprocessor=tp, dropout=0.0))
-    np.testing.assert_allclose(raw_model.predict(words, batch_size=4, verbose=0),
-                               int_model.predict(ints, batch_size=4, verbose=0), atol=1e-5)
+    raw_model, int_model = same_start(
+        lambda: BertTagger(backbone(), num_labels=3, label_names=names, preprocessor=tp, dropout=0.0)
+    )
+    np.testing.assert_allclose(
+        raw_model.predict(words, batch_size=4, verbose=0), int_model.predict(ints, batch_size=4, verbose=0), atol=1e-5
+    )
     # evaluate sorts the windows by length: one batch holds all of them, so the token-averaged
     # loss is over the same tokens either way
-    np.testing.assert_allclose(raw_model.evaluate(words, tags, batch_size=16, verbose=0),
-                               int_model.evaluate(ints, labels, batch_size=16, verbose=0), atol=1e-5)
-    np.testing.assert_allclose(raw_model.evaluate(words, tags, batch_size=4, verbose=0, return_dict=True)
-                               ["accuracy"],
-                               int_model.evaluate(ints, labels, batch_size=4, verbose=0, return_dict=True)
-                               ["accuracy"], atol=1e-5)
+    np.testing.assert_allclose(
+        raw_model.evaluate(words, tags, batch_size=16, verbose=0),
+        int_model.evaluate(ints, labels, batch_size=16, verbose=0),
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        raw_model.evaluate(words, tags, batch_size=4, verbose=0, return_dict=True)["accuracy"],
+        int_model.evaluate(ints, labels, batch_size=4, verbose=0, return_dict=True)["accuracy"],
+        atol=1e-5,
+    )
     raw = raw_model.fit(words, tags, batch_size=4, epochs=2, shuffle=False, batching="bucketed", verbose=0).history
     padded = int_model.fit(ints, labels, batch_size=4, epochs=2, shuffle=False, verbose=0).history
     np.testing.assert_allclose(raw["loss"], padded["loss"], atol=1e-5)
@@ -143,19 +183,24 @@ def test_tagger_packed_fit_trains_like_padded():
     """The training default packs each random batch into rows (same windows, same loss)."""
     words, tags, names = tagger_data()
     tp = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
-    packed_model, padded_model = same_start(lambda: BertTagger(backbone(), num_labels=3, label_names=names,
-                                                               preprocessor=tp, dropout=0.0))
+    packed_model, padded_model = same_start(
+        lambda: BertTagger(backbone(), num_labels=3, label_names=names, preprocessor=tp, dropout=0.0)
+    )
     packed_ds = packed_model.raw_dataset(words, tags, batch_size=4, training=True, seed=3)  # "auto": packed
     padded_ds = padded_model.raw_dataset(words, tags, batch_size=4, training=True, seed=3, batching="bucketed")
-    rows = [(int(p["token_ids"].shape[0]), int(q["token_ids"].shape[0])) for (p, _), (q, _) in zip(packed_ds,
-                                                                                                    padded_ds)]
+    rows = [
+        (int(p["token_ids"].shape[0]), int(q["token_ids"].shape[0])) for (p, _), (q, _) in zip(packed_ds, padded_ds)
+    ]
     assert any(a < b for a, b in rows)  # rows really were packed
     # Keras' epoch loss averages batches weighted by their rows (fewer when packed), so
     # compare what training did: the same steps give the same weights.
     packed_model.fit(packed_ds, epochs=2, verbose=0)
     padded_model.fit(padded_ds, epochs=2, verbose=0)
-    moved = max(float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), backbone().get_weights()
-                                                          + [np.zeros(0)] * 2) if a.shape == b.shape)
+    moved = max(
+        float(np.abs(a - b).max())
+        for a, b in zip(packed_model.get_weights(), backbone().get_weights() + [np.zeros(0)] * 2)
+        if a.shape == b.shape
+    )
     assert moved > 1e-3
     for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5)
@@ -206,8 +251,11 @@ def test_string_metrics_trace_each_step_once(pre, raw):
 
     def counted_model():
         model = BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0)
-        model.compile(optimizer=keras.optimizers.SGD(0.1),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
         train_step, test_step = model.train_step, model.test_step
         model.train_step = lambda data: (traces.__setitem__("train", traces["train"] + 1), train_step(data))[1]
         model.test_step = lambda data: (traces.__setitem__("test", traces["test"] + 1), test_step(data))[1]
@@ -265,12 +313,15 @@ def test_raw_datasets_run_without_autotuning(pre):
     """Autotuning's thread could hold an iterator's teardown for seconds after the last
     batch (`bucketing.finish_in_memory`); every in-memory pipeline the raw path hands
     Keras turns it off, and keeps a prefetch."""
+
     def autotuned(ds):
         return ds.options().autotune.enabled is not False
 
     model = BertClassifier(backbone(), num_classes=2, preprocessor=pre)
-    datasets = {batching: model.raw_dataset(TEXTS, LABELS, batch_size=4, training=True, batching=batching)
-                for batching in ("by_length", "bucketed", "fixed", "packed")}
+    datasets = {
+        batching: model.raw_dataset(TEXTS, LABELS, batch_size=4, training=True, batching=batching)
+        for batching in ("by_length", "bucketed", "fixed", "packed")
+    }
     datasets["sorted"] = batch_raw_sorted(pre, TEXTS, batch_size=4)[0]
     words, tags, names = tagger_data()
     tp = TaggingPreprocessor.from_preset(minilm_path(), sequence_length=LENGTH)
@@ -286,7 +337,12 @@ def test_bucketed_predict_loops_run_without_autotuning(pre, monkeypatch):
     tagger under a strategy) go through `bucketing.in_memory_buckets`: each dataset
     they hand Keras has autotuning off, and the outputs land on the right rows."""
     from keras_bert_zoo import BertSpanQA
-    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows, window_logits
+    from keras_bert_zoo.tasks.span_qa.preprocessor import (
+        SpanQAPreprocessor,
+        make_qa_dataset,
+        make_qa_windows,
+        window_logits,
+    )
 
     seen = []
     predict = keras.Model.predict
@@ -307,6 +363,9 @@ def test_bucketed_predict_loops_run_without_autotuning(pre, monkeypatch):
     datasets = [x for x in seen if isinstance(x, tf.data.Dataset)]
     assert len(datasets) >= 4  # two widths of sentences, the one-by-one calls, the QA windows' buckets
     assert not [ds for ds in datasets if ds.options().autotune.enabled is not False]
-    for ds in (make_qa_dataset(windows, batch_size=2), make_qa_dataset(windows, batch_size=2, training=True),
-               make_qa_dataset(windows, batch_size=2, training=True, pack=True)):
+    for ds in (
+        make_qa_dataset(windows, batch_size=2),
+        make_qa_dataset(windows, batch_size=2, training=True),
+        make_qa_dataset(windows, batch_size=2, training=True, pack=True),
+    ):
         assert ds.options().autotune.enabled is False

@@ -12,15 +12,25 @@ from tests.helpers import minilm_path, run_model_test, shared_data, train_side_b
 
 
 def tiny_backbone(**kwargs):
-    return BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def int_inputs(batch=3, seq=7, vocab=50, seed=0):
     rng = np.random.default_rng(seed)
     mask = (np.arange(seq)[None, :] < rng.integers(3, seq + 1, batch)[:, None]).astype("int32")
-    return {"token_ids": (rng.integers(1, vocab, (batch, seq)) * mask).astype("int32"),
-            "segment_ids": ((np.arange(seq)[None, :] >= 3) * mask).astype("int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(1, vocab, (batch, seq)) * mask).astype("int32"),
+        "segment_ids": ((np.arange(seq)[None, :] >= 3) * mask).astype("int32"),
+        "padding_mask": mask,
+    }
 
 
 def test_contract(tmp_path):
@@ -37,9 +47,12 @@ def test_loss_is_hf_mean_of_start_and_end_cross_entropy():
     rng = np.random.default_rng(1)
     start, end = rng.normal(size=(2, 5, 9)).astype("float32")
     s_pos, e_pos = rng.integers(0, 9, 5), rng.integers(0, 9, 5)
-    ours = float(model.compute_loss(y={"start_positions": s_pos, "end_positions": e_pos},
-                                    y_pred={"start_logits": keras.ops.convert_to_tensor(start),
-                                            "end_logits": keras.ops.convert_to_tensor(end)}))
+    ours = float(
+        model.compute_loss(
+            y={"start_positions": s_pos, "end_positions": e_pos},
+            y_pred={"start_logits": keras.ops.convert_to_tensor(start), "end_logits": keras.ops.convert_to_tensor(end)},
+        )
+    )
     ce = torch.nn.CrossEntropyLoss()
     ref = (ce(torch.tensor(start), torch.tensor(s_pos)) + ce(torch.tensor(end), torch.tensor(e_pos))) / 2
     assert ours == pytest.approx(float(ref), rel=1e-6)
@@ -84,10 +97,19 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
         paragraph = json.load(f)["data"][0]["paragraphs"][0]
     questions = [q["question"] for q in paragraph["qas"][:4]]
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
-    batch = tokenizer(questions, [paragraph["context"]] * len(questions), padding=True, truncation="only_second",
-                      max_length=384, return_tensors="np")
-    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
-         "padding_mask": batch["attention_mask"].astype("int32")}
+    batch = tokenizer(
+        questions,
+        [paragraph["context"]] * len(questions),
+        padding=True,
+        truncation="only_second",
+        max_length=384,
+        return_tensors="np",
+    )
+    x = {
+        "token_ids": batch["input_ids"].astype("int32"),
+        "segment_ids": batch["token_type_ids"].astype("int32"),
+        "padding_mask": batch["attention_mask"].astype("int32"),
+    }
     with torch.no_grad():
         ref = hf(**{k: torch.tensor(v) for k, v in batch.items()})
     got = ours.predict(x, verbose=0)
@@ -102,7 +124,9 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     with torch.no_grad():
         again = back.eval()(**{k: torch.tensor(v) for k, v in batch.items()})
     for name in ("start_logits", "end_logits"):
-        np.testing.assert_allclose(getattr(again, name).numpy()[mask], getattr(ref, name).numpy()[mask], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(
+            getattr(again, name).numpy()[mask], getattr(ref, name).numpy()[mask], rtol=1e-5, atol=1e-4
+        )
 
 
 def test_google_names_of_the_head():
@@ -140,8 +164,15 @@ def test_fine_tuning_steps_match_hf(tmp_path):
         paragraphs = [p for article in json.load(f)["data"] for p in article["paragraphs"]]
     questions = [(qa["question"], p["context"], qa["answers"][0]) for p in paragraphs[:8] for qa in p["qas"]][:16]
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
-    batch = tokenizer([q for q, _, _ in questions], [c for _, c, _ in questions], truncation="only_second",
-                      max_length=192, padding=True, return_offsets_mapping=True, return_tensors="np")
+    batch = tokenizer(
+        [q for q, _, _ in questions],
+        [c for _, c, _ in questions],
+        truncation="only_second",
+        max_length=192,
+        padding=True,
+        return_offsets_mapping=True,
+        return_tensors="np",
+    )
     starts, ends = np.zeros(16, "int64"), np.zeros(16, "int64")
     for i, (_, _, answer) in enumerate(questions):  # run_qa.py's labels: the pieces covering the answer's characters
         first, last = answer["answer_start"], answer["answer_start"] + len(answer["text"])
@@ -151,18 +182,31 @@ def test_fine_tuning_steps_match_hf(tmp_path):
             if segment == 1 and offset[0] < last <= offset[1]:
                 ends[i] = j
     assert (starts > 0).sum() >= 12 and (ends >= starts).all()  # most answers lie in their window
-    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
-         "padding_mask": batch["attention_mask"].astype("int32")}
+    x = {
+        "token_ids": batch["input_ids"].astype("int32"),
+        "segment_ids": batch["token_type_ids"].astype("int32"),
+        "padding_mask": batch["attention_mask"].astype("int32"),
+    }
     hf_inputs = {k: torch.tensor(batch[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
 
     before = ours.predict(x, verbose=0)
     halves = [slice(0, 8), slice(8, 16)] * 3
-    train_side_by_side(ours, hf, [({k: v[rows] for k, v in x.items()},
-                                   {"start_positions": starts[rows].astype("int32"),
-                                    "end_positions": ends[rows].astype("int32")},
-                                   {**{k: v[rows] for k, v in hf_inputs.items()},
-                                    "start_positions": torch.tensor(starts[rows]),
-                                    "end_positions": torch.tensor(ends[rows])}) for rows in halves])
+    train_side_by_side(
+        ours,
+        hf,
+        [
+            (
+                {k: v[rows] for k, v in x.items()},
+                {"start_positions": starts[rows].astype("int32"), "end_positions": ends[rows].astype("int32")},
+                {
+                    **{k: v[rows] for k, v in hf_inputs.items()},
+                    "start_positions": torch.tensor(starts[rows]),
+                    "end_positions": torch.tensor(ends[rows]),
+                },
+            )
+            for rows in halves
+        ],
+    )
     after = ours.predict(x, verbose=0)
     with torch.no_grad():
         reference = hf(**hf_inputs)

@@ -14,15 +14,25 @@ LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", 
 
 
 def tiny_backbone(**kwargs):
-    return BertBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=16, **kwargs)
+    return BertBackbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+        **kwargs,
+    )
 
 
 def int_inputs(batch=3, seq=7, vocab=50, seed=0):
     rng = np.random.default_rng(seed)
     mask = (np.arange(seq)[None, :] < rng.integers(3, seq + 1, batch)[:, None]).astype("int32")
-    return {"token_ids": (rng.integers(1, vocab, (batch, seq)) * mask).astype("int32"),
-            "segment_ids": np.zeros((batch, seq), "int32"), "padding_mask": mask}
+    return {
+        "token_ids": (rng.integers(1, vocab, (batch, seq)) * mask).astype("int32"),
+        "segment_ids": np.zeros((batch, seq), "int32"),
+        "padding_mask": mask,
+    }
 
 
 def test_contract(tmp_path):
@@ -45,22 +55,26 @@ def test_loss_is_hf_cross_entropy_over_labelled_positions():
     logits = rng.normal(size=(4, 7, 9)).astype("float32")
     labels = np.where(rng.random((4, 7)) < 0.4, rng.integers(0, 9, (4, 7)), IGNORE_LABEL).astype("int32")
     ours = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits)))
-    ref = torch.nn.CrossEntropyLoss(ignore_index=-100)(torch.tensor(logits).reshape(-1, 9),
-                                                       torch.tensor(labels, dtype=torch.long).reshape(-1))
+    ref = torch.nn.CrossEntropyLoss(ignore_index=-100)(
+        torch.tensor(logits).reshape(-1, 9), torch.tensor(labels, dtype=torch.long).reshape(-1)
+    )
     assert ours == pytest.approx(float(ref), rel=1e-6)
     # Row weights (length-grouped batches): torch's per-token losses, each row's scaled by
     # its weight, summed, over the unweighted count of labelled tokens.
     row_weights = np.array([0.5, 2.0, 1.0, 0.0], "float32")
-    weighted = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits),
-                                        sample_weight=row_weights))
+    weighted = float(
+        model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits), sample_weight=row_weights)
+    )
     per_token = torch.nn.CrossEntropyLoss(ignore_index=-100, reduction="none")(
-        torch.tensor(logits).reshape(-1, 9), torch.tensor(labels, dtype=torch.long).reshape(-1)).reshape(4, 7)
+        torch.tensor(logits).reshape(-1, 9), torch.tensor(labels, dtype=torch.long).reshape(-1)
+    ).reshape(4, 7)
     expected = float((per_token * torch.tensor(row_weights)[:, None]).sum()) / int((labels != IGNORE_LABEL).sum())
     assert weighted == pytest.approx(expected, rel=1e-6) and abs(weighted - ours) > 1e-3
     # Per-token weights ([batch, seq], Keras' temporal form) take the same path.
     token_weights = np.random.default_rng(2).random((4, 7)).astype("float32")
-    per_token_weighted = float(model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits),
-                                                  sample_weight=token_weights))
+    per_token_weighted = float(
+        model.compute_loss(y=labels, y_pred=keras.ops.convert_to_tensor(logits), sample_weight=token_weights)
+    )
     expected = float((per_token * torch.tensor(token_weights)).sum()) / int((labels != IGNORE_LABEL).sum())
     assert per_token_weighted == pytest.approx(expected, rel=1e-6)
 
@@ -81,7 +95,8 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     hf = transformers.BertForTokenClassification.from_pretrained(
-        minilm_path(), num_labels=9, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+        minilm_path(), num_labels=9, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)}
+    )
     with torch.no_grad():
         hf.classifier.bias.normal_()  # HF starts it at 0: make the head's bias count
     hf.eval()
@@ -94,12 +109,18 @@ def test_real_weights_match_hf_and_hf_loads_ours(tmp_path):
 
     ours = BertTagger.from_preset(hf_dir)
     assert ours.label_names == LABELS and ours.num_labels == 9
-    sentences = [line.split()[0] for line in open(shared_data("conll2003", "eng.testa")).read().splitlines()[2:60]
-                 if line.strip()]
+    sentences = [
+        line.split()[0]
+        for line in open(shared_data("conll2003", "eng.testa")).read().splitlines()[2:60]
+        if line.strip()
+    ]
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
     batch = tokenizer([" ".join(sentences[:20]), " ".join(sentences[20:30])], padding=True, return_tensors="np")
-    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
-         "padding_mask": batch["attention_mask"].astype("int32")}
+    x = {
+        "token_ids": batch["input_ids"].astype("int32"),
+        "segment_ids": batch["token_type_ids"].astype("int32"),
+        "padding_mask": batch["attention_mask"].astype("int32"),
+    }
     with torch.no_grad():
         ref = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
     got = ours.predict(x, verbose=0)
@@ -133,9 +154,14 @@ def test_packed_sentences_match_hf_one_by_one():
     sentences = [" ".join(line.split()[0] for line in s.strip().splitlines()) for s in text]
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
     batch = tokenizer(sentences, padding=True, return_tensors="np")
-    packed, _ = pack_batch({"token_ids": tf.constant(batch["input_ids"], tf.int32),
-                            "segment_ids": tf.constant(batch["token_type_ids"], tf.int32),
-                            "padding_mask": tf.constant(batch["attention_mask"], tf.int32)}, width=96)
+    packed, _ = pack_batch(
+        {
+            "token_ids": tf.constant(batch["input_ids"], tf.int32),
+            "segment_ids": tf.constant(batch["token_type_ids"], tf.int32),
+            "padding_mask": tf.constant(batch["attention_mask"], tf.int32),
+        },
+        width=96,
+    )
     numbers = packed["padding_mask"].numpy()
     assert len(numbers) <= len(sentences) / 2  # several sentences share each row
     logits = ours.predict({k: v.numpy() for k, v in packed.items()}, verbose=0)
@@ -177,14 +203,26 @@ def test_fine_tuning_steps_match_hf(tmp_path):
             if word is not None and word != previous:
                 labels[i, j] = LABELS.index(sentence[word][-1]) if sentence[word][-1] in LABELS else 0
             previous = word
-    x = {"token_ids": batch["input_ids"].astype("int32"), "segment_ids": batch["token_type_ids"].astype("int32"),
-         "padding_mask": batch["attention_mask"].astype("int32")}
+    x = {
+        "token_ids": batch["input_ids"].astype("int32"),
+        "segment_ids": batch["token_type_ids"].astype("int32"),
+        "padding_mask": batch["attention_mask"].astype("int32"),
+    }
 
     before = ours.predict(x, verbose=0)
     halves = [slice(0, 8), slice(8, 16)] * 3
-    train_side_by_side(ours, hf, [({k: v[rows] for k, v in x.items()}, labels[rows].astype("int32"),
-                                   {**{k: torch.tensor(v[rows]) for k, v in batch.items()},
-                                    "labels": torch.tensor(labels[rows])}) for rows in halves])
+    train_side_by_side(
+        ours,
+        hf,
+        [
+            (
+                {k: v[rows] for k, v in x.items()},
+                labels[rows].astype("int32"),
+                {**{k: torch.tensor(v[rows]) for k, v in batch.items()}, "labels": torch.tensor(labels[rows])},
+            )
+            for rows in halves
+        ],
+    )
     after = ours.predict(x, verbose=0)
     with torch.no_grad():
         reference = hf(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()

@@ -46,16 +46,26 @@ def _plain(path):
 
 
 SOURCES = {
-    "sst2": lambda root: _tsv_columns(os.path.join(root, "sst2", "dev.tsv"), {"sentence"})
-    + _tsv_columns(os.path.join(root, "sst2", "train.tsv"), {"sentence"}),
-    "mrpc": lambda root: sum((_tsv_columns(os.path.join(root, "mrpc", f), {"#1 String", "#2 String"})
-                              for f in ("train.tsv", "dev.tsv")), []),
-    "rte": lambda root: sum((_tsv_columns(os.path.join(root, "rte", f), {"sentence1", "sentence2"})
-                             for f in ("train.tsv", "dev.tsv")), []),
-    "squad": lambda root: _squad(os.path.join(root, "squad", "train.json")) + _squad(os.path.join(root, "squad", "dev.json")),
-    "conll2003": lambda root: _conll(os.path.join(root, "conll2003", "eng.train")) + _conll(os.path.join(root, "conll2003", "eng.testa")),
-    "pretrain_text": lambda root: _plain(os.path.join(root, "pretrain_text", "sample_text.txt"))
-    + _plain(os.path.join(root, "pretrain_text", "wikitext-2.valid.tokens.txt")),
+    "sst2": lambda root: (
+        _tsv_columns(os.path.join(root, "sst2", "dev.tsv"), {"sentence"})
+        + _tsv_columns(os.path.join(root, "sst2", "train.tsv"), {"sentence"})
+    ),
+    "mrpc": lambda root: sum(
+        (_tsv_columns(os.path.join(root, "mrpc", f), {"#1 String", "#2 String"}) for f in ("train.tsv", "dev.tsv")), []
+    ),
+    "rte": lambda root: sum(
+        (_tsv_columns(os.path.join(root, "rte", f), {"sentence1", "sentence2"}) for f in ("train.tsv", "dev.tsv")), []
+    ),
+    "squad": lambda root: (
+        _squad(os.path.join(root, "squad", "train.json")) + _squad(os.path.join(root, "squad", "dev.json"))
+    ),
+    "conll2003": lambda root: (
+        _conll(os.path.join(root, "conll2003", "eng.train")) + _conll(os.path.join(root, "conll2003", "eng.testa"))
+    ),
+    "pretrain_text": lambda root: (
+        _plain(os.path.join(root, "pretrain_text", "sample_text.txt"))
+        + _plain(os.path.join(root, "pretrain_text", "wikitext-2.valid.tokens.txt"))
+    ),
 }
 
 

@@ -30,9 +30,12 @@ def real_batch():
 def masker_for(vocabulary, **kwargs):
     ids = {t: i for i, t in enumerate(vocabulary)}
     return MaskedLMMasker(
-        vocabulary_size=len(vocabulary), mask_token_id=ids["[MASK]"],
+        vocabulary_size=len(vocabulary),
+        mask_token_id=ids["[MASK]"],
         unselectable_token_ids=[ids["[CLS]"], ids["[SEP]"], ids["[PAD]"]],
-        max_predictions=20, vocabulary=vocabulary, **kwargs,
+        max_predictions=20,
+        vocabulary=vocabulary,
+        **kwargs,
     )
 
 
@@ -134,7 +137,8 @@ def budgets(token_ids, special, rate=0.15, max_predictions=20):
 
 
 @pytest.mark.parametrize(
-    "mode", ["token", "whole_word", "ngram", "whole_word_ngram"],
+    "mode",
+    ["token", "whole_word", "ngram", "whole_word_ngram"],
 )
 def test_wikitext_selection_rate_is_15_percent(real_batch, mode):
     """Every mode selects 15% on ~2,500 real WikiText-2 rows of 128 tokens: a unit that
@@ -143,8 +147,7 @@ def test_wikitext_selection_rate_is_15_percent(real_batch, mode):
     token_ids, vocabulary = real_batch
     ids = {t: i for i, t in enumerate(vocabulary)}
     special = [ids["[CLS]"], ids["[SEP]"], ids["[PAD]"]]
-    masker = masker_for(vocabulary, whole_word_masking="whole_word" in mode,
-                        max_ngram=3 if "ngram" in mode else 1)
+    masker = masker_for(vocabulary, whole_word_masking="whole_word" in mode, max_ngram=3 if "ngram" in mode else 1)
     out = masker(token_ids, seed=[7, 11])
     r = rates(token_ids, out, special, ids["[MASK]"])
     assert len(token_ids) >= 2000
@@ -166,8 +169,15 @@ def test_whole_word_skips_a_word_that_overflows():
     # [CLS] w1 ##a ##b w2 w3 w4 [SEP]: 6 candidates, selection_rate 0.5 -> budget 3.
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "w1", "##a", "##b", "w2", "w3", "w4"]
     row = [2, 5, 6, 7, 8, 9, 10, 3]
-    masker = MaskedLMMasker(vocabulary_size=len(vocabulary), mask_token_id=4, unselectable_token_ids=[0, 2, 3],
-                            max_predictions=6, selection_rate=0.5, whole_word_masking=True, vocabulary=vocabulary)
+    masker = MaskedLMMasker(
+        vocabulary_size=len(vocabulary),
+        mask_token_id=4,
+        unselectable_token_ids=[0, 2, 3],
+        max_predictions=6,
+        selection_rate=0.5,
+        whole_word_masking=True,
+        vocabulary=vocabulary,
+    )
     out = masker(np.array([row] * 400, "int32"), seed=[3, 4])
     weights = out["mask_weights"].numpy()
     np.testing.assert_array_equal(weights.sum(1), 3)
@@ -233,8 +243,9 @@ def test_seeded_calls_reproduce_and_differ():
 
 
 def test_runs_in_tf_data_and_config_round_trip():
-    masker = MaskedLMMasker(vocabulary_size=50, mask_token_id=4, unselectable_token_ids=[0, 2, 3],
-                            max_predictions=5, seed=3)
+    masker = MaskedLMMasker(
+        vocabulary_size=50, mask_token_id=4, unselectable_token_ids=[0, 2, 3], max_predictions=5, seed=3
+    )
     clone = MaskedLMMasker.from_config(masker.get_config())
     assert clone.get_config() == masker.get_config()
     ids = np.random.default_rng(0).integers(5, 50, size=(6, 16)).astype("int32")
@@ -253,31 +264,40 @@ def graph_shapes(graph):
             yield from graph_shapes(function.graph)
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"whole_word_masking": True}, {"max_ngram": 3},
-                                    {"whole_word_masking": True, "max_ngram": 3}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"whole_word_masking": True}, {"max_ngram": 3}, {"whole_word_masking": True, "max_ngram": 3}]
+)
 def test_no_batch_by_seq_by_seq_tensor(kwargs):
     """Memory is O(batch * seq): no op makes a tensor with two sequence-sized dims
     (a [batch, seq, seq] one-hot is 268 MB at batch 256, length 512)."""
     batch, seq = 3, 64
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
-    masker = MaskedLMMasker(vocabulary_size=100, mask_token_id=4, unselectable_token_ids=[0, 2, 3],
-                            max_predictions=5, vocabulary=vocabulary, **kwargs)
+    masker = MaskedLMMasker(
+        vocabulary_size=100,
+        mask_token_id=4,
+        unselectable_token_ids=[0, 2, 3],
+        max_predictions=5,
+        vocabulary=vocabulary,
+        **kwargs,
+    )
     fn = tf.function(lambda ids, seed: masker(ids, seed=seed))
     concrete = fn.get_concrete_function(tf.TensorSpec([batch, seq], tf.int32), tf.TensorSpec([2], tf.int64))
     shapes = list(graph_shapes(concrete.graph))
     assert len(shapes) > 50
     big = [(op, shape) for op, shape in shapes if shape.rank is not None and shape.as_list().count(seq) >= 2]
     assert not big, big
-    assert all(concrete.structured_outputs[k].shape == (batch, 5)
-               for k in ("mask_positions", "mask_ids", "mask_weights"))
+    assert all(
+        concrete.structured_outputs[k].shape == (batch, 5) for k in ("mask_positions", "mask_ids", "mask_weights")
+    )
 
 
 def test_batch_256_by_512_is_fast():
     ids = np.random.default_rng(0).integers(5, 1000, size=(256, 512)).astype("int32")
     ids[:, 0], ids[:, 300], ids[:, -1] = 2, 3, 3
     for kwargs in ({}, {"max_ngram": 3}):
-        masker = MaskedLMMasker(vocabulary_size=1000, mask_token_id=4, unselectable_token_ids=[0, 2, 3],
-                                max_predictions=80, **kwargs)
+        masker = MaskedLMMasker(
+            vocabulary_size=1000, mask_token_id=4, unselectable_token_ids=[0, 2, 3], max_predictions=80, **kwargs
+        )
         fn = tf.function(lambda x, seed: masker(x, seed=seed))
         fn(ids, tf.constant([1, 2]))  # trace
         # CPU seconds of this process (all TF threads), not wall time: on a loaded machine a niced

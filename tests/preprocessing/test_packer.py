@@ -45,8 +45,9 @@ def test_longest_first_is_the_original_bert_rule():
         assert out["padding_mask"][i].numpy().tolist() == [1] * len(tokens) + [0] * pad
 
 
-@pytest.mark.parametrize("strategy,trimmer", [("round_robin", tf_text.RoundRobinTrimmer),
-                                              ("waterfall", tf_text.WaterfallTrimmer)])
+@pytest.mark.parametrize(
+    "strategy,trimmer", [("round_robin", tf_text.RoundRobinTrimmer), ("waterfall", tf_text.WaterfallTrimmer)]
+)
 def test_round_robin_and_waterfall_match_tensorflow_text(strategy, trimmer):
     a, b = all_length_pairs()
     out = SegmentPacker(LENGTH, 101, 102, truncate=strategy)((a, b))

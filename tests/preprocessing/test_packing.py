@@ -11,20 +11,21 @@ import tensorflow as tf
 from keras_bert_zoo import BertBackbone, BertTagger
 from keras_bert_zoo.models.layers.encoder_block import attention_layout
 from keras_bert_zoo.preprocessing.packing import first_fit_decreasing, pack_batch
-from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS
-from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
-from keras_bert_zoo.tasks.tagger.windows import make_windows
-from keras_bert_zoo.tasks.tagger.data import read_tagged
-from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS
+from keras_bert_zoo.tasks.tagger.data import read_tagged
+from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
+from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.windows import make_windows
 from tests.helpers import minilm_path, shared_data
 
 
 @pytest.fixture(scope="module")
 def windows():
     testa = read_tagged(shared_data("conll2003", "eng.testa"))
-    pre = TaggingPreprocessor(BertTokenizer.from_preset(minilm_path()), sequence_length=64,
-                              label_names=testa.label_names)
+    pre = TaggingPreprocessor(
+        BertTokenizer.from_preset(minilm_path()), sequence_length=64, label_names=testa.label_names
+    )
     return pre, make_windows(testa, pre)
 
 
@@ -67,8 +68,10 @@ def test_an_epoch_of_packed_batches_holds_the_padded_batches_windows(windows):
         positions["packed"] += x["token_ids"].numpy().size
         positions["padded"] += mask.size
         everything.update(ours.values())
-    expected = collections.Counter((tuple(t[m > 0]), tuple(lab[m > 0]))
-                                   for t, lab, m in zip(w.features["token_ids"], w.labels, w.features["padding_mask"]))
+    expected = collections.Counter(
+        (tuple(t[m > 0]), tuple(lab[m > 0]))
+        for t, lab, m in zip(w.features["token_ids"], w.labels, w.features["padding_mask"])
+    )
     assert everything == expected
     assert positions["packed"] < 0.5 * positions["padded"], positions
 
@@ -77,8 +80,11 @@ def test_first_fit_decreasing_and_wide_sequences():
     rows, offsets = first_fit_decreasing(tf.constant([3, 5, 2, 4, 1]), 6)
     # 5 -> row 0; 4 -> row 1; 3 -> row 2; 2 -> row 1 (4 + 2); 1 -> row 0 (5 + 1)
     assert rows.numpy().tolist() == [2, 0, 1, 1, 0] and offsets.numpy().tolist() == [0, 0, 4, 0, 5]
-    features = {"token_ids": tf.constant([[2, 9, 9, 9, 3], [2, 3, 0, 0, 0]]), "segment_ids": tf.zeros((2, 5), tf.int32),
-                "padding_mask": tf.constant([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])}
+    features = {
+        "token_ids": tf.constant([[2, 9, 9, 9, 3], [2, 3, 0, 0, 0]]),
+        "segment_ids": tf.zeros((2, 5), tf.int32),
+        "padding_mask": tf.constant([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]),
+    }
     packed, labels = pack_batch(features, width=3)  # a row is never narrower than the longest sequence
     assert labels is None
     assert packed["token_ids"].numpy().tolist() == [[2, 9, 9, 9, 3], [2, 3, 0, 0, 0]]
@@ -95,8 +101,12 @@ def test_attention_layout_of_plain_and_packed_rows():
     np.testing.assert_array_equal(bias[0], original)
     assert positions.tolist() == [[0, 1, 2, 3], [0, 1, 0, 1]]
     allowed = bias[1] == 0
-    assert allowed.tolist() == [[True, True, False, False], [True, True, False, False],
-                                [False, False, True, True], [False, False, True, True]]
+    assert allowed.tolist() == [
+        [True, True, False, False],
+        [True, True, False, False],
+        [False, False, True, True],
+        [False, False, True, True],
+    ]
     assert set(np.unique(bias)) == {0.0, -10000.0}
 
 
@@ -108,8 +118,15 @@ def test_packed_batch_trains_the_tagger_like_the_padded_batch(windows):
     x, y = next(iter(make_tagging_dataset(None, pre, pack_width=64, **kwargs)))
     px, py = next(iter(make_tagging_dataset(None, pre, bucket=True, **kwargs)))
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=64, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=64,
+        dropout=0.0,
+    )
     model = BertTagger(backbone, num_labels=len(pre.label_names), dropout=0.0)
 
     def loss_and_grads(features, labels):
@@ -138,7 +155,6 @@ def test_packed_batch_trains_the_tagger_like_the_padded_batch(windows):
             assert min(np.abs(np.asarray(logits[row][at]) - c).max() for c in candidates) < 1e-5
 
 
-
 def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
     """Real SQuAD windows: each packed window carries exactly one start and one end
     target, inside itself; with dropout off, the packed span loss and its gradients
@@ -146,13 +162,12 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
     (the padded loss also spreads probability over the padding, whose amount depends
     on the batch), and the start/end accuracies are 1 for logits peaked at the targets."""
     from keras_bert_zoo import BertSpanQA
-    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows
     from keras_bert_zoo.tasks.span_qa.data import read_squad
+    from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_dataset, make_qa_windows
 
     examples = read_squad(shared_data("squad", "dev.json"), max_examples=40)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=128, doc_stride=32, stride_mode="overlap")
-    windows = make_qa_windows(pre, examples.questions, examples.contexts, examples.answer_starts,
-                              examples.answer_ends)
+    windows = make_qa_windows(pre, examples.questions, examples.contexts, examples.answer_starts, examples.answer_ends)
     x, y = next(iter(make_qa_dataset(windows, batch_size=16, training=True, seed=2, pack=True)))
     px, py = next(iter(make_qa_dataset(windows, batch_size=16, training=True, seed=2)))
     ids = x["padding_mask"].numpy()
@@ -163,8 +178,15 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
             assert targets[ids == number].sum() == 1, (key, number)  # one target, inside its window
         assert targets.sum() == 16
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=128, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=128,
+        dropout=0.0,
+    )
     model = BertSpanQA(backbone)
 
     def unpadded_loss(features, labels, out):  # the reference: written out here, per padded row
@@ -204,8 +226,10 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
 
 def test_empty_sequences_and_an_empty_batch():
     """A window with no real token takes no room and gets no number; an empty batch packs to no rows."""
-    features = {"token_ids": tf.constant([[2, 3, 0], [0, 0, 0], [2, 5, 3]]),
-                "padding_mask": tf.constant([[1, 1, 0], [0, 0, 0], [1, 1, 1]])}
+    features = {
+        "token_ids": tf.constant([[2, 3, 0], [0, 0, 0], [2, 5, 3]]),
+        "padding_mask": tf.constant([[1, 1, 0], [0, 0, 0], [1, 1, 1]]),
+    }
     labels = tf.constant([[-100, 1, -100], [-100, -100, -100], [-100, 2, -100]])
     packed, packed_labels = pack_batch(features, labels, width=4)
     assert packed["token_ids"].numpy().tolist() == [[2, 5, 3, 0], [2, 3, 0, 0]]

@@ -29,8 +29,11 @@ def hf_encode(texts, pairs=None):
     hf.enable_truncation(LENGTH, strategy="longest_first")
     hf.enable_padding(length=LENGTH, pad_id=0)
     encs = hf.encode_batch(list(zip(texts, pairs)) if pairs else texts)
-    return (np.array([e.ids for e in encs]), np.array([e.type_ids for e in encs]),
-            np.array([e.attention_mask for e in encs]))
+    return (
+        np.array([e.ids for e in encs]),
+        np.array([e.type_ids for e in encs]),
+        np.array([e.attention_mask for e in encs]),
+    )
 
 
 def _rte():
@@ -85,8 +88,9 @@ def test_tf_data_tf_function_and_saved_model(preprocessor, tmp_path):
         np.testing.assert_array_equal(graph[key], direct[key])
     module = tf.Module()
     module.preprocessor = preprocessor
-    module.serve = tf.function(lambda x, y: preprocessor((x, y)),
-                               input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    module.serve = tf.function(
+        lambda x, y: preprocessor((x, y)), input_signature=[tf.TensorSpec([None], tf.string)] * 2
+    )
     tf.saved_model.save(module, str(tmp_path / "saved"))
     restored = tf.saved_model.load(str(tmp_path / "saved"))
     served = restored.serve(tf.constant(a), tf.constant(b))

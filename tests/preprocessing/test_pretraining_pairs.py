@@ -29,7 +29,7 @@ def find(haystack, needle, start=0):
     """First index >= start where `needle` occurs in `haystack`, or -1."""
     n = len(needle)
     for i in range(start, len(haystack) - n + 1):
-        if haystack[i: i + n] == needle:
+        if haystack[i : i + n] == needle:
             return i
     return -1
 
@@ -60,7 +60,7 @@ def test_lines_format_and_sentence_rule(tmp_path):
     path.write_text("First one. Second one! Third? yes\n\nDoc two: Mr. Smith ate 3.5 pies. Done\n")
     docs = list(read_documents(str(path), "lines"))
     assert docs == [["First one.", "Second one!", "Third? yes"], ["Doc two: Mr.", "Smith ate 3.5 pies.", "Done"]]
-    assert split_sentences("He said \"Go.\" Then left.") == ['He said "Go."', "Then left."]
+    assert split_sentences('He said "Go." Then left.') == ['He said "Go."', "Then left."]
     with pytest.raises(ValueError, match="corpus_format"):
         list(read_documents(str(path), "csv"))
     with pytest.raises(FileNotFoundError, match="does not exist"):

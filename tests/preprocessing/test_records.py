@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from keras_bert_zoo import BertBackbone
-from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from keras_bert_zoo.tasks.pretrainer.data import make_masker, pretraining_dataset
+from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records, write_pretraining_records
 from tests.helpers import minilm_path, shared_data
 
@@ -98,8 +98,9 @@ def test_records_from_a_plain_example_writer_train_here(tmp_path):
     x, y = next(iter(ds))
     assert x["token_ids"].dtype == tf.int32 and x["token_ids"].shape == (8, SEQ)
     assert x["mask_positions"].shape == (8, PRED) and y["next_sentence_labels"].shape == (8,)
-    backbone = BertBackbone(vocabulary_size=1200, num_layers=1, num_heads=2, hidden_dim=16,
-                            intermediate_dim=32, max_sequence_length=SEQ)
+    backbone = BertBackbone(
+        vocabulary_size=1200, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=SEQ
+    )
     model = BertPretrainer(backbone=backbone)
     model.compile("adam")
     history = model.fit(ds, epochs=2, verbose=0)
@@ -131,8 +132,9 @@ def test_not_a_record_file_is_rejected(tmp_path):
 def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
     """Same records, next pass: same original ids, different masks; same seed: same run."""
     rng = np.random.default_rng(1)
-    path = _unmasked_records(str(tmp_path / "r.tfrecord"),
-                             [[101] + rng.integers(1000, 1100, SEQ - 2).tolist() + [102] for _ in range(8)])
+    path = _unmasked_records(
+        str(tmp_path / "r.tfrecord"), [[101] + rng.integers(1000, 1100, SEQ - 2).tolist() + [102] for _ in range(8)]
+    )
     masker = make_masker(_vocabulary(1200), max_predictions=PRED)
 
     def first_batches(seed):
@@ -148,23 +150,34 @@ def test_dynamic_masking_draws_new_masks_each_epoch(tmp_path):
 
 def _numbered_records(directory, files, per_file):
     """`files` record files; record r of file f has input_ids starting [101, 1000 + 100 f + r]."""
-    return [_unmasked_records(os.path.join(directory, f"part-{f}.tfrecord"),
-                              [[101, 1000 + 100 * f + r] + [1050] * (SEQ - 3) + [102] for r in range(per_file)])
-            for f in range(files)]
+    return [
+        _unmasked_records(
+            os.path.join(directory, f"part-{f}.tfrecord"),
+            [[101, 1000 + 100 * f + r] + [1050] * (SEQ - 3) + [102] for r in range(per_file)],
+        )
+        for f in range(files)
+    ]
 
 
 def _unmasked_records(path, rows):
     """Records of `rows` of ids with no mask stored (for dynamic masking)."""
     with tf.io.TFRecordWriter(path) as writer:
         for ids in rows:
-            writer.write(tf.train.Example(features=tf.train.Features(feature={
-                "input_ids": _create_int_feature(ids), "input_mask": _create_int_feature([1] * SEQ),
-                "segment_ids": _create_int_feature([0] * SEQ),
-                "masked_lm_positions": _create_int_feature([0] * PRED),
-                "masked_lm_ids": _create_int_feature([0] * PRED),
-                "masked_lm_weights": _create_float_feature([0.0] * PRED),
-                "next_sentence_labels": _create_int_feature([0]),
-            })).SerializeToString())
+            writer.write(
+                tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            "input_ids": _create_int_feature(ids),
+                            "input_mask": _create_int_feature([1] * SEQ),
+                            "segment_ids": _create_int_feature([0] * SEQ),
+                            "masked_lm_positions": _create_int_feature([0] * PRED),
+                            "masked_lm_ids": _create_int_feature([0] * PRED),
+                            "masked_lm_weights": _create_float_feature([0.0] * PRED),
+                            "next_sentence_labels": _create_int_feature([0]),
+                        }
+                    )
+                ).SerializeToString()
+            )
     return path
 
 
@@ -178,8 +191,14 @@ def test_input_shards_give_each_worker_its_files_and_together_the_one_process_ba
     from keras_bert_zoo.tasks.pretrainer.records import worker_files
 
     paths = _numbered_records(str(tmp_path), files=4, per_file=6)
-    common = dict(batch_size=8, input_shards=4, shuffle=True, repeat=True, seed=3,
-                  masker=make_masker(_vocabulary(1600), max_predictions=PRED))
+    common = dict(
+        batch_size=8,
+        input_shards=4,
+        shuffle=True,
+        repeat=True,
+        seed=3,
+        masker=make_masker(_vocabulary(1600), max_predictions=PRED),
+    )
 
     def take(ds, n=5):  # five batches: more than one pass over each 6-record file
         return [(x, y) for x, y in ds.take(n)]
@@ -225,8 +244,15 @@ def test_sharded_reader_iterator_resumes_where_it_was_saved(tmp_path):
     with input shards it is a zip of shuffled streams, and a restored iterator must go on with
     the very next batch."""
     paths = _numbered_records(str(tmp_path), files=2, per_file=10)
-    ds = read_pretraining_records(paths, batch_size=4, input_shards=2, shuffle=True, repeat=True, seed=1,
-                                  masker=make_masker(_vocabulary(1600), max_predictions=PRED))
+    ds = read_pretraining_records(
+        paths,
+        batch_size=4,
+        input_shards=2,
+        shuffle=True,
+        repeat=True,
+        seed=1,
+        masker=make_masker(_vocabulary(1600), max_predictions=PRED),
+    )
     iterator = iter(ds)
     for _ in range(3):
         next(iterator)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_bert_zoo.tasks.span_qa.span_search import SpanSearch
-from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
 from keras_bert_zoo.tasks.span_qa.data import read_squad
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
+from keras_bert_zoo.tasks.span_qa.span_search import SpanSearch
 from tests.helpers import minilm_path, shared_data
 
 
@@ -18,8 +18,9 @@ def get_best_indexes(logits, n_best_size):
     return [i for i, _ in index_and_score[:n_best_size]]
 
 
-def write_predictions_reference(windows, start_logits, end_logits, contexts, n_best_size=20, max_answer_length=30,
-                                version_2=False, threshold=0.0):
+def write_predictions_reference(
+    windows, start_logits, end_logits, contexts, n_best_size=20, max_answer_length=30, version_2=False, threshold=0.0
+):
     """run_squad.py's search; `token_to_orig_map` / `token_is_max_context` read from the windows,
     answer text cut from the passage by the pieces' character offsets."""
     out = []

@@ -4,15 +4,23 @@ HF run_qa.py's rule, every gold answer covered (step mode) and recovered from ou
 import numpy as np
 import pytest
 
-from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
 from keras_bert_zoo.tasks.span_qa.data import read_squad
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
 from tests.helpers import minilm_path, shared_data
 
 
 def hf_reference(tokenizer, questions, contexts, starts, ends, length, stride):
     """HF windows (fast tokenizer, `stride` = overlap) and run_qa.py's labels, on context pieces."""
-    enc = tokenizer(questions, contexts, truncation="only_second", max_length=length, stride=stride,
-                    return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
+    enc = tokenizer(
+        questions,
+        contexts,
+        truncation="only_second",
+        max_length=length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding="max_length",
+    )
     labels = []
     for i, offsets in enumerate(enc["offset_mapping"]):
         example = enc["overflow_to_sample_mapping"][i]
@@ -36,8 +44,13 @@ def hf_reference(tokenizer, questions, contexts, starts, ends, length, stride):
 def compare_with_hf(questions, contexts, starts, ends, length=384, stride=128, max_query_length=64):
     transformers = pytest.importorskip("transformers")
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
-    pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=length, doc_stride=stride,
-                                         stride_mode="overlap", max_query_length=max_query_length)
+    pre = SpanQAPreprocessor.from_preset(
+        minilm_path(),
+        sequence_length=length,
+        doc_stride=stride,
+        stride_mode="overlap",
+        max_query_length=max_query_length,
+    )
     ours = make_qa_windows(pre, questions, contexts, starts, ends)
     enc, labels = hf_reference(tokenizer, questions, contexts, starts, ends, length, stride)
     np.testing.assert_array_equal(ours.example_ids, enc["overflow_to_sample_mapping"])
@@ -56,20 +69,29 @@ def compare_with_hf(questions, contexts, starts, ends, length=384, stride=128, m
 
 def test_windows_equal_hf_on_accents_cjk_emoji():
     """Offsets are characters (SQuAD's unit), not tensorflow-text's UTF-8 bytes."""
-    contexts = ["Zürich’s café serves crème brûlée 🍮 daily; the chef, Ångström, smiles 😀 at 東京 guests. " * 9,
-                "日本語のテキスト and the answer is Kyōto 🙂 near 大阪.",
-                "plain ascii passage without anything special in it at all."]
+    contexts = [
+        "Zürich’s café serves crème brûlée 🍮 daily; the chef, Ångström, smiles 😀 at 東京 guests. " * 9,
+        "日本語のテキスト and the answer is Kyōto 🙂 near 大阪.",
+        "plain ascii passage without anything special in it at all.",
+    ]
     answers = ["Ångström", "Kyōto", "special"]
     starts = [c.index(a) for c, a in zip(contexts, answers)]
     starts[0] = contexts[0].index(answers[0], 500)  # an occurrence deep into the passage
     ends = [s + len(a) for s, a in zip(starts, answers)]
-    ours = compare_with_hf(["Who smiles?", "Which city?", "What is missing?"], contexts, starts, ends,
-                           length=64, stride=16, max_query_length=16)
+    ours = compare_with_hf(
+        ["Who smiles?", "Which city?", "What is missing?"],
+        contexts,
+        starts,
+        ends,
+        length=64,
+        stride=16,
+        max_query_length=16,
+    )
     assert len(ours) > 3  # the long passage takes several windows
     for k, (s, e) in enumerate(zip(ours.labels["start_positions"], ours.labels["end_positions"])):
         if s:
             ex = ours.example_ids[k]
-            assert contexts[ex][ours.info["char_start"][k, s]:ours.info["char_end"][k, e]] == answers[ex]
+            assert contexts[ex][ours.info["char_start"][k, s] : ours.info["char_end"][k, e]] == answers[ex]
 
 
 def _dev():
@@ -98,9 +120,11 @@ def test_windows_equal_hf_on_every_dev_question_in_many_windows():
 def _step_mode_coverage(path, length, stride):
     data = read_squad(path)
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=length, doc_stride=stride)
-    golds = [(q, c, s, s + len(a)) for q, c, texts, s0 in zip(data.questions, data.contexts, data.answers,
-                                                              data.answer_starts)
-             for a, s in [(texts[0], s0)]]
+    golds = [
+        (q, c, s, s + len(a))
+        for q, c, texts, s0 in zip(data.questions, data.contexts, data.answers, data.answer_starts)
+        for a, s in [(texts[0], s0)]
+    ]
     windows = make_qa_windows(pre, *zip(*golds))
     covered = np.zeros(len(golds), bool)
     exact = set()
@@ -148,8 +172,8 @@ def pieces_cut_by(data):
         for k, (text, begin) in enumerate(zip(texts, golds)):
             end = begin + len(text)
             first = np.flatnonzero(e_off > begin)[0]  # the first piece reaching into the answer
-            last = np.flatnonzero(s_off < end)[-1]   # the last piece starting inside it
-            got = context[s_off[first]:e_off[last]]
+            last = np.flatnonzero(s_off < end)[-1]  # the last piece starting inside it
+            got = context[s_off[first] : e_off[last]]
             if got != text:
                 assert text.strip() in got  # the pieces cover the answer; only a piece boundary differs
                 bad.append((qid, k, text, got))

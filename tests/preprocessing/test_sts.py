@@ -8,8 +8,8 @@ written out here; the counts are ../shared/data/README.md's.
 import numpy as np
 import pytest
 
-from keras_bert_zoo.tasks.embedder.data import read_sts
 from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples
+from keras_bert_zoo.tasks.embedder.data import read_sts
 from tests.helpers import shared_data
 
 
@@ -43,10 +43,16 @@ def test_quotes_and_the_control_character_are_text():
 
 def test_glue_layout_and_errors(tmp_path):
     glue = tmp_path / "dev.tsv"
-    glue.write_text("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-                    '0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA man.\tA "man.\t4.2\n')
+    glue.write_text(
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+        '0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA man.\tA "man.\t4.2\n'
+    )
     pairs = read_sts(str(glue))
-    assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (["A man."], ['A "man.'], [pytest.approx(4.2)])
+    assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (
+        ["A man."],
+        ['A "man.'],
+        [pytest.approx(4.2)],
+    )
     short = tmp_path / "short.csv"
     short.write_text("main\tMSRvid\t2012\t0001\t5.0\tonly one sentence\n")
     with pytest.raises(ValueError, match=r"short.csv:1: 6 tab-separated fields"):

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL, MODEL_INPUTS, inside_label_map
+from keras_bert_zoo.tasks.tagger.data import read_tagged
 from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
 from keras_bert_zoo.tasks.tagger.predict import predict_words
-from keras_bert_zoo.tasks.tagger.windows import make_windows, merge_windows, merge_windows_tf
-from keras_bert_zoo.tasks.tagger.data import read_tagged
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
-from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.tasks.tagger.windows import make_windows, merge_windows, merge_windows_tf
 from tests.helpers import minilm_path, shared_data
 
 LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
@@ -56,8 +56,9 @@ def test_alignment_equals_hf_on_conll(tokenizer, testa, length):
     b_to_i = inside_label_map(LABELS)
     assert [LABELS[b_to_i[i]] for i in range(9)] == ["O", "I-LOC", "I-MISC", "I-ORG", "I-PER"] + LABELS[5:]
     for label_all_tokens in (False, True):
-        pre = TaggingPreprocessor(tokenizer, sequence_length=length, label_all_tokens=label_all_tokens,
-                                  label_names=LABELS)
+        pre = TaggingPreprocessor(
+            tokenizer, sequence_length=length, label_all_tokens=label_all_tokens, label_names=LABELS
+        )
         out = {k: v.numpy() for k, v in pre(words, ids).items()}
         np.testing.assert_array_equal(out["token_ids"], np.asarray(enc["input_ids"]))
         np.testing.assert_array_equal(out["padding_mask"], np.asarray(enc["attention_mask"]))
@@ -92,15 +93,20 @@ def test_label_all_tokens_gives_inside_forms(tokenizer):
 def test_word_without_pieces_gets_unk_slot(tokenizer):
     pre = TaggingPreprocessor(tokenizer, sequence_length=8)
     out = pre([["a", "\x01", "", "b"]], [[0, 1, 2, 3]])
-    assert out["token_ids"].numpy()[0, :6].tolist() == [tokenizer.cls_token_id, tokenizer.token_to_id("a"),
-                                                         tokenizer.unk_token_id, tokenizer.unk_token_id,
-                                                         tokenizer.token_to_id("b"), tokenizer.sep_token_id]
+    assert out["token_ids"].numpy()[0, :6].tolist() == [
+        tokenizer.cls_token_id,
+        tokenizer.token_to_id("a"),
+        tokenizer.unk_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.token_to_id("b"),
+        tokenizer.sep_token_id,
+    ]
     assert out["labels"].numpy()[0, :6].tolist() == [-100, 0, 1, 2, 3, -100]
     assert out["word_ids"].numpy()[0].tolist() == [-1, 0, 1, 2, 3, -1, -1, -1]
 
 
 def _long_sentence(testa, n=1000):
-    words = [w for s in testa.words for w in s][:n - 2]
+    words = [w for s in testa.words for w in s][: n - 2]
     # A word of more pieces than a window at length 32 (split inside it is unavoidable) and a control char.
     return words[:500] + ["qzxjkvbqwpzxkjqvbzxqwjkzpvqxzjbkwqzxpvjkqzbxwvqpzkj", "\x07"] + words[500:]
 
@@ -140,8 +146,9 @@ def test_long_sentence_every_word_once_from_max_context_window(tokenizer, testa,
         calls.append(n)
         return (np.arange(first, first + n)[:, None] * length + np.arange(length)[None, :]).astype(np.int64)
 
-    tags = predict_words(encode_window_and_position, sentences, pre, label_names=[str(i) for i in range(10**6)],
-                         batch_size=7)
+    tags = predict_words(
+        encode_window_and_position, sentences, pre, label_names=[str(i) for i in range(10**6)], batch_size=7
+    )
     assert [len(t) for t in tags] == [len(s) for s in sentences]
     for s, sentence_tags in enumerate(tags):
         for w, value in enumerate(sentence_tags):
@@ -162,10 +169,12 @@ def test_long_sentence_every_word_once_from_max_context_window(tokenizer, testa,
     assert pieces[500] == 46 and pieces[501] == 0 and (any(inside_word) == (length == 32))
     # The TF-ops merge (for serving) picks the same positions, also inside tf.function.
     values = np.arange(windows.word_ids.size).reshape(windows.word_ids.shape)
-    expected = merge_windows(values, windows.word_ids, windows.sentence_ids, windows.first_piece_mask,
-                             windows.num_words)
-    in_graph = tf.function(merge_windows_tf)(values, windows.word_ids, windows.sentence_ids,
-                                             windows.num_words, windows.first_piece_mask)
+    expected = merge_windows(
+        values, windows.word_ids, windows.sentence_ids, windows.first_piece_mask, windows.num_words
+    )
+    in_graph = tf.function(merge_windows_tf)(
+        values, windows.word_ids, windows.sentence_ids, windows.num_words, windows.first_piece_mask
+    )
     assert in_graph.to_list() == [e.tolist() for e in expected]
     derived = merge_windows_tf(values, windows.word_ids, windows.sentence_ids, windows.num_words)
     assert derived.row_lengths().numpy().tolist() == windows.num_words
@@ -229,8 +238,9 @@ def test_random_training_batches_cut_to_their_longest(tokenizer, testa):
     def batches(bucket):
         # The whole epoch: its order also depends on the global TF seed earlier tests set, so
         # a dozen batches may all hold a window of full length.
-        return list(make_tagging_dataset(None, pre, batch_size=32, training=True, seed=5, windows=windows,
-                                          bucket=bucket))
+        return list(
+            make_tagging_dataset(None, pre, batch_size=32, training=True, seed=5, windows=windows, bucket=bucket)
+        )
 
     cut, full = batches(True), batches(False)
     widths = set()
@@ -245,8 +255,15 @@ def test_random_training_batches_cut_to_their_longest(tokenizer, testa):
         assert (fy.numpy()[:, width:] == IGNORE_LABEL).all()
     assert widths - {16, 32, 64}  # finer than the coarse buckets
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone(vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, num_heads=2, hidden_dim=8,
-                            intermediate_dim=16, max_sequence_length=64, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=64,
+        dropout=0.0,
+    )
     model = BertTagger(backbone, num_labels=len(testa.label_names), dropout=0.0)
     (x, y), (fx, fy) = cut[0], full[0]
     loss_cut = float(model.compute_loss(y=y, y_pred=model(x)))
@@ -260,8 +277,7 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
     less padding than random batches (the point of it)."""
     pre = TaggingPreprocessor(tokenizer, sequence_length=64, label_names=testa.label_names)
     windows = make_windows(testa, pre)
-    ds = make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows,
-                              group_by_length=True)
+    ds = make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows, group_by_length=True)
     lengths = windows.features["padding_mask"].sum(axis=1)
     seen, padded, batches = collections.Counter(), 0, 0
     labelled = int((windows.labels != IGNORE_LABEL).sum())
@@ -283,11 +299,17 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
     expected = collections.Counter(tuple(r[:n]) for r, n in zip(windows.features["token_ids"], lengths))
     assert seen == expected
     assert batches > -(-len(lengths) // 32)  # grouping adds partial batches
-    random_batches = sum(lengths[i:i + 32].max() * len(lengths[i:i + 32]) for i in range(0, len(lengths), 32))
+    random_batches = sum(lengths[i : i + 32].max() * len(lengths[i : i + 32]) for i in range(0, len(lengths), 32))
     assert padded < 0.7 * random_batches
+
     def first_batch():
-        return next(iter(make_tagging_dataset(testa, pre, batch_size=32, training=True, seed=3, windows=windows,
-                                              group_by_length=True)))[0]["token_ids"].numpy()
+        return next(
+            iter(
+                make_tagging_dataset(
+                    testa, pre, batch_size=32, training=True, seed=3, windows=windows, group_by_length=True
+                )
+            )
+        )[0]["token_ids"].numpy()
 
     np.testing.assert_array_equal(first_batch(), first_batch())  # seeded
 
@@ -308,8 +330,7 @@ def test_predict_words_with_keras_model(tokenizer):
 
 
 def test_tf_data_map_and_tf_function(tokenizer):
-    pre = TaggingPreprocessor(tokenizer, sequence_length=12, label_names=["O", "B-X", "I-X"],
-                              label_all_tokens=True)
+    pre = TaggingPreprocessor(tokenizer, sequence_length=12, label_names=["O", "B-X", "I-X"], label_all_tokens=True)
     words = [["Johannesburg", "is", "big"], ["a"] * 15, ["Hi"]]
     labels = [[1, 0, 0], [1, 2] * 7 + [0], [0]]
     eager = pre(words, labels)
@@ -349,9 +370,14 @@ def test_get_config_round_trip_and_preset(tokenizer, tmp_path):
             np.testing.assert_array_equal(a[k], b[k])
     pre.save_to_preset(str(tmp_path))
     loaded = TaggingPreprocessor.from_preset(str(tmp_path))
+
     # Layer names (also the nested tokenizer's) are auto-numbered per Keras session.
     def unnamed(c):
-        return {**c, "name": None, "tokenizer": {**c["tokenizer"], "config": {**c["tokenizer"]["config"], "name": None}}}
+        return {
+            **c,
+            "name": None,
+            "tokenizer": {**c["tokenizer"], "config": {**c["tokenizer"]["config"], "name": None}},
+        }
 
     assert unnamed(loaded.get_config()) == unnamed(config)
     with pytest.raises(ValueError, match="stride"):

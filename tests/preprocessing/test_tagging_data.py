@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from keras_bert_zoo.tasks.tagger.metrics import iob1_to_iob2
 from keras_bert_zoo.tasks.tagger.data import TaggedExamples, read_tagged, write_tagged
+from keras_bert_zoo.tasks.tagger.metrics import iob1_to_iob2
 from tests.helpers import shared_data
 
 CONLL_LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
@@ -68,7 +68,14 @@ def _spans(tags, scheme):
 
 def test_iob1_to_iob2_rule():
     assert iob1_to_iob2(["I-PER", "I-PER", "B-PER", "I-PER", "O", "I-LOC", "I-ORG"]) == [
-        "B-PER", "I-PER", "B-PER", "I-PER", "O", "B-LOC", "B-ORG"]
+        "B-PER",
+        "I-PER",
+        "B-PER",
+        "I-PER",
+        "O",
+        "B-LOC",
+        "B-ORG",
+    ]
 
 
 def test_jsonl_round_trip_and_detection(tmp_path):
@@ -123,11 +130,21 @@ def test_dev_labels_from_train(tmp_path):
 
 BAD_INPUTS = [
     # (file name, content, kwargs, line number, message part)
-    ("dev.txt", "A O\nB B-ORG\n\nC O\nD B-FOO\n", {"label_names": ["O", "B-ORG", "I-ORG"]}, 5,
-     "tag 'B-FOO' is not among the model's labels ['O', 'B-ORG', 'I-ORG']"),
+    (
+        "dev.txt",
+        "A O\nB B-ORG\n\nC O\nD B-FOO\n",
+        {"label_names": ["O", "B-ORG", "I-ORG"]},
+        5,
+        "tag 'B-FOO' is not among the model's labels ['O', 'B-ORG', 'I-ORG']",
+    ),
     ("a.txt", "A O\nB O\n\n-DOCSTART- -X- O O\n\nlonely\n", {}, 6, "one column ('lonely') and no tag"),
-    ("a.jsonl", '{"tokens": ["a"], "tags": ["O"]}\n\n{"tokens": ["a", "b"], "tags": ["O"]}\n', {}, 3,
-     "2 tokens but 1 tags"),
+    (
+        "a.jsonl",
+        '{"tokens": ["a"], "tags": ["O"]}\n\n{"tokens": ["a", "b"], "tags": ["O"]}\n',
+        {},
+        3,
+        "2 tokens but 1 tags",
+    ),
     ("a.jsonl", '{"tokens": ["a"], "tags": ["O"]}\n{"tokens": ["a"], "tags": ["O"]\n', {}, 2, "not valid JSON"),
     ("a.jsonl", '{"tokens": ["a"], "labels": ["O"]}\n', {}, 1, "no key 'tags'"),
     ("a.jsonl", '{"tokens": ["a"], "tags": [3]}\n', {}, 1, "'tags' must be a list of strings"),
@@ -162,8 +179,9 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def test_max_examples_and_jsonl_tags_with_label_names(tmp_path):
-    path = _write(tmp_path / "m.jsonl", "".join(json.dumps({"tokens": [f"w{i}"], "tags": ["O"]}) + "\n"
-                                                for i in range(10)))
+    path = _write(
+        tmp_path / "m.jsonl", "".join(json.dumps({"tokens": [f"w{i}"], "tags": ["O"]}) + "\n" for i in range(10))
+    )
     ex = read_tagged(path, max_examples=3)
     assert ex.words == [["w0"], ["w1"], ["w2"]]
     cols = _write(tmp_path / "m.txt", "".join(f"w{i} O\n\n" for i in range(10)))

@@ -40,13 +40,20 @@ def test_csv_and_jsonl(tmp_path):
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "text", "topic"])
-        w.writerows([[1, "a, quoted \"thing\"", "sports"], [2, "b", "news"], [3, "c", "sports"]])
+        w.writerows([[1, 'a, quoted "thing"', "sports"], [2, "b", "news"], [3, "c", "sports"]])
     ex = read_examples(str(csv_path), DataLayout(("text",), "topic"))
     assert ex.texts == (['a, quoted "thing"', "b", "c"],)
     assert ex.label_names == ["news", "sports"] and ex.labels.tolist() == [1, 0, 1]
-    jl = _write(tmp_path / "d.jsonl", "\n".join(json.dumps(o) for o in [
-        {"q": "x", "p": "y", "score": 2.5, "tags": ["a", "b"]},
-        {"q": "z", "p": "w", "score": 1.0, "tags": ["b"]}]))
+    jl = _write(
+        tmp_path / "d.jsonl",
+        "\n".join(
+            json.dumps(o)
+            for o in [
+                {"q": "x", "p": "y", "score": 2.5, "tags": ["a", "b"]},
+                {"q": "z", "p": "w", "score": 1.0, "tags": ["b"]},
+            ]
+        ),
+    )
     reg = read_examples(jl, DataLayout(("q", "p"), "score", problem_type="regression"))
     assert reg.texts == (["x", "z"], ["y", "w"]) and reg.labels.tolist() == [2.5, 1.0]
     ml = read_examples(jl, DataLayout(("q",), "tags", problem_type="multi_label"))

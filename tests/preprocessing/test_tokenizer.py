@@ -158,8 +158,13 @@ def test_vocabulary_api(tokenizer, vocab_dir):
         lines = f.read().splitlines()
     assert tokenizer.vocabulary == lines
     assert tokenizer.vocabulary_size() == len(lines) == 30522
-    ids = (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id,
-           tokenizer.sep_token_id, tokenizer.mask_token_id)
+    ids = (
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.mask_token_id,
+    )
     assert [lines[i] for i in ids] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert tokenizer.token_to_id("hello") == lines.index("hello")
     assert tokenizer.id_to_token(lines.index("##ing")) == "##ing"
@@ -279,8 +284,9 @@ def test_the_vocabulary_is_an_asset_of_a_keras_file_not_part_of_its_config(tmp_p
     with pytest.raises(UsageError, match="has no vocabulary yet"):
         clone(["the cat"])
     clone.tokenizer.load_assets(str(tmp_path))
-    np.testing.assert_array_equal(clone(["the cats sat on the mat ."])["token_ids"],
-                                  preprocessor(["the cats sat on the mat ."])["token_ids"])
+    np.testing.assert_array_equal(
+        clone(["the cats sat on the mat ."])["token_ids"], preprocessor(["the cats sat on the mat ."])["token_ids"]
+    )
 
 
 def test_a_model_saved_as_keras_keeps_its_vocabulary_among_the_assets(tmp_path):
@@ -289,10 +295,17 @@ def test_a_model_saved_as_keras_keeps_its_vocabulary_among_the_assets(tmp_path):
     from keras_bert_zoo import BertBackbone, BertClassifier, BertPreprocessor
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s", "on", "mat", "."]
-    backbone = BertBackbone(vocabulary_size=len(tokens), num_layers=1, num_heads=2, hidden_dim=8,
-                            intermediate_dim=16, max_sequence_length=16)
-    model = BertClassifier(backbone, num_classes=2,
-                           preprocessor=BertPreprocessor(BertTokenizer(tokens), sequence_length=8))
+    backbone = BertBackbone(
+        vocabulary_size=len(tokens),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=16,
+    )
+    model = BertClassifier(
+        backbone, num_classes=2, preprocessor=BertPreprocessor(BertTokenizer(tokens), sequence_length=8)
+    )
     path = str(tmp_path / "model.keras")
     model.save(path)
     with zipfile.ZipFile(path) as archive:
@@ -303,5 +316,6 @@ def test_a_model_saved_as_keras_keeps_its_vocabulary_among_the_assets(tmp_path):
     assert '"mat"' not in config and "special_token_ids" in config
     restored = keras.saving.load_model(path)
     texts = ["the cats sat on the mat .", "the mat"]
-    np.testing.assert_allclose(restored.predict(texts, verbose=0), model.predict(texts, verbose=0), rtol=1e-6,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(texts, verbose=0), model.predict(texts, verbose=0), rtol=1e-6, atol=1e-6
+    )

@@ -13,8 +13,36 @@ from keras_bert_zoo.preprocessing import BertTokenizer
 from tests.helpers import minilm_path
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]"]
-WORDS = ["the", "a", "of", "and", "in", "to", "is", "was", "for", "on", "as", "with", "by", "at",
-         "he", "it", "from", "his", "that", "an", "hello", "world", "##s", "##ed", "##ing", "##a", ".", ","]
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "in",
+    "to",
+    "is",
+    "was",
+    "for",
+    "on",
+    "as",
+    "with",
+    "by",
+    "at",
+    "he",
+    "it",
+    "from",
+    "his",
+    "that",
+    "an",
+    "hello",
+    "world",
+    "##s",
+    "##ed",
+    "##ing",
+    "##a",
+    ".",
+    ",",
+]
 CASED = SPECIALS + WORDS + ["The", "A", "In", "He", "It", "Hello", "World", "##A", "##S", "New", "York"]
 UNCASED = SPECIALS + WORDS
 AMBIGUOUS = SPECIALS + ["hello", "world", ".", "1", "2"]  # too few pieces to tell

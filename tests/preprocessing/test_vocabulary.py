@@ -54,8 +54,21 @@ def test_layout_normalisation_and_hf_parity(tmp_path):
 
 def test_cli_vocab(tmp_path, capsys):
     out = tmp_path / "out" / "vocab.txt"
-    code = cli.main(["vocab", "--corpus", shared_data("pretrain_text", "sample_text.txt"),
-                     "--size", "1000", "--out", str(out), "--unused", "2", "--min-count", "1"])
+    code = cli.main(
+        [
+            "vocab",
+            "--corpus",
+            shared_data("pretrain_text", "sample_text.txt"),
+            "--size",
+            "1000",
+            "--out",
+            str(out),
+            "--unused",
+            "2",
+            "--min-count",
+            "1",
+        ]
+    )
     assert code == 0
     vocab = out.read_text(encoding="utf-8").splitlines()
     assert vocab[:7] == SPECIALS + ["[unused0]", "[unused1]"] and len(vocab) == 1000
@@ -102,9 +115,11 @@ def test_a_smaller_vocabulary_than_asked_says_so_and_why(tmp_path, capsys):
     corpus.write_text("the cat sat on the mat .\nthe dog ran in the park .\n" * 5, encoding="utf-8")
     vocab = learn_vocabulary([str(corpus)], 8000)
     err = capsys.readouterr().err
-    assert err.strip() == (f"note: learned a vocabulary of {len(vocab):,} tokens, not the 8,000 asked for: every "
-                           "word of the text is already one token, so nothing is left to merge; a larger text "
-                           "gives more.")
+    assert err.strip() == (
+        f"note: learned a vocabulary of {len(vocab):,} tokens, not the 8,000 asked for: every "
+        "word of the text is already one token, so nothing is left to merge; a larger text "
+        "gives more."
+    )
     words = "the cat sat on the mat . the dog ran in the park ."
     assert [vocab[i] for i in BertTokenizer(vocab)(tf.constant([words])).to_list()[0]] == words.split()
     learn_vocabulary([str(corpus)], len(vocab))  # filled: nothing to say

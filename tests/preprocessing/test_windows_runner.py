@@ -3,11 +3,11 @@ traced function, without paying its trace; large inputs, and any input once it i
 
 import numpy as np
 
-from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
 from keras_bert_zoo.tasks.span_qa.data import read_squad
-from keras_bert_zoo.tasks.tagger.windows import make_windows
+from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor, make_qa_windows
 from keras_bert_zoo.tasks.tagger.data import read_tagged
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.windows import make_windows
 from tests.helpers import minilm_path, shared_data
 
 

@@ -47,18 +47,51 @@ def _swag(path, rows):
     """SWAG's CSV layout; sent2 is the first word of each choice, as in the real files."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-                         "ending0", "ending1", "ending2", "ending3", "label"])
+        writer.writerow(
+            [
+                "",
+                "video-id",
+                "fold-ind",
+                "startphrase",
+                "sent1",
+                "sent2",
+                "gold-source",
+                "ending0",
+                "ending1",
+                "ending2",
+                "ending3",
+                "label",
+            ]
+        )
         for i, r in enumerate(rows):
             head = r["choices"][0].split()[0]
-            endings = [c[len(head) + 1:] for c in r["choices"]]
+            endings = [c[len(head) + 1 :] for c in r["choices"]]
             writer.writerow([i, "v", i, r["context"], r["context"], head, "gen", *endings, r["label"]])
     return str(path)
 
 
 def _finetune(model, train, dev, out, *extra):
-    return main(["finetune", "choice", "--model", model, "--train", train, "--dev", dev, "--out", out,
-                 "--sequence-length", "24", "--batch-size", "16", "--learning-rate", "3e-3", *extra])
+    return main(
+        [
+            "finetune",
+            "choice",
+            "--model",
+            model,
+            "--train",
+            train,
+            "--dev",
+            dev,
+            "--out",
+            out,
+            "--sequence-length",
+            "24",
+            "--batch-size",
+            "16",
+            "--learning-rate",
+            "3e-3",
+            *extra,
+        ]
+    )
 
 
 def test_swag_reader_on_the_shared_rows():
@@ -109,8 +142,10 @@ def test_finetune_evaluate_predict_export(tiny_model, tmp_path, capsys):
     capsys.readouterr()
     question = dev_rows[0]
     as_json = json.dumps({"context": "anna met bert", "choices": ["a rain", "the sun"]})
-    assert main(["predict", "--model", out, "--json", " ||| ".join([question["context"], *question["choices"]]),
-                 as_json]) == 0
+    assert (
+        main(["predict", "--model", out, "--json", " ||| ".join([question["context"], *question["choices"]]), as_json])
+        == 0
+    )
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert rows[0]["choices"] == question["choices"] and rows[0]["best_index"] == int(best[0])
     np.testing.assert_allclose(rows[0]["probabilities"], probs[0], atol=1e-4)
@@ -124,7 +159,8 @@ def test_finetune_evaluate_predict_export(tiny_model, tmp_path, capsys):
     import tensorflow as tf
 
     result = tf.saved_model.load(served).signatures["serving_default"](
-        context=tf.constant([r["context"] for r in dev_rows]), choices=tf.constant([r["choices"] for r in dev_rows]))
+        context=tf.constant([r["context"] for r in dev_rows]), choices=tf.constant([r["choices"] for r in dev_rows])
+    )
     np.testing.assert_allclose(result["probabilities"].numpy(), probs, atol=1e-5)
     np.testing.assert_array_equal(result["best_index"].numpy(), best)
 
@@ -136,17 +172,20 @@ def test_predict_refuses_a_question_without_choices(tiny_model, tmp_path, capsys
     assert "give a context and at least 2 choices" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case, message", [
-    ("label_range", r"train.jsonl:2: label 7 is not a choice index \(0..3\)"),
-    ("choice_count", r"train.jsonl:3: 3 choices, earlier lines have 4"),
-    ("not_json", r"train.jsonl:2: not a JSON object"),
-    ("no_choices_key", r"train.jsonl:1: needs an object with \"context\", \"choices\""),
-    ("swag_column", r"dev.csv:1: no column 'sent2'"),
-    ("swag_label", r"dev.csv:3: label 'x' is not a choice index"),
-    ("empty", r"train.jsonl has no questions"),
-    ("dev_count", r"dev.jsonl has 2 choices per question but the training file 4"),
-    ("unknown_format", r"train.txt: unknown multiple-choice format"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("label_range", r"train.jsonl:2: label 7 is not a choice index \(0..3\)"),
+        ("choice_count", r"train.jsonl:3: 3 choices, earlier lines have 4"),
+        ("not_json", r"train.jsonl:2: not a JSON object"),
+        ("no_choices_key", r"train.jsonl:1: needs an object with \"context\", \"choices\""),
+        ("swag_column", r"dev.csv:1: no column 'sent2'"),
+        ("swag_label", r"dev.csv:3: label 'x' is not a choice index"),
+        ("empty", r"train.jsonl has no questions"),
+        ("dev_count", r"dev.jsonl has 2 choices per question but the training file 4"),
+        ("unknown_format", r"train.txt: unknown multiple-choice format"),
+    ],
+)
 def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
     rows = _questions(6, 0)
     train, dev = _jsonl(tmp_path / "train.jsonl", rows), _jsonl(tmp_path / "dev.jsonl", rows)

@@ -18,8 +18,14 @@ TEXTS = ["the capital of france is [MASK] .", "[MASK] and [MASK] went home", "no
 def pretrained_dir(tmp_path_factory):
     keras.utils.set_random_seed(0)
     pre = BertPreprocessor.from_preset(minilm_path(), sequence_length=16)
-    backbone = BertBackbone(vocabulary_size=pre.tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-                            hidden_dim=16, intermediate_dim=32, max_sequence_length=16)
+    backbone = BertBackbone(
+        vocabulary_size=pre.tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+    )
     model = BertPretrainer(backbone=backbone, preprocessor=pre)
     path = str(tmp_path_factory.mktemp("fill_mask"))
     model.save_to_preset(path)

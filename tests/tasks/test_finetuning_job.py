@@ -19,8 +19,15 @@ def job(tmp_path_factory):
     root = tmp_path_factory.mktemp("job")
     model_dir = str(root / "model")
     keras.utils.set_random_seed(0)
-    BertBackbone(vocabulary_size=len(WORDS), num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                 max_sequence_length=16, dropout=0.0).save_to_preset(model_dir)
+    BertBackbone(
+        vocabulary_size=len(WORDS),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        dropout=0.0,
+    ).save_to_preset(model_dir)
     (root / "model" / "vocab.txt").write_text("\n".join(WORDS) + "\n")
     rng = np.random.default_rng(0)
     rows = ["sentence\tlabel"]
@@ -35,9 +42,21 @@ def job(tmp_path_factory):
 def test_returns_the_kept_model_and_its_scores(job, select):
     model_dir, data, root = job
     out = str(root / select)
-    model, metrics = finetune("classify", model_dir, data, data, out, layout=DataLayout.for_task("sst2"),
-                              epochs=2, batch_size=16, learning_rate=1e-2, sequence_length=16, eval_every=2,
-                              select=select, verbose=0)
+    model, metrics = finetune(
+        "classify",
+        model_dir,
+        data,
+        data,
+        out,
+        layout=DataLayout.for_task("sst2"),
+        epochs=2,
+        batch_size=16,
+        learning_rate=1e-2,
+        sequence_length=16,
+        eval_every=2,
+        select=select,
+        verbose=0,
+    )
     assert isinstance(model, BertClassifier)
     with open(os.path.join(out, "metrics.json")) as f:
         assert json.load(f) == pytest.approx(metrics)
@@ -56,16 +75,18 @@ def test_returns_the_kept_model_and_its_scores(job, select):
     assert accuracy == pytest.approx(metrics["accuracy"])
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("epochs", 0, "--epochs 0 must be positive"),
-    ("learning_rate", float("nan"), "--learning-rate nan must be positive"),
-    ("warmup_ratio", 1.5, "--warmup-ratio 1.5 must be within"),
-    ("select", "last", "select='last'"),
-])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("epochs", 0, "--epochs 0 must be positive"),
+        ("learning_rate", float("nan"), "--learning-rate nan must be positive"),
+        ("warmup_ratio", 1.5, "--warmup-ratio 1.5 must be within"),
+        ("select", "last", "select='last'"),
+    ],
+)
 def test_bad_recipe_is_refused_before_anything_is_written(job, flag, value, message):
     model_dir, data, root = job
     out = root / f"bad_{flag}"
     with pytest.raises(ValueError, match=message):
-        finetune("classify", model_dir, data, data, str(out), layout=DataLayout.for_task("sst2"),
-                 **{flag: value})
+        finetune("classify", model_dir, data, data, str(out), layout=DataLayout.for_task("sst2"), **{flag: value})
     assert not out.exists()

@@ -38,8 +38,11 @@ def test_every_batching_is_a_named_value_of_the_one_vocabulary(name):
 
 def test_a_range_is_checked_the_same_through_the_flag_and_the_keyword(capsys):
     qa = get_task("qa")
-    with pytest.raises(UsageError, match=r"doc_stride \(`--doc-stride`\) of the qa task is 0, out of range; "
-                                         r"use 1 to 8192\."):
+    with pytest.raises(
+        UsageError,
+        match=r"doc_stride \(`--doc-stride`\) of the qa task is 0, out of range; "
+        r"use 1 to 8192\.",
+    ):
         qa.layout_from_options(None, doc_stride=0)
     with pytest.raises(SystemExit) as exit_info:
         main(["finetune", "qa", "--model", "m", "--train", "t", "--dev", "d", "--out", "o", "--doc-stride", "0"])
@@ -47,14 +50,20 @@ def test_a_range_is_checked_the_same_through_the_flag_and_the_keyword(capsys):
     assert "--doc-stride: 0 is out of range; use 1 to 8192" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("given, message", [
-    ({"doc_strid": 64}, r"doc_strid is not an option of the qa task; its options are doc_stride, "),
-    ({"stride_mode": "sideways"}, r"stride_mode \(`--stride-mode`\) of the qa task is 'sideways'; use one of "
-                                  r"'step', 'overlap'\."),
-    ({"doc_stride": 12.5}, r"doc_stride .* is an integer, not 12.5\."),
-    ({"version_2_with_negative": "yes"}, r"version_2_with_negative .* is True or False, not 'yes'\."),
-    ({"null_threshold": float("nan")}, r"null_threshold .* is a number, not nan\."),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"doc_strid": 64}, r"doc_strid is not an option of the qa task; its options are doc_stride, "),
+        (
+            {"stride_mode": "sideways"},
+            r"stride_mode \(`--stride-mode`\) of the qa task is 'sideways'; use one of "
+            r"'step', 'overlap'\.",
+        ),
+        ({"doc_stride": 12.5}, r"doc_stride .* is an integer, not 12.5\."),
+        ({"version_2_with_negative": "yes"}, r"version_2_with_negative .* is True or False, not 'yes'\."),
+        ({"null_threshold": float("nan")}, r"null_threshold .* is a number, not nan\."),
+    ],
+)
 def test_a_bad_keyword_names_the_option_and_what_is_allowed(given, message):
     with pytest.raises(UsageError, match=message):
         get_task("qa").layout_from_options(None, **given)
@@ -65,7 +74,8 @@ def test_options_apply_to_a_given_layout_only_where_it_has_the_field():
 
     qa = get_task("qa")
     assert qa.layout_from_options(QALayout(doc_stride=64), stride_mode="overlap") == QALayout(
-        doc_stride=64, stride_mode="overlap")
+        doc_stride=64, stride_mode="overlap"
+    )
     classify = get_task("classify")
     from keras_bert_zoo.tasks.classifier.data import DataLayout
 

@@ -9,15 +9,15 @@ import pytest
 from keras_bert_zoo import pretrain
 from tests.helpers import minilm_path, shared_data
 
-TINY = dict(preset="bert_tiny_uncased", sequence_length=32, batch_size=4, eval_batches=2, jit_compile=False,
-            verbose=0)
+TINY = dict(preset="bert_tiny_uncased", sequence_length=32, batch_size=4, eval_batches=2, jit_compile=False, verbose=0)
 
 
 def test_steps_are_exact_when_not_a_multiple_of_eval_every(tmp_path):
     # 5 steps with an evaluation every 2: epochs of 2 steps would run 6 (the old behaviour).
     corpus = shared_data("pretrain_text", "sample_text.txt")
-    model, metrics = pretrain(corpus, str(tmp_path / "run"), vocab=minilm_path(), steps=5, eval_every=2,
-                              holdout_every=3, **TINY)
+    model, metrics = pretrain(
+        corpus, str(tmp_path / "run"), vocab=minilm_path(), steps=5, eval_every=2, holdout_every=3, **TINY
+    )
     assert int(model.optimizer.iterations.numpy()) == 5
     assert metrics["steps"] == 5
     with open(tmp_path / "run" / "metrics.json") as f:
@@ -40,8 +40,12 @@ def test_only_the_chief_writes(tmp_path, monkeypatch):
 
 def _corpus_with_a_heldout_word(path, documents=6, word="quokkaquokka"):
     """Documents of ordinary sentences; the held-out ones (every 2nd) also repeat one rare word."""
-    ordinary = ["the cat sat on the mat near the door .", "a dog ran in the park with a ball .",
-                "we read a book about the sea and the sky .", "the sun was warm and the wind was soft ."]
+    ordinary = [
+        "the cat sat on the mat near the door .",
+        "a dog ran in the park with a ball .",
+        "we read a book about the sea and the sky .",
+        "the sun was warm and the wind was soft .",
+    ]
     lines = []
     for d in range(documents):
         lines += [f"{s} ({d})" for s in ordinary]
@@ -71,9 +75,12 @@ def test_a_holdout_that_holds_out_nothing_is_refused_with_the_fix(tmp_path, caps
 
     corpus = shared_data("pretrain_text", "sample_text.txt")
     out = tmp_path / "run"
-    with pytest.raises(InvalidInputError, match=r"--holdout-every 10 holds out every 10th document, but the corpus "
-                                                r"has 3, so none is held out .* use --holdout-every 3 or less, "
-                                                r"--eval-corpus FILE, or --holdout-every 0"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"--holdout-every 10 holds out every 10th document, but the corpus "
+        r"has 3, so none is held out .* use --holdout-every 3 or less, "
+        r"--eval-corpus FILE, or --holdout-every 0",
+    ):
         pretrain(corpus, str(out), vocab_size=8000, steps=2, eval_every=1, holdout_every=10, **TINY)
     assert not out.exists()
     assert re.search(r"note: learned a vocabulary of 1,1\d\d tokens, not the 8,000 asked for", capsys.readouterr().err)

@@ -24,8 +24,15 @@ def tiny_model(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("tiny_qa"))
     keras.utils.set_random_seed(0)
     words = SPECIAL + PEOPLE + PLACES + OTHER
-    BertBackbone(vocabulary_size=len(words), num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64,
-                 max_sequence_length=64, dropout=0.0).save_to_preset(path)
+    BertBackbone(
+        vocabulary_size=len(words),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=64,
+        dropout=0.0,
+    ).save_to_preset(path)
     with open(os.path.join(path, "vocab.txt"), "w") as f:
         f.write("\n".join(words) + "\n")
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
@@ -47,8 +54,11 @@ def squad_file(path, n, seed, impossible=0.0):
             sentence = f"{person.capitalize()} lives in "
             if m == j:
                 place = str(rng.choice(PLACES)).capitalize()
-                qa = {"id": f"q{seed}-{i}", "question": f"Where does {person.capitalize()} live?",
-                      "answers": [{"text": place, "answer_start": len(context) + len(sentence)}]}
+                qa = {
+                    "id": f"q{seed}-{i}",
+                    "question": f"Where does {person.capitalize()} live?",
+                    "answers": [{"text": place, "answer_start": len(context) + len(sentence)}],
+                }
                 sentence += place
             else:
                 sentence += "the city"
@@ -61,9 +71,31 @@ def squad_file(path, n, seed, impossible=0.0):
 
 
 def _finetune(model, train, dev, out, *extra):
-    return main(["finetune", "qa", "--model", model, "--train", train, "--dev", dev, "--out", out,
-                 "--sequence-length", "32", "--doc-stride", "8", "--max-query-length", "8", "--batch-size", "16",
-                 "--learning-rate", "3e-3", *extra])
+    return main(
+        [
+            "finetune",
+            "qa",
+            "--model",
+            model,
+            "--train",
+            train,
+            "--dev",
+            dev,
+            "--out",
+            out,
+            "--sequence-length",
+            "32",
+            "--doc-stride",
+            "8",
+            "--max-query-length",
+            "8",
+            "--batch-size",
+            "16",
+            "--learning-rate",
+            "3e-3",
+            *extra,
+        ]
+    )
 
 
 def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
@@ -94,10 +126,9 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
 
     capsys.readouterr()
     context = "Anna lives in the city. Bert lives in Rome. Carl lives in the city. Dora lives in the city."
-    assert main(["predict", "--model", out, "--json", "--question", "Where does Bert live?", "--context",
-                 context]) == 0
+    assert main(["predict", "--model", out, "--json", "--question", "Where does Bert live?", "--context", context]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert context[row["start"]:row["end"]] == row["answer"] == "Rome"
+    assert context[row["start"] : row["end"]] == row["answer"] == "Rome"
     assert row["n_best"][0]["text"] == "Rome" and abs(sum(n["probability"] for n in row["n_best"]) - 1) < 1e-5
     assert main(["predict", "--model", out, "--data", dev]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -110,8 +141,20 @@ def test_python_api_with_task_options(tiny_model, tmp_path):
     from keras_bert_zoo.tasks import get_task
 
     train, dev = squad_file(tmp_path / "train.json", 40, 0), squad_file(tmp_path / "dev.json", 10, 1)
-    model, metrics = finetune("qa", tiny_model, train, dev, str(tmp_path / "o"), sequence_length=32, doc_stride=8,
-                              stride_mode="overlap", max_query_length=8, epochs=1, batch_size=8, verbose=0)
+    model, metrics = finetune(
+        "qa",
+        tiny_model,
+        train,
+        dev,
+        str(tmp_path / "o"),
+        sequence_length=32,
+        doc_stride=8,
+        stride_mode="overlap",
+        max_query_length=8,
+        epochs=1,
+        batch_size=8,
+        verbose=0,
+    )
     assert model.preprocessor.stride_mode == "overlap" and model.data_layout["doc_stride"] == 8
     assert {"exact_match", "f1"} <= set(metrics)
     assert get_task("qa").evaluate(str(tmp_path / "o"), [dev])["questions"] == 10
@@ -135,13 +178,19 @@ def _bad(tmp_path, case):
     return train, dev, qa["id"]
 
 
-@pytest.mark.parametrize("case, message", [
-    ("no_passage", r"train.json: data\[0\].paragraphs\[1\]: question 'q0-1' has an empty or missing \"context\""),
-    ("empty_passage", r"train.json: data\[0\].paragraphs\[1\]: question 'q0-1' has an empty or missing"),
-    ("shifted_start", r"train.json: data\[0\].paragraphs\[1\], question 'q0-1': answer 0 '\w+' is not at "
-                      r"answer_start \d+ \(the text is at \d+\)"),
-    ("v2_without_flag", r"question 'q0-1': is unanswerable .* pass --version-2-with-negative"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("no_passage", r"train.json: data\[0\].paragraphs\[1\]: question 'q0-1' has an empty or missing \"context\""),
+        ("empty_passage", r"train.json: data\[0\].paragraphs\[1\]: question 'q0-1' has an empty or missing"),
+        (
+            "shifted_start",
+            r"train.json: data\[0\].paragraphs\[1\], question 'q0-1': answer 0 '\w+' is not at "
+            r"answer_start \d+ \(the text is at \d+\)",
+        ),
+        ("v2_without_flag", r"question 'q0-1': is unanswerable .* pass --version-2-with-negative"),
+    ],
+)
 def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
     train, dev, _ = _bad(tmp_path, case)
     out = str(tmp_path / "out")
@@ -156,9 +205,11 @@ def test_predict_needs_question_and_passage(tiny_model, tmp_path, capsys):
     out = str(tmp_path / "m")
     model = BertSpanQA.from_preset(tiny_model)
     model.save_to_preset(out)
-    for extra, message in ((["--question", "Where?"], "--context (the passage to answer from) is missing"),
-                           (["--question", "Where?", "--context", " "], "--context is empty"),
-                           (["--context", "Anna lives in Paris."], "--question is missing")):
+    for extra, message in (
+        (["--question", "Where?"], "--context (the passage to answer from) is missing"),
+        (["--question", "Where?", "--context", " "], "--context is empty"),
+        (["--context", "Anna lives in Paris."], "--question is missing"),
+    ):
         capsys.readouterr()
         assert main(["predict", "--model", out, *extra]) == 2  # usage errors exit 2 (issue 27)
         err = capsys.readouterr().err
@@ -170,8 +221,10 @@ def test_squad_v2_finetune_evaluate_writes_null_odds(tiny_model, tmp_path, capsy
     train = squad_file(tmp_path / "train.json", 60, 0, impossible=0.3)
     dev = squad_file(tmp_path / "dev.json", 20, 1, impossible=0.4)
     out = str(tmp_path / "out")
-    assert _finetune(tiny_model, train, dev, out, "--epochs", "1", "--version-2-with-negative",
-                     "--null-threshold", "0.5") == 0
+    assert (
+        _finetune(tiny_model, train, dev, out, "--epochs", "1", "--version-2-with-negative", "--null-threshold", "0.5")
+        == 0
+    )
     model = BertSpanQA.from_preset(out)
     assert model.version_2_with_negative and model.null_threshold == 0.5
     scored = str(tmp_path / "eval" / "metrics.json")
@@ -179,8 +232,10 @@ def test_squad_v2_finetune_evaluate_writes_null_odds(tiny_model, tmp_path, capsy
     assert main(["evaluate", "--model", out, "--data", dev, "--out", scored]) == 0
     folder = os.path.dirname(scored)
     metrics = json.load(open(scored))
-    predictions, odds = json.load(open(os.path.join(folder, "predictions.json"))), \
-        json.load(open(os.path.join(folder, "null_odds.json")))
+    predictions, odds = (
+        json.load(open(os.path.join(folder, "predictions.json"))),
+        json.load(open(os.path.join(folder, "null_odds.json"))),
+    )
     assert set(predictions) == set(odds) and len(odds) == 20
     assert all((p == "") == (odds[q] > 0.5) for q, p in predictions.items())  # the threshold decided
     assert metrics["has_ans_total"] + metrics["no_ans_total"] == 20

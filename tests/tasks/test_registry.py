@@ -45,8 +45,15 @@ def _string_constants(path):
 def test_verbs_and_export_name_no_task():
     """Adding a task must not touch the CLI verbs, the fine-tuning job or the exporter."""
     names = {"classify", "BertClassifier", "BertPretrainer", "tag", "qa", "BertTagger", "BertSpanQA"}
-    for relative in ("commands/evaluate.py", "commands/export.py", "commands/predict.py", "commands/finetune.py",
-                     "tasks/finetuning.py", "export/saved_model.py", "cli.py"):
+    for relative in (
+        "commands/evaluate.py",
+        "commands/export.py",
+        "commands/predict.py",
+        "commands/finetune.py",
+        "tasks/finetuning.py",
+        "export/saved_model.py",
+        "cli.py",
+    ):
         found = names & _string_constants(os.path.join(PACKAGE, relative))
         assert not found, f"{relative} names tasks {found}"
 
@@ -71,12 +78,18 @@ def test_model_dir_without_a_known_task_is_a_clear_error(tmp_path):
         task_of_model_dir(str(tmp_path), "evaluate")
     # No task at all: what the directory holds and what to run instead, never "holds task None".
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
-    with pytest.raises(ValueError, match=r"holds a BERT encoder without a task head .*so evaluate has nothing to "
-                                         r"run: fine-tune it first \(`bert-zoo finetune TASK"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds a BERT encoder without a task head .*so evaluate has nothing to "
+        r"run: fine-tune it first \(`bert-zoo finetune TASK",
+    ):
         task_of_model_dir(str(tmp_path), "evaluate")
     (tmp_path / "config.json").write_text('{"architectures": ["BertForTokenClassification"]}')
-    with pytest.raises(ValueError, match=r"is an HF BertForTokenClassification checkpoint, not converted yet; "
-                                         r"convert it once \(`bert-zoo convert --from"):
+    with pytest.raises(
+        ValueError,
+        match=r"is an HF BertForTokenClassification checkpoint, not converted yet; "
+        r"convert it once \(`bert-zoo convert --from",
+    ):
         task_of_model_dir(str(tmp_path), "predict")
     (tmp_path / "config.json").write_text('{"keras_bert_zoo": {"task": "BertRanker"}}')
     with pytest.raises(ValueError, match="holds task 'BertRanker'; evaluate handles"):
@@ -90,8 +103,8 @@ def test_a_model_finds_its_task_by_class_not_by_name():
     """The exporter's lookup (`task_of_model`): a user's subclass of a task model is served as
     that task; a class that merely shares the name is refused with the list of task models."""
     from keras_bert_zoo.errors import UsageError
-    from keras_bert_zoo.tasks.tagger.model import BertTagger
     from keras_bert_zoo.tasks.registry import task_of_model
+    from keras_bert_zoo.tasks.tagger.model import BertTagger
 
     class MyTagger(BertTagger):
         pass
@@ -99,6 +112,9 @@ def test_a_model_finds_its_task_by_class_not_by_name():
     assert task_of_model(MyTagger.__new__(MyTagger)).name == "tag"
     assert task_of_model(MyTagger.__new__(MyTagger)).serving.__name__ == "TaggerServing"
     impostor = type("BertTagger", (), {})()
-    with pytest.raises(UsageError, match=r"a BertTagger is not the model of any task; the task models are "
-                                         r"BertClassifier, .*BertTagger"):
+    with pytest.raises(
+        UsageError,
+        match=r"a BertTagger is not the model of any task; the task models are "
+        r"BertClassifier, .*BertTagger",
+    ):
         task_of_model(impostor)

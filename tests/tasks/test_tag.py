@@ -30,8 +30,13 @@ def _conll_file(path, n, seed):
         for _ in range(rng.integers(2, 9)):
             kind = 2 if previous != 2 else rng.integers(3)  # entities are one word, never adjacent
             previous = kind
-            word, tag = ((rng.choice(PEOPLE), "I-PER") if kind == 0 else (rng.choice(PLACES), "I-LOC")
-                         if kind == 1 else (rng.choice(OTHER), "O"))
+            word, tag = (
+                (rng.choice(PEOPLE), "I-PER")
+                if kind == 0
+                else (rng.choice(PLACES), "I-LOC")
+                if kind == 1
+                else (rng.choice(OTHER), "O")
+            )
             lines.append(f"{word.capitalize() if tag != 'O' else word} NNP I-NP {tag}")
         lines.append("")
     path.write_text("\n".join(lines) + "\n")
@@ -39,8 +44,27 @@ def _conll_file(path, n, seed):
 
 
 def _finetune(model, train, dev, out, *extra):
-    return main(["finetune", "tag", "--model", model, "--train", train, "--dev", dev, "--out", out,
-                 "--sequence-length", "16", "--batch-size", "16", "--learning-rate", "5e-3", *extra])
+    return main(
+        [
+            "finetune",
+            "tag",
+            "--model",
+            model,
+            "--train",
+            train,
+            "--dev",
+            dev,
+            "--out",
+            out,
+            "--sequence-length",
+            "16",
+            "--batch-size",
+            "16",
+            "--learning-rate",
+            "5e-3",
+            *extra,
+        ]
+    )
 
 
 def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
@@ -71,10 +95,12 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
     assert main(["predict", "--model", out, "--json", "Anna went to Paris", "the  Carl   met Bert in Oslo"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     first = rows[0]["entities"]
-    assert [(e["text"], e["type"], e["start"], e["end"]) for e in first] == [("Anna", "PER", 0, 4),
-                                                                            ("Paris", "LOC", 13, 18)]
+    assert [(e["text"], e["type"], e["start"], e["end"]) for e in first] == [
+        ("Anna", "PER", 0, 4),
+        ("Paris", "LOC", 13, 18),
+    ]
     text = rows[1]["text"]
-    assert [text[e["start"]:e["end"]] for e in rows[1]["entities"]] == ["Carl", "Bert", "Oslo"]
+    assert [text[e["start"] : e["end"]] for e in rows[1]["entities"]] == ["Carl", "Bert", "Oslo"]
 
 
 def test_every_word_of_a_long_sentence_is_tagged(tiny_model):
@@ -85,12 +111,15 @@ def test_every_word_of_a_long_sentence_is_tagged(tiny_model):
         assert len(model.predict_tags([sentence])[0]) == 1000
 
 
-@pytest.mark.parametrize("case, message", [
-    ("unseen_tag", r"dev.txt:4: tag 'B-FOO' is not among the model's labels"),
-    ("no_tag_column", r"train.txt:3: .*(column|tag)"),
-    ("empty", r"train.txt has no sentences"),
-    ("jsonl_mismatch", r"train.jsonl:2: .*3 tokens .*2 tags|train.jsonl:2: .*tokens.*tags"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("unseen_tag", r"dev.txt:4: tag 'B-FOO' is not among the model's labels"),
+        ("no_tag_column", r"train.txt:3: .*(column|tag)"),
+        ("empty", r"train.txt has no sentences"),
+        ("jsonl_mismatch", r"train.jsonl:2: .*3 tokens .*2 tags|train.jsonl:2: .*tokens.*tags"),
+    ],
+)
 def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, message):
     train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
     if case == "unseen_tag":
@@ -101,8 +130,9 @@ def test_bad_input_fails_before_training(tiny_model, tmp_path, capsys, case, mes
         (tmp_path / "train.txt").write_text("")
     elif case == "jsonl_mismatch":
         train = str(tmp_path / "train.jsonl")
-        (tmp_path / "train.jsonl").write_text('{"tokens": ["anna"], "tags": ["B-PER"]}\n'
-                                              '{"tokens": ["a", "b", "c"], "tags": ["O", "O"]}\n')
+        (tmp_path / "train.jsonl").write_text(
+            '{"tokens": ["anna"], "tags": ["B-PER"]}\n{"tokens": ["a", "b", "c"], "tags": ["O", "O"]}\n'
+        )
     out = str(tmp_path / "out")
     assert _finetune(tiny_model, train, dev, out) == 1
     err = capsys.readouterr().err
@@ -128,8 +158,18 @@ def test_length_grouped_batches_train_through_the_token_weighted_loss(tiny_model
     make = tag_dataset.make_tagging_dataset
     monkeypatch.setattr(tag_dataset, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
-    _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
-                          learning_rate=5e-3, sequence_length=16, batching="by_length")
+    _, metrics = finetune(
+        "tag",
+        tiny_model,
+        train,
+        dev,
+        str(tmp_path / "out"),
+        epochs=4,
+        batch_size=16,
+        learning_rate=5e-3,
+        sequence_length=16,
+        batching="by_length",
+    )
     assert [grouped for grouped, _ in made] == [True]
     assert len(made[0][1]) == 3  # (features, labels, sample_weight): the token weights reach the loss
     assert metrics["f1"] > 0.9, metrics
@@ -152,11 +192,30 @@ def test_default_batches_are_packed_rows_and_learn(tiny_model, tmp_path, monkeyp
     make = tag_dataset.make_tagging_dataset
     monkeypatch.setattr(tag_dataset, "make_tagging_dataset", spy)
     train, dev = _conll_file(tmp_path / "train.txt", 300, 0), _conll_file(tmp_path / "dev.txt", 60, 1)
-    _, metrics = finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), epochs=4, batch_size=16,
-                          learning_rate=5e-3, sequence_length=16)
+    _, metrics = finetune(
+        "tag",
+        tiny_model,
+        train,
+        dev,
+        str(tmp_path / "out"),
+        epochs=4,
+        batch_size=16,
+        learning_rate=5e-3,
+        sequence_length=16,
+    )
     assert metrics["f1"] > 0.9, metrics
-    finetune("tag", tiny_model, train, dev, str(tmp_path / "padded"), epochs=1, batch_size=16,
-             max_train_examples=32, sequence_length=16, batching="bucketed")
+    finetune(
+        "tag",
+        tiny_model,
+        train,
+        dev,
+        str(tmp_path / "padded"),
+        epochs=1,
+        batch_size=16,
+        max_train_examples=32,
+        sequence_length=16,
+        batching="bucketed",
+    )
     (width, packed), (no_width, padded) = made
     assert width == 16 and no_width is None  # 64, but never wider than the windows (16 here)
     assert packed.max() > 1 and len(packed) < 16  # several sentences per row, fewer rows than sentences
@@ -170,8 +229,11 @@ def test_an_unknown_batching_is_refused_not_read_as_random_batches(tiny_model, t
     from keras_bert_zoo.errors import UsageError
 
     train, dev = _conll_file(tmp_path / "train.txt", 20, 0), _conll_file(tmp_path / "dev.txt", 5, 1)
-    with pytest.raises(UsageError, match="batching='bylength' is not a batching of task 'tag'; use one of "
-                                         "'auto', 'packed', 'by_length', 'bucketed', 'fixed'.$"):
+    with pytest.raises(
+        UsageError,
+        match="batching='bylength' is not a batching of task 'tag'; use one of "
+        "'auto', 'packed', 'by_length', 'bucketed', 'fixed'.$",
+    ):
         finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), batching="bylength")
     with pytest.raises(UsageError, match=r"batching=True is not a batching of task 'tag'"):  # the old bool form
         finetune("tag", tiny_model, train, dev, str(tmp_path / "out"), batching=True)

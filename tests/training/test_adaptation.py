@@ -16,8 +16,14 @@ from keras_bert_zoo import BertPreprocessor, BertPretrainer, continue_pretrainin
 from keras_bert_zoo.tasks.pretrainer.data import masked_lm_dataset
 from tests.helpers import minilm_path
 
-TEXTS = ["a fine film .", "a dull , tired film that goes on and on .", "the cast is great",
-         "it is not funny", "a moving , well acted story of two brothers .", "boring"] * 4
+TEXTS = [
+    "a fine film .",
+    "a dull , tired film that goes on and on .",
+    "the cast is great",
+    "it is not funny",
+    "a moving , well acted story of two brothers .",
+    "boring",
+] * 4
 HEAD = {  # HF name -> the head variable of a BertPretrainer
     "cls.predictions.transform.dense.weight": lambda m: m.mlm_head.dense.kernel.numpy().T,
     "cls.predictions.transform.dense.bias": lambda m: m.mlm_head.dense.bias.numpy(),

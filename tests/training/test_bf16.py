@@ -10,8 +10,15 @@ import tensorflow as tf
 from keras_bert_zoo import BertBackbone
 from keras_bert_zoo.training import resolve_jit_compile
 
-TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-            max_sequence_length=16, dropout=0.0)
+TINY = dict(
+    vocabulary_size=50,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=16,
+    intermediate_dim=32,
+    max_sequence_length=16,
+    dropout=0.0,
+)
 CPU_ONLY = not (tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
@@ -60,8 +67,11 @@ def _batch():
     rng = np.random.default_rng(0)
     mask = np.ones((4, 8), "int32")
     mask[1, 5:] = 0
-    return {"token_ids": rng.integers(1, 50, (4, 8)).astype("int32"), "segment_ids": np.zeros((4, 8), "int32"),
-            "padding_mask": mask}, np.array([0, 1, 1, 0])
+    return {
+        "token_ids": rng.integers(1, 50, (4, 8)).astype("int32"),
+        "segment_ids": np.zeros((4, 8), "int32"),
+        "padding_mask": mask,
+    }, np.array([0, 1, 1, 0])
 
 
 def _grad_step(model):
@@ -102,8 +112,10 @@ def test_bf16_step_multiplies_in_bfloat16_and_gradients_follow_float32():
     assert all(g.dtype == tf.float32 for g in grads_mixed if g is not None)
 
     np.testing.assert_allclose(float(loss_mixed), float(loss_full), rtol=2e-2)
-    flat = [np.concatenate([tf.reshape(tf.convert_to_tensor(g), [-1]).numpy() for g in grads])
-            for grads in (grads_full, grads_mixed)]
+    flat = [
+        np.concatenate([tf.reshape(tf.convert_to_tensor(g), [-1]).numpy() for g in grads])
+        for grads in (grads_full, grads_mixed)
+    ]
     # bf16 keeps 8 mantissa bits (relative step 2^-8 ~ 0.4%): the whole gradient agrees to a few
     # percent, and each variable's points the same way (the key bias, whose gradient is 0 in exact
     # arithmetic because softmax ignores a constant added to every score, is left out by the norm).

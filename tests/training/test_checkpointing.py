@@ -18,8 +18,9 @@ from keras_bert_zoo.training.loop import NonFiniteLossError, train
 
 def tiny_model(seed=0):
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8, activation="tanh"),
-                              keras.layers.Dropout(0.3), keras.layers.Dense(2)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dropout(0.3), keras.layers.Dense(2)]
+    )
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -48,15 +49,15 @@ class Interrupt(keras.callbacks.Callback):
 
 @pytest.mark.parametrize("position", ["iterator", "replay"])
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, position):
-    run = dict(epochs=3, steps_per_epoch=10, checkpoint_every=4, verbose=0, position=position,
-               signature={"lr": 1e-2})
+    run = dict(epochs=3, steps_per_epoch=10, checkpoint_every=4, verbose=0, position=position, signature={"lr": 1e-2})
     reference = tiny_model()
     train(reference, shuffled_data().batch(4), checkpoint_dir=str(tmp_path / "a"), **run)
 
     interrupted = tiny_model()
     with pytest.raises(KeyboardInterrupt):  # after step 14: checkpoints at 4, 8, 10 (epoch end), 12
-        train(interrupted, shuffled_data().batch(4), checkpoint_dir=str(tmp_path / "b"),
-              callbacks=[Interrupt(14)], **run)
+        train(
+            interrupted, shuffled_data().batch(4), checkpoint_dir=str(tmp_path / "b"), callbacks=[Interrupt(14)], **run
+        )
     resumed = tiny_model(seed=99)  # other initial weights: all of them must come from the checkpoint
     keras.utils.set_random_seed(0)  # the job's seed, as a rerun of the same command sets it (data shuffle)
     train(resumed, shuffled_data().batch(4), checkpoint_dir=str(tmp_path / "b"), **run)
@@ -102,14 +103,23 @@ def test_resume_refuses_another_run(tmp_path):
     bigger.compile(keras.optimizers.Adam(), "mse")
     with pytest.raises(CheckpointMismatchError, match="another architecture"):
         RunCheckpoints(str(tmp_path), bigger, signature={"learning_rate": 1e-3, "seed": 0}).restore(
-            str(tmp_path / "ckpt-000001"))
+            str(tmp_path / "ckpt-000001")
+        )
 
 
 def test_non_finite_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path):
     model = tiny_model()
     with pytest.raises(NonFiniteLossError) as error:  # batch index 6 holds a NaN: step 7
-        train(model, shuffled_data(bad_batch=6).batch(4), epochs=1, steps_per_epoch=10, checkpoint_every=1,
-              checkpoint_dir=str(tmp_path), verbose=0, nonfinite={"learning_rate": 0.01})
+        train(
+            model,
+            shuffled_data(bad_batch=6).batch(4),
+            epochs=1,
+            steps_per_epoch=10,
+            checkpoint_every=1,
+            checkpoint_dir=str(tmp_path),
+            verbose=0,
+            nonfinite={"learning_rate": 0.01},
+        )
     message = str(error.value)
     assert re.search(r"loss is nan at step 7\b", message), message
     assert "learning rate 0.01 too high" in message
@@ -138,14 +148,40 @@ def test_bert_zoo_exits_1_naming_the_step_and_keeps_out_as_it_was(tmp_path, caps
     monkeypatch.setattr(finetune_command, "learning_rate_float", float)
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                 max_sequence_length=16).save_to_preset(str(tmp_path / "model"))
+    BertBackbone(
+        vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+    ).save_to_preset(str(tmp_path / "model"))
     (tmp_path / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
     (tmp_path / "data.tsv").write_text("sentence\tlabel\n" + "good film\t1\nbad film\t0\n" * 16)
     data, out = str(tmp_path / "data.tsv"), tmp_path / "out"
-    code = main(["finetune", "classify", "--model", str(tmp_path / "model"), "--train", data, "--dev", data,
-                 "--glue", "sst2", "--epochs", "1", "--batch-size", "4", "--learning-rate", "1e30",
-                 "--warmup-ratio", "0", "--sequence-length", "16", "--checkpoint-every", "1", "--out", str(out)])
+    code = main(
+        [
+            "finetune",
+            "classify",
+            "--model",
+            str(tmp_path / "model"),
+            "--train",
+            data,
+            "--dev",
+            data,
+            "--glue",
+            "sst2",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "4",
+            "--learning-rate",
+            "1e30",
+            "--warmup-ratio",
+            "0",
+            "--sequence-length",
+            "16",
+            "--checkpoint-every",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     error = capsys.readouterr().err
     assert code == 1, error
     step = int(re.search(r"the training loss is (?:nan|inf) at step (\d+)", error).group(1))
@@ -162,8 +198,9 @@ def test_the_loop_traces_its_train_step_once(tmp_path):
     (A Functional model, as every task model is: a Sequential's outputs are not known before it runs.)"""
     inputs = keras.Input((4,))
     model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
-    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
     traces = []
     step = model.train_step
     model.train_step = lambda data: (traces.append(1), step(data))[1]  # runs only while tracing

@@ -52,10 +52,15 @@ def test_bad_values_are_refused():
 
 def _model(seed=0):
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.Dropout(0.3), keras.layers.Dense(2)])
-    model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], jit_compile=False)
+    model = keras.Sequential(
+        [keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dropout(0.3), keras.layers.Dense(2)]
+    )
+    model.compile(
+        keras.optimizers.Adam(1e-2),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        jit_compile=False,
+    )
     return model
 
 
@@ -85,8 +90,12 @@ def test_auto_keeps_the_faster_and_remembers_it(monkeypatch, tmp_path):
     cache = tmp_path / "choices.json"
     monkeypatch.setenv("BERT_ZOO_JIT_CACHE", str(cache))
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    timings = iter([{"xla": 0.5, "plain": 1.0, "compile_xla": 1, "compile_plain": 1},
-                    {"xla": 0.99, "plain": 1.0, "compile_xla": 1, "compile_plain": 1}])
+    timings = iter(
+        [
+            {"xla": 0.5, "plain": 1.0, "compile_xla": 1, "compile_plain": 1},
+            {"xla": 0.99, "plain": 1.0, "compile_xla": 1, "compile_plain": 1},
+        ]
+    )
     monkeypatch.setattr(jit, "time_train_steps", lambda model, batch: next(timings))
     lines = []
     first = choose_jit_compile(_model(), _batch(), "auto", log=lines.append)

@@ -50,9 +50,16 @@ def run_two_workers(args):
     """`args` with `--batch-size 4` per replica on each of 2 workers: global batch 8."""
     args = [*args, "--batch-size", "4"]
     cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
-    workers = [subprocess.Popen([sys.executable, "-c", RUN, *args, "--strategy", "multi_worker"],
-                                env=_env({"cluster": cluster, "task": {"type": "worker", "index": i}}),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RUN, *args, "--strategy", "multi_worker"],
+            env=_env({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     results = [w.communicate(timeout=900) for w in workers]
     for i, (w, (out, err)) in enumerate(zip(workers, results)):
         assert w.returncode == 0, f"worker {i}: {err[-3000:]}"
@@ -61,8 +68,9 @@ def run_two_workers(args):
 
 def run_one_process(args):
     """`args` on one device with the same global batch, 8."""
-    result = subprocess.run([sys.executable, "-c", RUN, *args, "--batch-size", "8"],
-                            env=_env(), capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", RUN, *args, "--batch-size", "8"], env=_env(), capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -106,12 +114,20 @@ def classify_inputs(tmp_path):
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "film", "was", "not"]
     keras.utils.set_random_seed(0)
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                 max_sequence_length=16, dropout=0.1).save_to_preset(str(tmp_path / "model"))
+    BertBackbone(
+        vocabulary_size=len(words),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        dropout=0.1,
+    ).save_to_preset(str(tmp_path / "model"))
     (tmp_path / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
     rng = np.random.default_rng(0)
-    rows = ["sentence\tlabel"] + [f"the film was {'good' if i % 2 else 'bad'}{' not' * int(rng.integers(2))}\t{i % 2}"
-                                  for i in range(48)]
+    rows = ["sentence\tlabel"] + [
+        f"the film was {'good' if i % 2 else 'bad'}{' not' * int(rng.integers(2))}\t{i % 2}" for i in range(48)
+    ]
     (tmp_path / "data.tsv").write_text("\n".join(rows) + "\n")
     return tmp_path
 
@@ -122,9 +138,30 @@ def test_finetune_classify_on_two_workers_equals_one_process(classify_inputs):
     data = str(root / "data.tsv")
 
     def args(out):
-        return ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue",
-                "sst2", "--epochs", "2", "--learning-rate", "1e-3", "--sequence-length", "16",
-                "--batching", "fixed", "--checkpoint-every", "4", "--out", out]
+        return [
+            "finetune",
+            "classify",
+            "--model",
+            str(root / "model"),
+            "--train",
+            data,
+            "--dev",
+            data,
+            "--glue",
+            "sst2",
+            "--epochs",
+            "2",
+            "--learning-rate",
+            "1e-3",
+            "--sequence-length",
+            "16",
+            "--batching",
+            "fixed",
+            "--checkpoint-every",
+            "4",
+            "--out",
+            out,
+        ]
 
     chief_out, _ = run_two_workers(args(str(root / "multi")))
     run_one_process(args(str(root / "single")))
@@ -144,9 +181,29 @@ def test_pretrain_on_two_workers_equals_one_process(tmp_path):
     vocab = os.path.join(minilm_path(), "vocab.txt")
 
     def args(out):
-        return ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab, "--steps", "6",
-                "--sequence-length", "32", "--eval-every", "3", "--eval-batches", "1",
-                "--holdout-every", "3", "--jit-compile", "false", "--out", out]
+        return [
+            "pretrain",
+            "--corpus",
+            corpus,
+            "--preset",
+            "bert_tiny_uncased",
+            "--vocab",
+            vocab,
+            "--steps",
+            "6",
+            "--sequence-length",
+            "32",
+            "--eval-every",
+            "3",
+            "--eval-batches",
+            "1",
+            "--holdout-every",
+            "3",
+            "--jit-compile",
+            "false",
+            "--out",
+            out,
+        ]
 
     run_two_workers(args(str(tmp_path / "multi")))
     run_one_process(args(str(tmp_path / "single")))
@@ -161,23 +218,78 @@ def test_replicas_2_splits_the_cpu_for_finetune_and_pretrain(classify_inputs):
     REPLICA_CASES test)."""
     root = classify_inputs
     data = str(root / "data.tsv")
-    finetune = ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue",
-                "sst2", "--epochs", "1", "--learning-rate", "1e-3", "--sequence-length", "16"]
-    mirrored = subprocess.run([sys.executable, "-c", RUN, *finetune, "--batch-size", "4", "--strategy", "mirrored",
-                               "--replicas", "2", "--out", str(root / "mirrored")],
-                              env=_env(), capture_output=True, text=True, timeout=900)
+    finetune = [
+        "finetune",
+        "classify",
+        "--model",
+        str(root / "model"),
+        "--train",
+        data,
+        "--dev",
+        data,
+        "--glue",
+        "sst2",
+        "--epochs",
+        "1",
+        "--learning-rate",
+        "1e-3",
+        "--sequence-length",
+        "16",
+    ]
+    mirrored = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            *finetune,
+            "--batch-size",
+            "4",
+            "--strategy",
+            "mirrored",
+            "--replicas",
+            "2",
+            "--out",
+            str(root / "mirrored"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert mirrored.returncode == 0, mirrored.stderr[-3000:]
     assert "batch 8" in mirrored.stdout
     run_one_process([*finetune, "--out", str(root / "single")])
     assert_same_weights(str(root / "mirrored"), str(root / "single"))
 
     corpus = shared_data("pretrain_text", "sample_text.txt")
-    pretrain = ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab",
-                os.path.join(minilm_path(), "vocab.txt"), "--steps", "3", "--sequence-length", "32", "--eval-every",
-                "3", "--jit-compile", "false", "--batch-size", "2", "--strategy", "mirrored", "--replicas", "2",
-                "--out", str(root / "pretrained")]
-    result = subprocess.run([sys.executable, "-c", RUN, *pretrain], env=_env(), capture_output=True, text=True,
-                            timeout=900)
+    pretrain = [
+        "pretrain",
+        "--corpus",
+        corpus,
+        "--preset",
+        "bert_tiny_uncased",
+        "--vocab",
+        os.path.join(minilm_path(), "vocab.txt"),
+        "--steps",
+        "3",
+        "--sequence-length",
+        "32",
+        "--eval-every",
+        "3",
+        "--jit-compile",
+        "false",
+        "--batch-size",
+        "2",
+        "--strategy",
+        "mirrored",
+        "--replicas",
+        "2",
+        "--out",
+        str(root / "pretrained"),
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", RUN, *pretrain], env=_env(), capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.load(open(root / "pretrained" / "metrics.json"))["batch_size"] == 4
 
@@ -190,8 +302,15 @@ def test_pretrain_on_two_workers_reading_their_own_record_files_equals_one_proce
     from keras_bert_zoo.tasks.pretrainer.records import write_pretraining_records
 
     vocab = os.path.join(minilm_path(), "vocab.txt")
-    batches = list(pretraining_dataset([shared_data("pretrain_text", "sample_text.txt")], vocab,
-                                       sequence_length=32, max_predictions=5, batch_size=8))
+    batches = list(
+        pretraining_dataset(
+            [shared_data("pretrain_text", "sample_text.txt")],
+            vocab,
+            sequence_length=32,
+            max_predictions=5,
+            batch_size=8,
+        )
+    )
     records = tmp_path / "records"
     records.mkdir()
     files = [str(records / f"part-{i}.tfrecord") for i in range(2)]
@@ -199,9 +318,29 @@ def test_pretrain_on_two_workers_reading_their_own_record_files_equals_one_proce
         write_pretraining_records(batches[i::2], path)
 
     def args(out):
-        return ["pretrain", "--corpus", *files, "--input-shards", "2", "--preset", "bert_tiny_uncased",
-                "--vocab", vocab, "--steps", "4", "--sequence-length", "32", "--max-predictions", "5",
-                "--eval-every", "4", "--jit-compile", "false", "--out", out]
+        return [
+            "pretrain",
+            "--corpus",
+            *files,
+            "--input-shards",
+            "2",
+            "--preset",
+            "bert_tiny_uncased",
+            "--vocab",
+            vocab,
+            "--steps",
+            "4",
+            "--sequence-length",
+            "32",
+            "--max-predictions",
+            "5",
+            "--eval-every",
+            "4",
+            "--jit-compile",
+            "false",
+            "--out",
+            out,
+        ]
 
     outputs = run_two_workers(args(str(tmp_path / "multi")))
     run_one_process(args(str(tmp_path / "single")))
@@ -219,15 +358,40 @@ def test_two_workers_finish_pretrain_and_finetune_with_default_flags(classify_in
     root = classify_inputs
     corpus = shared_data("pretrain_text", "sample_text.txt")
     vocab = os.path.join(minilm_path(), "vocab.txt")
-    pretrain = ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab,
-                "--steps", "20", "--out", str(root / "multi")]
+    pretrain = [
+        "pretrain",
+        "--corpus",
+        corpus,
+        "--preset",
+        "bert_tiny_uncased",
+        "--vocab",
+        vocab,
+        "--steps",
+        "20",
+        "--out",
+        str(root / "multi"),
+    ]
     for output in run_two_workers(pretrain):
         assert "jit_compile: no XLA (multi-worker on CPUs" in output, output
     assert json.load(open(root / "multi" / "metrics.json"))["steps"] == 20
 
     data = str(root / "data.tsv")
-    finetune = ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data,
-                "--glue", "sst2", "--sequence-length", "16", "--out", str(root / "classified")]
+    finetune = [
+        "finetune",
+        "classify",
+        "--model",
+        str(root / "model"),
+        "--train",
+        data,
+        "--dev",
+        data,
+        "--glue",
+        "sst2",
+        "--sequence-length",
+        "16",
+        "--out",
+        str(root / "classified"),
+    ]
     for output in run_two_workers(finetune):
         assert "jit_compile: no XLA (multi-worker on CPUs" in output, output
     assert json.load(open(root / "classified" / "metrics.json"))["steps"] == 3 * 6  # 48 examples / 8, 3 epochs

@@ -13,8 +13,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_bert_zoo.training import LinearWarmupLinearDecay, create_optimizer
 from keras_bert_zoo import BertClassifier
+from keras_bert_zoo.training import LinearWarmupLinearDecay, create_optimizer
 from keras_bert_zoo.training.optimizer import BertAdamW
 from tests.helpers import REPO_ROOT
 
@@ -74,8 +74,10 @@ def test_adamw_steps_match_torch_with_clipping_and_decay_exclusions(fused_update
     shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "LayerNorm/gamma": (3,), "word_embeddings/embeddings": (5, 3)}
     init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
     steps, warm, lr = 12, 3, 1e-2
-    grads = [{k: (rng.normal(size=s) * (3.0 if t % 2 else 0.1)).astype("float32") for k, s in shapes.items()}
-             for t in range(steps)]  # odd steps have global norm > 1: clipping matters
+    grads = [
+        {k: (rng.normal(size=s) * (3.0 if t % 2 else 0.1)).astype("float32") for k, s in shapes.items()}
+        for t in range(steps)
+    ]  # odd steps have global norm > 1: clipping matters
 
     # Ours (Keras). Variable names as in our layers: kernel, bias, gamma, embeddings.
     variables = {k: keras.Variable(v, name=k.split("/")[1]) for k, v in init.items()}
@@ -88,9 +90,13 @@ def test_adamw_steps_match_torch_with_clipping_and_decay_exclusions(fused_update
         params = {k: torch.nn.Parameter(torch.tensor(v)) for k, v in init.items()}
         no_decay = ["dense/bias", "LayerNorm/gamma"] if exclude else []
         ref = torch.optim.AdamW(
-            [{"params": [params[k] for k in shapes if k not in no_decay], "weight_decay": 0.01},
-             {"params": [params[k] for k in no_decay], "weight_decay": 0.0}],
-            lr=lr, betas=(0.9, 0.999), eps=1e-6,
+            [
+                {"params": [params[k] for k in shapes if k not in no_decay], "weight_decay": 0.01},
+                {"params": [params[k] for k in no_decay], "weight_decay": 0.0},
+            ],
+            lr=lr,
+            betas=(0.9, 0.999),
+            eps=1e-6,
         )
         sched = transformers.get_linear_schedule_with_warmup(ref, num_warmup_steps=warm, num_training_steps=steps)
         for g in grads:
@@ -139,12 +145,19 @@ def adam_weight_decay_optimizer_reference(init, grads, init_lr, num_train_steps,
 
 def test_bert_original_recipe_matches_adam_weight_decay_optimizer():
     rng = np.random.default_rng(1)
-    shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "LayerNorm/gamma": (3,), "LayerNorm/beta": (3,),
-              "word_embeddings/embeddings": (5, 3)}
+    shapes = {
+        "dense/kernel": (4, 3),
+        "dense/bias": (3,),
+        "LayerNorm/gamma": (3,),
+        "LayerNorm/beta": (3,),
+        "word_embeddings/embeddings": (5, 3),
+    }
     init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
     steps, warm, lr = 10, 3, 1e-2
-    grads = [{k: (rng.normal(size=s) * (3.0 if t % 2 else 0.1)).astype("float32") for k, s in shapes.items()}
-             for t in range(steps)]  # odd steps have global norm > 1: clipping matters
+    grads = [
+        {k: (rng.normal(size=s) * (3.0 if t % 2 else 0.1)).astype("float32") for k, s in shapes.items()}
+        for t in range(steps)
+    ]  # odd steps have global norm > 1: clipping matters
 
     def ours(**kwargs):
         variables = {k: keras.Variable(v, name=k.split("/")[1]) for k, v in init.items()}
@@ -343,11 +356,17 @@ def test_the_same_steps_on_jax(tmp_path):
     shapes = {"dense/kernel": (4, 3), "LayerNorm/gamma": (3,)}
     init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
     grads = [{k: rng.normal(size=s).astype("float32") for k, s in shapes.items()} for _ in range(6)]
-    (tmp_path / "steps.json").write_text(json.dumps([{k: v.tolist() for k, v in init.items()},
-                                                     [{k: v.tolist() for k, v in g.items()} for g in grads]]))
+    (tmp_path / "steps.json").write_text(
+        json.dumps([{k: v.tolist() for k, v in init.items()}, [{k: v.tolist() for k, v in g.items()} for g in grads]])
+    )
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": REPO_ROOT}
-    result = subprocess.run([sys.executable, "-c", JAX_STEPS, str(tmp_path / "steps.json")], capture_output=True,
-                            text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", JAX_STEPS, str(tmp_path / "steps.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     on_jax = json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -49,10 +49,13 @@ sys.exit(main(sys.argv[1:]))
 
 
 def bert_zoo(args, **kill):
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
-           **{f"KILL_AT_{k.upper()}": str(v) for k, v in kill.items()}}
-    return subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": REPO_ROOT,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        **{f"KILL_AT_{k.upper()}": str(v) for k, v in kill.items()},
+    }
+    return subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 def weights(out):
@@ -98,8 +101,15 @@ def classify_setup(tmp_path_factory):
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "the", "film", "was", "not"]
     keras.utils.set_random_seed(0)
     # Dropout on: the dropout seed-generator states must be restored too.
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
-                 max_sequence_length=16, dropout=0.1).save_to_preset(str(root / "model"))
+    BertBackbone(
+        vocabulary_size=len(words),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        dropout=0.1,
+    ).save_to_preset(str(root / "model"))
     (root / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
     rng = np.random.default_rng(0)
     rows = ["sentence\tlabel"]
@@ -112,9 +122,32 @@ def classify_setup(tmp_path_factory):
 
 def classify_args(root, out, *extra):
     data = str(root / "data.tsv")
-    return ["finetune", "classify", "--model", str(root / "model"), "--train", data, "--dev", data, "--glue", "sst2",
-            "--epochs", "2", "--batch-size", "8", "--learning-rate", "1e-3", "--sequence-length", "16",
-            "--checkpoint-every", "5", "--deterministic", "--out", out, *extra]
+    return [
+        "finetune",
+        "classify",
+        "--model",
+        str(root / "model"),
+        "--train",
+        data,
+        "--dev",
+        data,
+        "--glue",
+        "sst2",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "1e-3",
+        "--sequence-length",
+        "16",
+        "--checkpoint-every",
+        "5",
+        "--deterministic",
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 @pytest.mark.slow  # seven `bert-zoo` processes: about 3 minutes on 2 busy cores
@@ -129,8 +162,7 @@ def test_finetune_killed_mid_epoch_and_during_a_checkpoint_write_resumes_to_iden
     # 96 examples / 8 = 12 steps per epoch, checkpoints at 5, 10, 12 (epoch end), 15, 20, 24.
     # Killed at step 8 (mid-epoch 1: resumes from 5), then while moving checkpoint 15 into
     # place (mid-epoch 2: the half-published 15 is ignored, resumes from 12).
-    resumed_at, stdout = kill_then_resume(classify_args(root, out), out,
-                                          [{"step": 8}, {"save": "ckpt-000015"}])
+    resumed_at, stdout = kill_then_resume(classify_args(root, out), out, [{"step": 8}, {"save": "ckpt-000015"}])
     assert resumed_at == [5, 12]
     assert "resumed from" in stdout and "step 12 of 24 (epoch 2, batch 0 of 12)" in stdout, stdout
     assert_identical(reference, out)
@@ -149,10 +181,34 @@ def test_finetune_killed_mid_epoch_and_during_a_checkpoint_write_resumes_to_iden
 
 
 def pretrain_args(corpus, vocab, out):
-    return ["pretrain", "--corpus", corpus, "--preset", "bert_tiny_uncased", "--vocab", vocab, "--steps", "10",
-            "--batch-size", "4", "--sequence-length", "32", "--eval-every", "4", "--eval-batches", "1",
-            "--holdout-every", "3", "--checkpoint-every", "3", "--jit-compile", "false", "--deterministic",
-            "--out", out]
+    return [
+        "pretrain",
+        "--corpus",
+        corpus,
+        "--preset",
+        "bert_tiny_uncased",
+        "--vocab",
+        vocab,
+        "--steps",
+        "10",
+        "--batch-size",
+        "4",
+        "--sequence-length",
+        "32",
+        "--eval-every",
+        "4",
+        "--eval-batches",
+        "1",
+        "--holdout-every",
+        "3",
+        "--checkpoint-every",
+        "3",
+        "--jit-compile",
+        "false",
+        "--deterministic",
+        "--out",
+        out,
+    ]
 
 
 @pytest.mark.slow  # three `bert-zoo` processes

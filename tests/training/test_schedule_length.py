@@ -44,8 +44,8 @@ def _assert_schedule_ends_at_last_step(optimizer):
     schedule = optimizer.learning_rate_schedule
     steps = int(optimizer.iterations.numpy())
     assert steps == schedule.total_steps, (steps, schedule.total_steps)
-    assert float(schedule(steps - 1)) > 0.0      # the last step still learns ...
-    assert float(schedule(steps)) == 0.0         # ... and the decay ends right after it
+    assert float(schedule(steps - 1)) > 0.0  # the last step still learns ...
+    assert float(schedule(steps)) == 0.0  # ... and the decay ends right after it
     assert float(optimizer.learning_rate) == 0.0
 
 
@@ -116,9 +116,17 @@ def test_finetune_job_ends_its_schedule_at_the_last_step(model_dir, tmp_path):
     for name in ("train", "dev"):
         rows = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in zip(texts, labels)]
         (tmp_path / f"{name}.tsv").write_text("\n".join(rows) + "\n")
-    model, _ = finetune("classify", model_dir, str(tmp_path / "train.tsv"), str(tmp_path / "dev.tsv"),
-                        str(tmp_path / "out"), layout=DataLayout.for_task("sst2"), epochs=2, batch_size=BATCH,
-                        sequence_length=32, verbose=0)
+    model, _ = finetune(
+        "classify",
+        model_dir,
+        str(tmp_path / "train.tsv"),
+        str(tmp_path / "dev.tsv"),
+        str(tmp_path / "out"),
+        layout=DataLayout.for_task("sst2"),
+        epochs=2,
+        batch_size=BATCH,
+        sequence_length=32,
+        verbose=0,
+    )
     assert int(model.optimizer.iterations.numpy()) > 2 * -(-len(texts) // BATCH)
     _assert_schedule_ends_at_last_step(model.optimizer)
-

@@ -33,8 +33,15 @@ VOCAB = 30
 def _tiny_backbone():
     from keras_bert_zoo import BertBackbone
 
-    return BertBackbone(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                        max_sequence_length=LENGTH, dropout=0.0)
+    return BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=LENGTH,
+        dropout=0.0,
+    )
 
 
 def _optimizer():
@@ -46,9 +53,11 @@ def _optimizer():
 def _token_inputs(rng, n):
     lengths = rng.integers(4, LENGTH + 1, n)
     padding_mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype("int32")
-    return {"token_ids": (rng.integers(1, VOCAB, (n, LENGTH)) * padding_mask).astype("int32"),
-            "segment_ids": ((np.arange(LENGTH)[None, :] >= lengths[:, None] // 2) * padding_mask).astype("int32"),
-            "padding_mask": padding_mask}
+    return {
+        "token_ids": (rng.integers(1, VOCAB, (n, LENGTH)) * padding_mask).astype("int32"),
+        "segment_ids": ((np.arange(LENGTH)[None, :] >= lengths[:, None] // 2) * padding_mask).astype("int32"),
+        "padding_mask": padding_mask,
+    }
 
 
 def keras_model_case(rng, n):
@@ -57,7 +66,9 @@ def keras_model_case(rng, n):
 
     def build():
         backbone = _tiny_backbone()
-        inputs = {k: keras.Input((LENGTH,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
+        inputs = {
+            k: keras.Input((LENGTH,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")
+        }
         model = keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)["pooled_output"]))
         model.compile(optimizer=_optimizer(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         return model
@@ -78,9 +89,11 @@ def pretrainer_case(rng, n):
     # Rows have 1 to 3 real predictions, so the replicas' shares of the MLM mean differ.
     weights = (np.arange(predictions)[None, :] < rng.integers(1, predictions + 1, n)[:, None]).astype("float32")
     x["mask_positions"] = (rng.integers(1, 4, (n, predictions)) * weights).astype("int32")
-    y = {"mask_ids": (rng.integers(1, VOCAB, (n, predictions)) * weights).astype("int32"),
-         "mask_weights": weights,
-         "next_sentence_labels": rng.integers(0, 2, n).astype("int32")}
+    y = {
+        "mask_ids": (rng.integers(1, VOCAB, (n, predictions)) * weights).astype("int32"),
+        "mask_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, n).astype("int32"),
+    }
     return build, x, y
 
 
@@ -131,8 +144,10 @@ def span_qa_case(rng, n):
     x = _token_inputs(rng, n)
     lengths = x["padding_mask"].sum(1)
     start = rng.integers(0, lengths)
-    y = {"start_positions": start.astype("int32"),
-         "end_positions": np.minimum(start + rng.integers(0, 3, n), lengths - 1).astype("int32")}
+    y = {
+        "start_positions": start.astype("int32"),
+        "end_positions": np.minimum(start + rng.integers(0, 3, n), lengths - 1).astype("int32"),
+    }
     return build, x, y
 
 
@@ -183,8 +198,11 @@ def embedder_case(rng, n):
 # The biases added equally to every logit of one softmax: span start/end over positions,
 # a multiple-choice score over the choices. Their exact gradient is 0, so each run's is float
 # noise, and Adam's step, lr * g / (|g| + eps), is up to lr in either direction.
-SHIFT_INVARIANT_BIASES = {"BertSpanQA": "qa_outputs/bias", "BertSpanQA (packed rows)": "qa_outputs/bias",
-                          "BertMultipleChoice": "classifier/bias"}
+SHIFT_INVARIANT_BIASES = {
+    "BertSpanQA": "qa_outputs/bias",
+    "BertSpanQA (packed rows)": "qa_outputs/bias",
+    "BertMultipleChoice": "classifier/bias",
+}
 
 REPLICA_CASES = {
     "keras.Model": keras_model_case,
@@ -231,13 +249,20 @@ def train_one_and_two_replicas(case, mirrored):
         """The largest difference over the weights, and the variable it is in; the shift-invariant
         biases (below) are left out: their gradient is float noise, which Adam scales up to lr."""
         skip = SHIFT_INVARIANT_BIASES.get(case)
-        return max((float(np.abs(u - v).max()), w.path) for w, u, v in zip(a.weights, a.get_weights(), b.get_weights())
-                   if w.path != skip)
+        return max(
+            (float(np.abs(u - v).max()), w.path)
+            for w, u, v in zip(a.weights, a.get_weights(), b.get_weights())
+            if w.path != skip
+        )
 
-    return {"replicas": mirrored.num_replicas_in_sync, "batch": batch,
-            "diff": largest_difference(single, distributed), "loop_diff": largest_difference(single, looped),
-            "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial)),
-            "logs": logs}
+    return {
+        "replicas": mirrored.num_replicas_in_sync,
+        "batch": batch,
+        "diff": largest_difference(single, distributed),
+        "loop_diff": largest_difference(single, looped),
+        "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial)),
+        "logs": logs,
+    }
 
 
 # Run in a fresh process: logical devices must be configured before TF starts.
@@ -288,8 +313,11 @@ def _registered_task_classes():
 
     for module in pkgutil.walk_packages(keras_bert_zoo.models.__path__, "keras_bert_zoo.models."):
         importlib.import_module(module.name)
-    return sorted(obj.__name__ for key, obj in keras.saving.get_custom_objects().items()
-                  if key.startswith("keras_bert_zoo>") and isinstance(obj, type) and issubclass(obj, Task))
+    return sorted(
+        obj.__name__
+        for key, obj in keras.saving.get_custom_objects().items()
+        if key.startswith("keras_bert_zoo>") and isinstance(obj, type) and issubclass(obj, Task)
+    )
 
 
 def test_every_task_model_has_a_replica_case():
@@ -337,10 +365,13 @@ def test_default_strategy_and_batch_size():
     assert is_chief(strategy)
 
 
-@pytest.mark.parametrize("name,match", [
-    ("nccl", "Unknown strategy 'nccl'"),
-    ("tpu", "needs --tpu"),
-])
+@pytest.mark.parametrize(
+    "name,match",
+    [
+        ("nccl", "Unknown strategy 'nccl'"),
+        ("tpu", "needs --tpu"),
+    ],
+)
 def test_bad_strategy_arguments(name, match):
     with pytest.raises(ValueError, match=match):
         make_strategy(name)

@@ -72,21 +72,61 @@ def test_finetune_and_pretrain_dry_runs_check_the_real_pipelines(tmp_path, capsy
     from tests.helpers import minilm_path, shared_data
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
-    BertBackbone(vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                 max_sequence_length=16).save_to_preset(str(tmp_path / "model"))
+    BertBackbone(
+        vocabulary_size=len(words), num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+    ).save_to_preset(str(tmp_path / "model"))
     (tmp_path / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
     (tmp_path / "data.tsv").write_text("sentence\tlabel\n" + "good film\t1\nbad\t0\n" * 5)
     data = str(tmp_path / "data.tsv")
-    assert main(["finetune", "classify", "--model", str(tmp_path / "model"), "--train", data, "--dev", data,
-                 "--glue", "sst2", "--batch-size", "4", "--sequence-length", "16", "--check-tpu-compat",
-                 "--out", str(tmp_path / "ft")]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "classify",
+                "--model",
+                str(tmp_path / "model"),
+                "--train",
+                data,
+                "--dev",
+                data,
+                "--glue",
+                "sst2",
+                "--batch-size",
+                "4",
+                "--sequence-length",
+                "16",
+                "--check-tpu-compat",
+                "--out",
+                str(tmp_path / "ft"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     # Bucketing is off and the 10 examples make 2 full batches of 4: static [4, 16] int32.
     assert "x.token_ids [4, 16] int32" in out and "train step lowered to XLA" in out, out
     assert "predict step lowered" in out and "test step lowered" in out
-    assert main(["pretrain", "--corpus", shared_data("pretrain_text", "sample_text.txt"), "--preset",
-                 "bert_tiny_uncased", "--vocab", minilm_path(), "--batch-size", "2", "--sequence-length", "32",
-                 "--check-tpu-compat", "--out", str(tmp_path / "pt")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--corpus",
+                shared_data("pretrain_text", "sample_text.txt"),
+                "--preset",
+                "bert_tiny_uncased",
+                "--vocab",
+                minilm_path(),
+                "--batch-size",
+                "2",
+                "--sequence-length",
+                "32",
+                "--check-tpu-compat",
+                "--out",
+                str(tmp_path / "pt"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "x.mask_positions [2, 5] int32" in out and "on a TPU pass TFRecords" in out, out
     assert not (tmp_path / "ft").exists() and not (tmp_path / "pt").exists()
@@ -97,5 +137,11 @@ def test_pretrain_on_tpu_refuses_a_text_corpus(tmp_path):
     from tests.helpers import shared_data
 
     with pytest.raises(ValueError, match="--strategy tpu reads TFRecords"):
-        pretrain(shared_data("pretrain_text", "sample_text.txt"), str(tmp_path / "out"), preset="bert_tiny_uncased",
-                 vocab_size=200, strategy="tpu", tpu="local")
+        pretrain(
+            shared_data("pretrain_text", "sample_text.txt"),
+            str(tmp_path / "out"),
+            preset="bert_tiny_uncased",
+            vocab_size=200,
+            strategy="tpu",
+            tpu="local",
+        )

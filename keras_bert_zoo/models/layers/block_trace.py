@@ -70,16 +70,24 @@ def clear_shared_block_traces():
 def _applies(block, x, attention_bias):
     policy = block.dtype_policy
     # Inputs of unknown rank, or integer ones, go through Keras' `__call__`.
-    return (block.built and keras.backend.backend() == "tensorflow" and tf.inside_function()
-            and not tf.distribute.has_strategy()
-            and isinstance(x, tf.Tensor) and isinstance(attention_bias, tf.Tensor)
-            and x.dtype.is_floating and attention_bias.dtype.is_floating and x.shape.rank is not None
-            and attention_bias.shape.rank is not None
-            and policy.quantization_mode is None and policy.variable_dtype == "float32"
-            and policy.compute_dtype in ("float32", "bfloat16", "float16")
-            # `quantize("int8")` changes the sub-layers, not the block's policy: their int8
-            # kernels are passed in as the float weights (`_weights`); other modes go through Keras.
-            and all(layer.quantization_mode in (None, "int8") for layer in sublayers(block)))
+    return (
+        block.built
+        and keras.backend.backend() == "tensorflow"
+        and tf.inside_function()
+        and not tf.distribute.has_strategy()
+        and isinstance(x, tf.Tensor)
+        and isinstance(attention_bias, tf.Tensor)
+        and x.dtype.is_floating
+        and attention_bias.dtype.is_floating
+        and x.shape.rank is not None
+        and attention_bias.shape.rank is not None
+        and policy.quantization_mode is None
+        and policy.variable_dtype == "float32"
+        and policy.compute_dtype in ("float32", "bfloat16", "float16")
+        # `quantize("int8")` changes the sub-layers, not the block's policy: their int8
+        # kernels are passed in as the float weights (`_weights`); other modes go through Keras.
+        and all(layer.quantization_mode in (None, "int8") for layer in sublayers(block))
+    )
 
 
 def inference_call(block, x, attention_bias):
@@ -101,8 +109,11 @@ def training_call(block, x, attention_bias):
     float variable of the block trains (a frozen kernel, as under LoRA, would still get its
     gradient computed inside the shared backward) and nothing is quantized.
     """
-    if not (_applies(block, x, attention_bias) and all(v.trainable for v in _weights(block))
-            and all(layer.quantization_mode is None for layer in sublayers(block))):
+    if not (
+        _applies(block, x, attention_bias)
+        and all(v.trainable for v in _weights(block))
+        and all(layer.quantization_mode is None for layer in sublayers(block))
+    ):
         return None
     return _shared_call(block, x, attention_bias, training=True)
 
@@ -112,8 +123,9 @@ def _shared_call(block, x, attention_bias, training):
     # mixed policy (float32 variables, bfloat16 compute) an autocast scope that casts each variable
     # read to the compute dtype.
     compute_dtype = block.compute_dtype
-    x, attention_bias = (tf.cast(t, compute_dtype) if block.autocast and t.dtype != compute_dtype else t
-                         for t in (x, attention_bias))
+    x, attention_bias = (
+        tf.cast(t, compute_dtype) if block.autocast and t.dtype != compute_dtype else t for t in (x, attention_bias)
+    )
     config = {k: v for k, v in block.get_config().items() if k not in ("name", "trainable")}
     # Batch and width left open: one graph for every batch.
     weights, seeds = _weights(block), (_seed_states(block) if training else [])
@@ -128,8 +140,11 @@ def _shared_call(block, x, attention_bias, training):
     lora = block.lora_state() if hasattr(block, "lora_state") else ()
     # And which int8 product a quantized block's layers trace (oneDNN's kernel, or the portable one).
     int8_path = any(v.dtype == tf.int8 for v in weights) and int8.onednn_int8_here()
-    key = json.dumps([cls, config, lora, training, int8_path, repr(weight_specs), repr(seed_specs), repr(x_spec),
-                      repr(bias_spec)], sort_keys=True, default=str)
+    key = json.dumps(
+        [cls, config, lora, training, int8_path, repr(weight_specs), repr(seed_specs), repr(x_spec), repr(bias_spec)],
+        sort_keys=True,
+        default=str,
+    )
     if key not in _TRACES:
         template, seed_template = list(weights), list(seeds)
         mixed = compute_dtype != block.variable_dtype
@@ -143,8 +158,9 @@ def _shared_call(block, x, attention_bias, training):
                 new_seeds = [scope.get_current_value(v) for v in seed_template]
             return y, [old if new is None else new for old, new in zip(seed_values, new_seeds)]
 
-        function = tf.function(forward, autograph=False).get_concrete_function(weight_specs, seed_specs, x_spec,
-                                                                               bias_spec)
+        function = tf.function(forward, autograph=False).get_concrete_function(
+            weight_specs, seed_specs, x_spec, bias_spec
+        )
         _TRACES[key] = function
     y, new_seeds = _TRACES[key]([v.value for v in weights], [v.value for v in seeds], x, attention_bias)
     for variable, value in zip(seeds, new_seeds):

@@ -54,16 +54,25 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         init = lambda: bert_initializer(initializer_range)  # noqa: E731
         self.word_embeddings = keras.layers.Embedding(
-            vocabulary_size, hidden_dim, embeddings_initializer=init(),
-            dtype=self.dtype_policy, name="word_embeddings",
+            vocabulary_size,
+            hidden_dim,
+            embeddings_initializer=init(),
+            dtype=self.dtype_policy,
+            name="word_embeddings",
         )
         self.position_embeddings = keras.layers.Embedding(
-            max_sequence_length, hidden_dim, embeddings_initializer=init(),
-            dtype=self.dtype_policy, name="position_embeddings",
+            max_sequence_length,
+            hidden_dim,
+            embeddings_initializer=init(),
+            dtype=self.dtype_policy,
+            name="position_embeddings",
         )
         self.token_type_embeddings = keras.layers.Embedding(
-            num_segments, hidden_dim, embeddings_initializer=init(),
-            dtype=self.dtype_policy, name="token_type_embeddings",
+            num_segments,
+            hidden_dim,
+            embeddings_initializer=init(),
+            dtype=self.dtype_policy,
+            name="token_type_embeddings",
         )
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="LayerNorm"

@@ -88,14 +88,14 @@ class BertEncoderBlock(keras.layers.Layer):
             # Int8Dense: Keras' Dense that saves LoRA adapters unmerged (`LoraDense`) and, quantized
             # to int8, multiplies with oneDNN's int8 kernel (`int8`).
             return Int8Dense(
-                units, kernel_initializer=bert_initializer(initializer_range),
-                dtype=self.dtype_policy, name=name,
+                units,
+                kernel_initializer=bert_initializer(initializer_range),
+                dtype=self.dtype_policy,
+                name=name,
             )
 
         def layer_norm(name):
-            return keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name
-            )
+            return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
         self.query = dense(hidden_dim, "query")
         self.key = dense(hidden_dim, "key")
@@ -130,11 +130,13 @@ class BertEncoderBlock(keras.layers.Layer):
             q = self._split_heads(self.query(rows), b, s)
         else:  # one query per kept token, against the keys and values of its own row
             q_rows = query_index[:, 0]
-            q = self._split_heads(self.query(ops.take(rows, q_rows * s + query_index[:, 1], axis=0)),
-                                  ops.shape(query_index)[0], 1)
+            q = self._split_heads(
+                self.query(ops.take(rows, q_rows * s + query_index[:, 1], axis=0)), ops.shape(query_index)[0], 1
+            )
             k, v = ops.take(k, q_rows, axis=0), ops.take(v, q_rows, axis=0)
-            attention_bias = ops.take(ops.reshape(attention_bias, (-1, s)), q_rows * s + query_index[:, 1],
-                                      axis=0)[:, None, None, :]
+            attention_bias = ops.take(ops.reshape(attention_bias, (-1, s)), q_rows * s + query_index[:, 1], axis=0)[
+                :, None, None, :
+            ]
         # Scale q, not the [s, s] score matrix: same result, fewer multiplies.
         q = q * ops.cast(1.0 / math.sqrt(self.head_dim), q.dtype)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
@@ -177,8 +179,11 @@ class BertEncoderBlock(keras.layers.Layer):
 
     def lora_state(self):
         """`((name, rank, alpha), ...)` of the Dense sub-layers with LoRA enabled (empty: none)."""
-        return tuple((name, layer.lora_rank, layer.lora_alpha)
-                     for name in DENSE_LAYERS if (layer := getattr(self, name)).lora_enabled)
+        return tuple(
+            (name, layer.lora_rank, layer.lora_alpha)
+            for name in DENSE_LAYERS
+            if (layer := getattr(self, name)).lora_enabled
+        )
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None, query_index_shape=None):
         if query_index_shape is not None:

@@ -50,8 +50,9 @@ class MaskedLMHead(keras.layers.Layer):
     (2, 3, 10)
     """
 
-    def __init__(self, token_embedding=None, activation="gelu", layer_norm_epsilon=1e-12,
-                 initializer_range=0.02, **kwargs):
+    def __init__(
+        self, token_embedding=None, activation="gelu", layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs
+    ):
         super().__init__(**kwargs)
         if token_embedding is None:
             raise UsageError(
@@ -77,17 +78,13 @@ class MaskedLMHead(keras.layers.Layer):
         hidden = token_embedding_dim = self.token_embedding.output_dim
         self.dense.build((None, token_embedding_dim))
         self.layer_norm.build((None, hidden))
-        self.bias = self.add_weight(
-            name="bias", shape=(self.token_embedding.input_dim,), initializer="zeros"
-        )
+        self.bias = self.add_weight(name="bias", shape=(self.token_embedding.input_dim,), initializer="zeros")
         self.built = True
 
     def call(self, sequence_output, mask_positions):
         # Only the predicted positions go through the head: 20 of 128 tokens, so the
         # [hidden x vocab] decoder matmul costs ~6x less than on every token.
-        x = ops.take_along_axis(
-            sequence_output, ops.cast(mask_positions, "int32")[:, :, None], axis=1
-        )
+        x = ops.take_along_axis(sequence_output, ops.cast(mask_positions, "int32")[:, :, None], axis=1)
         x = self.layer_norm(self._activation_fn(self.dense(x)))
         # The float matrix, also once quantized (`.embeddings` is then the raw int8 table).
         kernel = ops.cast(embedding_matrix(self.token_embedding), x.dtype)
@@ -135,8 +132,10 @@ class NextSentenceHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(
-            2, kernel_initializer=bert_initializer(initializer_range),
-            dtype=self.dtype_policy, name="dense",
+            2,
+            kernel_initializer=bert_initializer(initializer_range),
+            dtype=self.dtype_policy,
+            name="dense",
         )
 
     def build(self, pooled_output_shape):

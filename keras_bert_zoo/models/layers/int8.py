@@ -54,13 +54,26 @@ from keras import ops
 
 from keras_bert_zoo import hardware
 from keras_bert_zoo.errors import CheckpointError
-from keras_bert_zoo.models.layers.lora_dense import LoraDense
 from keras_bert_zoo.keras_compat import all_layers, autocast_scope, dense_kernel_variable
+from keras_bert_zoo.models.layers.lora_dense import LoraDense
 
-__all__ = ["Int8Dense", "zero_point_bias", "embedding_matrix", "QUANTIZABLE", "host_has_vnni", "quantizable_filter",
-           "quantization_config", "requantize", "dense_kernel", "preset_extra",
-           "check_float_policy",
-           "one_garbage_collection", "onednn_int8_exact", "onednn_int8_here", "portable_int8_product"]
+__all__ = [
+    "Int8Dense",
+    "zero_point_bias",
+    "embedding_matrix",
+    "QUANTIZABLE",
+    "host_has_vnni",
+    "quantizable_filter",
+    "quantization_config",
+    "requantize",
+    "dense_kernel",
+    "preset_extra",
+    "check_float_policy",
+    "one_garbage_collection",
+    "onednn_int8_exact",
+    "onednn_int8_here",
+    "portable_int8_product",
+]
 
 
 def host_has_vnni():
@@ -79,8 +92,12 @@ def _in_xla(tf):
 
 
 def _default_activation_quantizer(quantizer):
-    return (isinstance(quantizer, keras.quantizers.AbsMaxQuantizer) and tuple(quantizer.value_range) == (-127, 127)
-            and quantizer.output_dtype == "int8" and getattr(quantizer, "axis", None) in (None, (-1,)))
+    return (
+        isinstance(quantizer, keras.quantizers.AbsMaxQuantizer)
+        and tuple(quantizer.value_range) == (-127, 127)
+        and quantizer.output_dtype == "int8"
+        and getattr(quantizer, "axis", None) in (None, (-1,))
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -108,8 +125,14 @@ class Int8Dense(LoraDense):
             # `set_weights` carry it with the kernel, and SavedModels capture it. Keras'
             # `save_own_variables` writes the named int8 variables only: files do not hold it.
             # Never autocast: its values reach 128 x 127 x the input width, beyond bfloat16's 8 bits.
-            self.zero_point_bias = self.add_weight(name="zero_point_bias", shape=(self.units,), initializer="zeros",
-                                                   dtype="float32", trainable=False, autocast=False)
+            self.zero_point_bias = self.add_weight(
+                name="zero_point_bias",
+                shape=(self.units,),
+                initializer="zeros",
+                dtype="float32",
+                trainable=False,
+                autocast=False,
+            )
 
     def refresh_zero_point_bias(self):
         """Recomputes the cached shift correction from the int8 kernel (a no-op unless int8):
@@ -125,9 +148,11 @@ class Int8Dense(LoraDense):
         # cached correction has none (see `quantized_build`): the same loading, then it.
         names = [n for n in self.variable_serialization_spec["int8"] if n != "bias" or self.bias is not None]
         if len(store.keys()) != len(names):
-            raise CheckpointError(f"layer {self.path!r} is int8-quantized and expects {len(names)} saved tensors "
-                                  f"({', '.join(names)}); the file has {len(store.keys())}: it was saved from "
-                                  "another model. Load it into a model built and quantized the same way.")
+            raise CheckpointError(
+                f"layer {self.path!r} is int8-quantized and expects {len(names)} saved tensors "
+                f"({', '.join(names)}); the file has {len(store.keys())}: it was saved from "
+                "another model. Load it into a model built and quantized the same way."
+            )
         for i, name in enumerate(names):
             (dense_kernel_variable(self) if name == "kernel" else getattr(self, name)).assign(store[str(i)])
         self.refresh_zero_point_bias()
@@ -180,11 +205,15 @@ class Int8Dense(LoraDense):
             return None
         import tensorflow as tf
 
-        if not (self.compute_dtype in ("float32", "bfloat16") and self.variable_dtype == "float32"
-                and _default_activation_quantizer(self.inputs_quantizer)
-                and getattr(self, "zero_point_bias", None) is not None
-                and getattr(inputs, "shape", None) is not None and inputs.shape.rank is not None
-                and not _in_xla(tf)):
+        if not (
+            self.compute_dtype in ("float32", "bfloat16")
+            and self.variable_dtype == "float32"
+            and _default_activation_quantizer(self.inputs_quantizer)
+            and getattr(self, "zero_point_bias", None) is not None
+            and getattr(inputs, "shape", None) is not None
+            and inputs.shape.rank is not None
+            and not _in_xla(tf)
+        ):
             return None
         return "onednn" if onednn_int8_here() else "float32"
 
@@ -196,9 +225,18 @@ def _onednn_product(q, kernel, shift):
     import tensorflow as tf
 
     return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=tf.bitcast(tf.cast(q + 128.0, tf.uint8), tf.quint8), b=tf.bitcast(kernel, tf.qint8), bias=shift,
-        min_a=0.0, max_a=255.0, min_b=-127.0, max_b=127.0, min_freezed_output=0.0, max_freezed_output=1.0,
-        Toutput=tf.float32, input_quant_mode="SCALED")
+        a=tf.bitcast(tf.cast(q + 128.0, tf.uint8), tf.quint8),
+        b=tf.bitcast(kernel, tf.qint8),
+        bias=shift,
+        min_a=0.0,
+        max_a=255.0,
+        min_b=-127.0,
+        max_b=127.0,
+        min_freezed_output=0.0,
+        max_freezed_output=1.0,
+        Toutput=tf.float32,
+        input_quant_mode="SCALED",
+    )
 
 
 # The check's product: 8 rows of 64 values at the top of the range, against a kernel of 127s.
@@ -218,8 +256,9 @@ def onednn_int8_exact():
 
     with tf.init_scope():  # eager, even when asked while a graph is traced
         kernel = tf.fill([_PROBE_WIDTH, 1], tf.constant(127, tf.int8))
-        out = _onednn_product(tf.fill([_PROBE_ROWS, _PROBE_WIDTH], 127.0), kernel,
-                              tf.constant([-128.0 * 127 * _PROBE_WIDTH]))
+        out = _onednn_product(
+            tf.fill([_PROBE_ROWS, _PROBE_WIDTH], 127.0), kernel, tf.constant([-128.0 * 127 * _PROBE_WIDTH])
+        )
         return out.shape.num_elements() == _PROBE_ROWS and bool(tf.reduce_all(out == _PROBE_WIDTH * 127 * 127))
 
 
@@ -260,8 +299,10 @@ def dense_kernel(layer):
     if layer.quantization_mode != "int8":
         from keras_bert_zoo.errors import UsageError
 
-        raise UsageError(f"layer {layer.name!r} is quantized as {layer.quantization_mode!r}; presets hold "
-                         'float weights of int8 models only: quantize with mode="int8" or save with model.save().')
+        raise UsageError(
+            f"layer {layer.name!r} is quantized as {layer.quantization_mode!r}; presets hold "
+            'float weights of int8 models only: quantize with mode="int8" or save with model.save().'
+        )
     return ops.divide(ops.cast(layer.kernel, "float32"), ops.cast(layer.kernel_scale, "float32"))
 
 
@@ -274,12 +315,16 @@ def embedding_matrix(layer):
     if mode is None:
         return layer.embeddings
     if mode in ("int8", "int4") and len(layer.embeddings_scale.shape) == 1:
-        return ops.divide(ops.cast(layer.embeddings, layer.compute_dtype),
-                          ops.expand_dims(ops.cast(layer.embeddings_scale, layer.compute_dtype), -1))
+        return ops.divide(
+            ops.cast(layer.embeddings, layer.compute_dtype),
+            ops.expand_dims(ops.cast(layer.embeddings_scale, layer.compute_dtype), -1),
+        )
     from keras_bert_zoo.errors import UsageError
 
-    raise UsageError(f"embedding {layer.name!r} is quantized as {mode!r}, which BERT's tied decoder cannot read; "
-                     'quantize with mode="int8".')
+    raise UsageError(
+        f"embedding {layer.name!r} is quantized as {mode!r}, which BERT's tied decoder cannot read; "
+        'quantize with mode="int8".'
+    )
 
 
 # The layer classes `quantize` acts on (the others, LayerNorm, Dropout, ..., have no quantized form).
@@ -291,6 +336,7 @@ def quantizable_filter(filters=None):
     (a regex on the layer name, a list of them, or a callable) and passes only the layers
     with a quantized form that are not quantized yet, so `quantize` does not warn once per
     LayerNorm, Dropout and input layer (33 warnings for a 2-layer classifier)."""
+
     def wanted(layer):
         if not isinstance(layer, QUANTIZABLE) or layer.quantization_mode is not None:
             return False
@@ -360,9 +406,13 @@ def check_float_policy(dtype):
     kernels, and the task heads would inherit it. A model is quantized after it holds its
     weights, with `model.quantize("int8")`."""
     policy = keras.dtype_policies.get(dtype) if dtype is not None else None
-    mode = None if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else getattr(policy, "quantization_mode", None)
+    mode = (
+        None if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else getattr(policy, "quantization_mode", None)
+    )
     if mode:
         from keras_bert_zoo.errors import UsageError
 
-        raise UsageError(f"dtype={getattr(policy, 'name', dtype)!r} is a quantized policy; build the model in "
-                         f"float32 (or mixed precision), load its weights, then call model.quantize({mode!r}).")
+        raise UsageError(
+            f"dtype={getattr(policy, 'name', dtype)!r} is a quantized policy; build the model in "
+            f"float32 (or mixed precision), load its weights, then call model.quantize({mode!r})."
+        )

@@ -38,7 +38,9 @@ class LoraDense(keras.layers.Dense):
         return dense_kernel_variable(self)
 
     def _lora_state(self):
-        return [v for v in (dense_kernel_variable(self), self.bias, self.lora_kernel_a, self.lora_kernel_b) if v is not None]
+        return [
+            v for v in (dense_kernel_variable(self), self.bias, self.lora_kernel_a, self.lora_kernel_b) if v is not None
+        ]
 
     def save_own_variables(self, store):
         if not self.lora_enabled or self.quantization_mode:

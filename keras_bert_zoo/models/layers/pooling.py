@@ -45,8 +45,10 @@ class SentencePooling(keras.layers.Layer):
     def __init__(self, mode="mean", **kwargs):
         super().__init__(**kwargs)
         if mode not in POOLING_MODES:
-            raise UsageError(f"pooling mode {mode!r}; use one of {POOLING_MODES} ('pooled' is the "
-                             "backbone's tanh pooler, chosen on BertSentenceEmbedder).")
+            raise UsageError(
+                f"pooling mode {mode!r}; use one of {POOLING_MODES} ('pooled' is the "
+                "backbone's tanh pooler, chosen on BertSentenceEmbedder)."
+            )
         self.mode = mode
 
     def call(self, sequence_output, padding_mask):

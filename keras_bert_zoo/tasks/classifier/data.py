@@ -34,29 +34,54 @@ __all__ = ["DataLayout", "Examples", "read_examples", "make_dataset"]
 # GLUE layouts: text columns, label column, label names (None = regression), header.
 # Column names are the files' own headers; CoLA has no header, so it uses indices.
 _GLUE_TASKS = {
-    "cola": dict(text_columns=(3,), label_column=1, label_names=("0", "1"), header=False,
-                 display_names=("unacceptable", "acceptable")),
-    "sst2": dict(text_columns=("sentence",), label_column="label", label_names=("0", "1"),
-                 display_names=("negative", "positive")),
-    "mrpc": dict(text_columns=("#1 String", "#2 String"), label_column="Quality", label_names=("0", "1"),
-                 display_names=("not_equivalent", "equivalent")),
-    "qqp": dict(text_columns=("question1", "question2"), label_column="is_duplicate", label_names=("0", "1"),
-                display_names=("not_duplicate", "duplicate")),
+    "cola": dict(
+        text_columns=(3,),
+        label_column=1,
+        label_names=("0", "1"),
+        header=False,
+        display_names=("unacceptable", "acceptable"),
+    ),
+    "sst2": dict(
+        text_columns=("sentence",), label_column="label", label_names=("0", "1"), display_names=("negative", "positive")
+    ),
+    "mrpc": dict(
+        text_columns=("#1 String", "#2 String"),
+        label_column="Quality",
+        label_names=("0", "1"),
+        display_names=("not_equivalent", "equivalent"),
+    ),
+    "qqp": dict(
+        text_columns=("question1", "question2"),
+        label_column="is_duplicate",
+        label_names=("0", "1"),
+        display_names=("not_duplicate", "duplicate"),
+    ),
     # The original STS Benchmark release (sts-train.csv, sts-dev.csv): tab-separated despite
     # the name, no header, fields genre file year id score sentence1 sentence2 (+2 on some
     # 2016 rows), unbalanced quotes (quoting off). GLUE's STS-B TSV (with a header) is stsb_glue.
-    "stsb": dict(text_columns=(5, 6), label_column=4, label_names=None, problem_type="regression",
-                 header=False, delimiter="\t"),
-    "stsb_glue": dict(text_columns=("sentence1", "sentence2"), label_column="score", label_names=None,
-                      problem_type="regression"),
-    "mnli": dict(text_columns=("sentence1", "sentence2"), label_column="gold_label",
-                 label_names=("contradiction", "entailment", "neutral")),
-    "qnli": dict(text_columns=("question", "sentence"), label_column="label",
-                 label_names=("entailment", "not_entailment")),
-    "rte": dict(text_columns=("sentence1", "sentence2"), label_column="label",
-                label_names=("entailment", "not_entailment")),
-    "wnli": dict(text_columns=("sentence1", "sentence2"), label_column="label", label_names=("0", "1"),
-                 display_names=("not_entailment", "entailment")),
+    "stsb": dict(
+        text_columns=(5, 6), label_column=4, label_names=None, problem_type="regression", header=False, delimiter="\t"
+    ),
+    "stsb_glue": dict(
+        text_columns=("sentence1", "sentence2"), label_column="score", label_names=None, problem_type="regression"
+    ),
+    "mnli": dict(
+        text_columns=("sentence1", "sentence2"),
+        label_column="gold_label",
+        label_names=("contradiction", "entailment", "neutral"),
+    ),
+    "qnli": dict(
+        text_columns=("question", "sentence"), label_column="label", label_names=("entailment", "not_entailment")
+    ),
+    "rte": dict(
+        text_columns=("sentence1", "sentence2"), label_column="label", label_names=("entailment", "not_entailment")
+    ),
+    "wnli": dict(
+        text_columns=("sentence1", "sentence2"),
+        label_column="label",
+        label_names=("0", "1"),
+        display_names=("not_entailment", "entailment"),
+    ),
 }
 _GLUE_TASKS["sst-2"] = _GLUE_TASKS["sst2"]
 _GLUE_TASKS["sts-b"] = _GLUE_TASKS["stsb"]
@@ -114,9 +139,11 @@ class DataLayout:
         return cls(task=key.replace("-", ""), **_GLUE_TASKS[key])
 
     def to_dict(self):
-        return dataclasses.asdict(self) | {"text_columns": list(self.text_columns),
-                                            "label_names": list(self.label_names) if self.label_names else None,
-                                            "display_names": list(self.display_names) if self.display_names else None}
+        return dataclasses.asdict(self) | {
+            "text_columns": list(self.text_columns),
+            "label_names": list(self.label_names) if self.label_names else None,
+            "display_names": list(self.display_names) if self.display_names else None,
+        }
 
     @classmethod
     def from_dict(cls, d):
@@ -162,7 +189,9 @@ def _read_rows(path, layout):
                 try:
                     rows.append((i, json.loads(line)))
                 except ValueError as e:
-                    raise InvalidInputError(f"{path}:{i}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+                    raise InvalidInputError(
+                        f"{path}:{i}: not a JSON object ({e}); JSON Lines needs one object per line."
+                    ) from None
             return rows, None
         csv.field_size_limit(sys.maxsize)
         # GLUE TSVs are not quoted (MRPC sentences contain bare `"`): QUOTE_NONE as GLUE's own reader.
@@ -179,22 +208,27 @@ def _read_rows(path, layout):
             if len(row) > len(header):
                 raise InvalidInputError(
                     f"{path}:{n}: {len(row)} columns, the header has {len(header)}"
-                    f"{' (a tab inside the text?)' if kind == 'tsv' else ''}; fix the line or the header.")
+                    f"{' (a tab inside the text?)' if kind == 'tsv' else ''}; fix the line or the header."
+                )
         return lines[1:], header
     return lines, None
 
 
 # Read by `finetune` (whose flags choose the columns) and by `evaluate`/`predict` (which read
 # the columns saved with the model and have no such flags): the fix names the verb with its flags.
-_COLUMN_FIX = ("Give a file with the model's columns, or choose them when fine-tuning (`bert-zoo finetune classify "
-              "--text-column/--label-column` or --task).")
+_COLUMN_FIX = (
+    "Give a file with the model's columns, or choose them when fine-tuning (`bert-zoo finetune classify "
+    "--text-column/--label-column` or --task)."
+)
 
 
 def _column_index(column, header, path):
     if isinstance(column, int) or (isinstance(column, str) and column.isdigit() and header is None):
         return int(column)
     if header is None:
-        raise InvalidInputError(f"{path}: column {column!r} is a name but the file has no header; give a 0-based index.")
+        raise InvalidInputError(
+            f"{path}: column {column!r} is a name but the file has no header; give a 0-based index."
+        )
     if column not in header:
         raise InvalidInputError(f"{path}: no column {column!r}; the header has {header}. {_COLUMN_FIX}")
     return header.index(column)
@@ -206,7 +240,9 @@ def _parse_labels(raw, layout, label_names, path, line_numbers):
             return np.asarray([float(v) for v in raw], dtype=np.float32), None
         except ValueError:
             bad = next(i for i, v in enumerate(raw) if not _is_float(v))
-            raise InvalidInputError(f"{path}:{line_numbers[bad]}: label {raw[bad]!r} is not a number (regression).") from None
+            raise InvalidInputError(
+                f"{path}:{line_numbers[bad]}: label {raw[bad]!r} is not a number (regression)."
+            ) from None
     if layout.problem_type == "multi_label":
         raw = [_split_multi(v) for v in raw]
         seen = sorted({n for names in raw for n in names})
@@ -282,8 +318,9 @@ def read_examples(path, layout, label_names=None, max_examples=None):
     if _file_kind(path) == "jsonl" and not layout.delimiter:
         missing = [c for c in columns if c not in rows[0][1]]
         if missing:
-            raise InvalidInputError(f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. "
-                                    f"{_COLUMN_FIX}")
+            raise InvalidInputError(
+                f"{path}:{rows[0][0]}: no key {missing[0]!r}; the object has {sorted(rows[0][1])}. {_COLUMN_FIX}"
+            )
         values = []
         for n, obj in rows:
             try:
@@ -296,16 +333,21 @@ def read_examples(path, layout, label_names=None, max_examples=None):
         values = []
         for n, row in rows:
             if len(row) < need:
-                raise InvalidInputError(f"{path}:{n}: {len(row)} columns, the layout needs at least {need} "
-                                 f"(text {list(layout.text_columns)}, label {layout.label_column!r}).")
+                raise InvalidInputError(
+                    f"{path}:{n}: {len(row)} columns, the layout needs at least {need} "
+                    f"(text {list(layout.text_columns)}, label {layout.label_column!r})."
+                )
             values.append([row[i] for i in idx])
     texts = tuple([str(v[i]) for v in values] for i in range(len(layout.text_columns)))
-    labels, names = _parse_labels([v[-1] for v in values], layout, label_names or layout.label_names, path, line_numbers)
+    labels, names = _parse_labels(
+        [v[-1] for v in values], layout, label_names or layout.label_names, path, line_numbers
+    )
     return Examples(texts=texts, labels=labels, label_names=names, path=path)
 
 
-def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto",
-                 boundaries=None, with_labels=True):
+def make_dataset(
+    examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto", boundaries=None, with_labels=True
+):
     """A batched `tf.data.Dataset` of `(features, labels)` for `model.fit/evaluate`.
 
     Args:
@@ -329,6 +371,13 @@ def make_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, b
     # measured with (docs/benchmarks.md; `jit_compile=True` compiles one program per width).
     texts = tuple(list(t) for t in examples.texts)
     sequence_length = int(getattr(preprocessor, "sequence_length", 512))
-    return batch_raw(preprocessor, texts if len(texts) == 2 else texts[0], examples.labels if with_labels else None,
-                     batch_size=batch_size, training=shuffle, seed=seed, batching=batching,
-                     boundaries=boundaries or bucketing.default_boundaries(sequence_length))
+    return batch_raw(
+        preprocessor,
+        texts if len(texts) == 2 else texts[0],
+        examples.labels if with_labels else None,
+        batch_size=batch_size,
+        training=shuffle,
+        seed=seed,
+        batching=batching,
+        boundaries=boundaries or bucketing.default_boundaries(sequence_length),
+    )

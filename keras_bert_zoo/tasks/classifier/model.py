@@ -110,11 +110,8 @@ class BertClassifier(Task):
         inputs = backbone.input
         pooled = backbone(inputs)["pooled_output"]
         # Logits stay float32 under mixed precision: softmax/losses are computed in float32.
-        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
-            classifier(head_dropout(pooled))
-        )
-        super().__init__(inputs=inputs, outputs=logits, backbone=backbone,
-                         preprocessor=preprocessor, **kwargs)
+        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(classifier(head_dropout(pooled)))
+        super().__init__(inputs=inputs, outputs=logits, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.head_dropout = head_dropout
         self.classifier = classifier
 
@@ -151,15 +148,20 @@ class BertClassifier(Task):
         # run_classifier.py creates `output_weights` [num_labels, hidden] (transposed) and
         # `output_bias` at the top level, outside any variable scope, hence no prefix.
         kernel, bias = head_dense_specs("classifier", self.classifier, google_transposed=True)
-        return [dataclasses.replace(kernel, google_name="output_weights"),
-                dataclasses.replace(bias, google_name="output_bias")]
+        return [
+            dataclasses.replace(kernel, google_name="output_weights"),
+            dataclasses.replace(bias, google_name="output_bias"),
+        ]
 
     def hf_config_extras(self):
         """HF's `id2label`/`label2id`/`problem_type`, so
         `transformers.BertForSequenceClassification.from_pretrained(path)` loads the preset."""
         names = self.label_names or [f"LABEL_{i}" for i in range(self.num_classes)]
-        problem_type = {"single_label": "single_label_classification", "multi_label": "multi_label_classification",
-                        "regression": "regression"}[self.problem_type]
+        problem_type = {
+            "single_label": "single_label_classification",
+            "multi_label": "multi_label_classification",
+            "regression": "regression",
+        }[self.problem_type]
         return {**label_table(names), "problem_type": problem_type, "classifier_dropout": self.dropout}
 
     @classmethod
@@ -203,8 +205,12 @@ class BertClassifier(Task):
                     kwargs.setdefault("label_names", names)
         if not kwargs.get("num_classes") and "label_names" in kwargs and kwargs["label_names"]:
             kwargs["num_classes"] = len(kwargs["label_names"])
-        if ("num_classes" not in kwargs and not ours and not loading.is_preset_name(name_or_path)
-                and os.path.isdir(os.fspath(name_or_path))):
+        if (
+            "num_classes" not in kwargs
+            and not ours
+            and not loading.is_preset_name(name_or_path)
+            and os.path.isdir(os.fspath(name_or_path))
+        ):
             # No label table: the head tensor says how many classes it has
             # (HF `classifier.bias`, Google run_classifier.py `output_bias`).
             checkpoint = loading.open_checkpoint(name_or_path)
@@ -213,8 +219,7 @@ class BertClassifier(Task):
                 if name in stored:
                     kwargs["num_classes"] = int(checkpoint.tensor_shape(name)[0])
                     break
-        return super().from_preset(name_or_path, load_weights=load_weights,
-                                   preprocessor=preprocessor, **kwargs)
+        return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
 
     # --- training defaults ------------------------------------------------------------
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):

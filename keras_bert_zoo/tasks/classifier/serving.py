@@ -41,5 +41,8 @@ class ClassifierServing(TaskServing):
         return {"label_ids": ids, "probabilities": probs, "labels": tf.gather(self.label_names, ids)}
 
     def info(self):
-        return {"problem_type": self.model.problem_type, "num_classes": self.model.num_classes,
-                "label_names": [n.decode() for n in self.label_names.numpy().tolist()]}
+        return {
+            "problem_type": self.model.problem_type,
+            "num_classes": self.model.num_classes,
+            "label_names": [n.decode() for n in self.label_names.numpy().tolist()],
+        }

@@ -69,14 +69,17 @@ def read_sts(path, max_examples=None):
         if not line.strip():
             continue
         if len(fields) <= max(columns):
-            raise InvalidInputError(f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
-                             f"{len(_ORIGINAL_FIELDS)} ({' '.join(_ORIGINAL_FIELDS)}) or a GLUE header.")
+            raise InvalidInputError(
+                f"{path}:{number}: {len(fields)} tab-separated fields; an STS-B row has "
+                f"{len(_ORIGINAL_FIELDS)} ({' '.join(_ORIGINAL_FIELDS)}) or a GLUE header."
+            )
         score, a, b = (fields[i] for i in columns)
         try:
             scores.append(float(score))
         except ValueError:
-            raise InvalidInputError(f"{path}:{number}: score {score!r} is not a number (field "
-                             f"{columns[0] + 1}).") from None
+            raise InvalidInputError(
+                f"{path}:{number}: score {score!r} is not a number (field {columns[0] + 1})."
+            ) from None
         s1.append(a)
         s2.append(b)
         if max_examples and len(scores) >= max_examples:

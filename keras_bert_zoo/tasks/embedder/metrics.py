@@ -18,7 +18,9 @@ def cosine_similarity(a, b):
     """
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape or a.ndim != 2:
-        raise InvalidInputError(f"cosine_similarity takes two [n, d] arrays of the same shape, got {a.shape} and {b.shape}.")
+        raise InvalidInputError(
+            f"cosine_similarity takes two [n, d] arrays of the same shape, got {a.shape} and {b.shape}."
+        )
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return np.where(norms > 0, np.sum(a * b, axis=1) / np.maximum(norms, 1e-300), 0.0)
 

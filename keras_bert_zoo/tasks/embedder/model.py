@@ -10,15 +10,18 @@ from keras import ops
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
-from keras_bert_zoo.preprocessing.unpacking import packed_lengths, unpack_sequences
 from keras_bert_zoo.models.task import Task
+from keras_bert_zoo.preprocessing.unpacking import packed_lengths, unpack_sequences
 
 __all__ = ["BertSentenceEmbedder", "sentence_transformers_settings"]
 
 _EMBEDDER_POOLINGS = POOLING_MODES + ("pooled",)
 # sentence-transformers' `1_Pooling/config.json` flags -> our pooling names.
-_ST_POOLING_FLAGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls",
-                     "pooling_mode_max_tokens": "max"}
+_ST_POOLING_FLAGS = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
@@ -124,8 +127,10 @@ class BertSentenceEmbedder(Task):
                 (several sentences per row, each pooled over its own tokens; one replica).
         """
         if self.preprocessor is None:
-            raise UsageError("encode needs a preprocessor: load the embedder with from_preset on a directory "
-                             "with vocab.txt, or pass preprocessor=BertPreprocessor.from_preset(DIR).")
+            raise UsageError(
+                "encode needs a preprocessor: load the embedder with from_preset on a directory "
+                "with vocab.txt, or pass preprocessor=BertPreprocessor.from_preset(DIR)."
+            )
         if batching not in ("auto", "packed"):
             raise UsageError(f"batching={batching!r}; encode takes 'auto' (sorted by length) or 'packed'.")
         if isinstance(texts, (str, bytes)):
@@ -137,8 +142,8 @@ class BertSentenceEmbedder(Task):
         out = np.zeros((len(texts), self.output_shape[-1]), "float32")
         chunk = max(int(batch_size), 1) * 64
         for start in range(0, len(texts), chunk):
-            part = texts[start:start + chunk]
-            out[start:start + len(part)] = self.predict(part, batch_size=batch_size, batching=batching, verbose=0)
+            part = texts[start : start + chunk]
+            out[start : start + len(part)] = self.predict(part, batch_size=batch_size, batching=batching, verbose=0)
             if progress is not None:
                 progress(start + len(part), len(texts))
         if normalize or (normalize is None and self.normalize):
@@ -182,8 +187,9 @@ class BertSentenceEmbedder(Task):
             from keras_bert_zoo.preprocessing.preprocessor import BertPreprocessor
 
             has_vocab = os.path.isfile(os.path.join(os.fspath(name_or_path), "vocab.txt"))
-            preprocessor = BertPreprocessor.from_preset(name_or_path, sequence_length=int(sequence_length)) \
-                if has_vocab else None
+            preprocessor = (
+                BertPreprocessor.from_preset(name_or_path, sequence_length=int(sequence_length)) if has_vocab else None
+            )
         return super().from_preset(name_or_path, load_weights=load_weights, preprocessor=preprocessor, **kwargs)
 
 
@@ -200,7 +206,7 @@ def sentence_transformers_settings(path):
     settings = {}
     modules = read_json(modules_path, "modules.json", fix, expect=list)
     if not all(isinstance(m, dict) for m in modules):
-        raise InvalidInputError(f"{modules_path}: each entry must be a JSON object ({{\"type\": ...}}); {fix}.")
+        raise InvalidInputError(f'{modules_path}: each entry must be a JSON object ({{"type": ...}}); {fix}.')
     settings["normalize"] = any(str(m.get("type", "")).endswith("Normalize") for m in modules)
     for module in modules:
         if not str(module.get("type", "")).endswith("Pooling"):
@@ -213,8 +219,11 @@ def sentence_transformers_settings(path):
             if len(modes) == 1 and not other:
                 settings["pooling"] = modes[0]
             else:
-                print(f"{config_path}: pooling {modes + other} is not one of {_EMBEDDER_POOLINGS}; "
-                      "using pooling='mean' unless you pass pooling=", file=sys.stderr)
+                print(
+                    f"{config_path}: pooling {modes + other} is not one of {_EMBEDDER_POOLINGS}; "
+                    "using pooling='mean' unless you pass pooling=",
+                    file=sys.stderr,
+                )
     bert_config = os.path.join(path, "sentence_bert_config.json")
     if os.path.isfile(bert_config):
         length = read_json(bert_config, "sentence_bert_config.json", fix).get("max_seq_length")

@@ -18,5 +18,8 @@ class EmbedderServing(TaskServing):
         return {"embeddings": tf.cast(embeddings, tf.float32)}
 
     def info(self):
-        return {"pooling": self.model.pooling, "normalize": self.model.normalize,
-                "embedding_dim": int(self.model.output_shape[-1])}
+        return {
+            "pooling": self.model.pooling,
+            "normalize": self.model.normalize,
+            "embedding_dim": int(self.model.output_shape[-1]),
+        }

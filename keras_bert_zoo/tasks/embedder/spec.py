@@ -51,16 +51,17 @@ def similarity_scores(embedder, path, batch_size=64, max_examples=None):
     similarity_scores(embedder, "../shared/data/stsb/sts-dev.csv")   # {"spearman": ..., ...}
     ```
     """
-    from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations
     from keras_bert_zoo.tasks.embedder.data import read_sts
+    from keras_bert_zoo.tasks.embedder.metrics import similarity_correlations
 
     pairs = read_sts(path, max_examples=max_examples)
     # Each distinct sentence once (STS-B dev: 3000 sentences, 2,9xx distinct).
     unique = sorted(set(pairs.sentences1) | set(pairs.sentences2))
     index = {s: i for i, s in enumerate(unique)}
     vectors = embedder.encode(unique, batch_size=batch_size)
-    metrics = similarity_correlations(vectors[[index[s] for s in pairs.sentences1]],
-                                      vectors[[index[s] for s in pairs.sentences2]], pairs.scores)
+    metrics = similarity_correlations(
+        vectors[[index[s] for s in pairs.sentences1]], vectors[[index[s] for s in pairs.sentences2]], pairs.scores
+    )
     metrics["examples"] = len(pairs)
     return metrics
 

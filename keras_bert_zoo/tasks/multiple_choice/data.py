@@ -63,8 +63,10 @@ class ChoiceExamples:
             raise InvalidInputError(f"{where}: no questions; give at least one context with its choices.")
         for i, row in enumerate(self.choices):
             if len(row) != self.num_choices:
-                raise InvalidInputError(f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "
-                                 "every question needs the same number of choices.")
+                raise InvalidInputError(
+                    f"{where}: question {i} has {len(row)} choices, the first has {self.num_choices}; "
+                    "every question needs the same number of choices."
+                )
         if self.num_choices < 2:
             raise InvalidInputError(f"{where}: a question needs at least 2 choices, got {self.num_choices}.")
         if self.labels is not None:
@@ -72,8 +74,10 @@ class ChoiceExamples:
                 raise InvalidInputError(f"{where}: {len(self.labels)} labels for {len(self.contexts)} questions.")
             bad = np.flatnonzero((self.labels < 0) | (self.labels >= self.num_choices))
             if bad.size:
-                raise InvalidInputError(f"{where}: question {bad[0]} has label {self.labels[bad[0]]}; labels are choice "
-                                 f"indices 0..{self.num_choices - 1}.")
+                raise InvalidInputError(
+                    f"{where}: question {bad[0]} has label {self.labels[bad[0]]}; labels are choice "
+                    f"indices 0..{self.num_choices - 1}."
+                )
         return self
 
 
@@ -83,14 +87,18 @@ def _read_swag(path, max_examples):
     endings = sorted((h for h in header if re.fullmatch(r"ending\d+", h)), key=lambda h: int(h[6:]))
     missing = [c for c in _SWAG_COLUMNS if c not in header] + ([] if endings else ["ending0"])
     if missing:
-        raise InvalidInputError(f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., "
-                                f"label (the header has {header}).")
+        raise InvalidInputError(
+            f"{path}:1: no column {missing[0]!r}; a SWAG CSV has sent1, sent2, ending0.., "
+            f"label (the header has {header})."
+        )
     labelled = "label" in header
     contexts, choices, labels = [], [], []
     for line, row in rows[1:]:
         if len(row) != len(header):
-            raise InvalidInputError(f"{path}:{line}: the row has {len(row)} fields, the header {len(header)}; "
-                                    "fix the row (a comma inside an unquoted field?).")
+            raise InvalidInputError(
+                f"{path}:{line}: the row has {len(row)} fields, the header {len(header)}; "
+                "fix the row (a comma inside an unquoted field?)."
+            )
         values = dict(zip(header, row))
         # HF run_swag.py: first = sent1; second = f"{sent2} {ending_i}".
         contexts.append(values["sent1"])
@@ -119,28 +127,34 @@ def _read_jsonl(path, max_examples):
         try:
             obj = json.loads(text)
         except ValueError as e:
-            raise InvalidInputError(f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line.") from None
+            raise InvalidInputError(
+                f"{path}:{line}: not a JSON object ({e}); JSON Lines needs one object per line."
+            ) from None
         if not isinstance(obj, dict) or "context" not in obj or "choices" not in obj:
-            raise InvalidInputError(f"{path}:{line}: needs an object with \"context\", \"choices\" (and \"label\" for "
-                             "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60]))
+            raise InvalidInputError(
+                f'{path}:{line}: needs an object with "context", "choices" (and "label" for '
+                "training), got " + (f"keys {sorted(obj)}" if isinstance(obj, dict) else repr(obj)[:60])
+            )
         row = obj["choices"]
         if not isinstance(row, list) or len(row) < 2 or not all(isinstance(c, str) for c in row):
-            raise InvalidInputError(f"{path}:{line}: \"choices\" must be a list of at least 2 strings.")
+            raise InvalidInputError(f'{path}:{line}: "choices" must be a list of at least 2 strings.')
         if choices and len(row) != len(choices[0]):
-            raise InvalidInputError(f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
-                             "question of a file needs the same number of choices.")
+            raise InvalidInputError(
+                f"{path}:{line}: {len(row)} choices, earlier lines have {len(choices[0])}; every "
+                "question of a file needs the same number of choices."
+            )
         if not isinstance(obj["context"], str):
-            raise InvalidInputError(f"{path}:{line}: \"context\" must be a string.")
+            raise InvalidInputError(f'{path}:{line}: "context" must be a string.')
         if "label" in obj:
             labels.append(_label(obj["label"], len(row), path, line))
         elif labels:
-            raise InvalidInputError(f"{path}:{line}: no \"label\", earlier lines have one.")
+            raise InvalidInputError(f'{path}:{line}: no "label", earlier lines have one.')
         contexts.append(obj["context"])
         choices.append(row)
         if max_examples and len(contexts) >= max_examples:
             break
     if labels and len(labels) != len(contexts):
-        raise InvalidInputError(f"{path}: the first lines have no \"label\" but later ones do; label every line.")
+        raise InvalidInputError(f'{path}: the first lines have no "label" but later ones do; label every line.')
     return contexts, choices, (labels or None)
 
 
@@ -163,18 +177,23 @@ def read_choices(path, max_examples=None, require_labels=True):
     elif ext in (".jsonl", ".json", ".ndjson"):
         contexts, choices, labels = _read_jsonl(path, max_examples)
     else:
-        raise InvalidInputError(f"{path}: unknown multiple-choice format {ext!r}; use a SWAG .csv or a .jsonl file with "
-                         "context, choices and label.")
+        raise InvalidInputError(
+            f"{path}: unknown multiple-choice format {ext!r}; use a SWAG .csv or a .jsonl file with "
+            "context, choices and label."
+        )
     if not contexts:
         raise InvalidInputError(f"{path} has no questions (empty file or header only).")
     if labels is None and require_labels:
-        raise InvalidInputError(f"{path} has no labels (SWAG: a \"label\" column; JSONL: a \"label\" key); training and "
-                         "evaluation need the right choice's index.")
+        raise InvalidInputError(
+            f'{path} has no labels (SWAG: a "label" column; JSONL: a "label" key); training and '
+            "evaluation need the right choice's index."
+        )
     return ChoiceExamples(contexts=contexts, choices=choices, labels=labels, path=path).check()
 
 
-def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto",
-                        boundaries=None, with_labels=True):
+def make_choice_dataset(
+    examples, preprocessor, batch_size=32, shuffle=False, seed=0, batching="auto", boundaries=None, with_labels=True
+):
     """A batched `tf.data.Dataset` of `(features, labels)`, features `[batch, num_choices, width]`.
 
     Tokenization runs once (TF ops, big batches) and the int features are cached.
@@ -199,6 +218,13 @@ def make_choice_dataset(examples, preprocessor, batch_size=32, shuffle=False, se
     labels = examples.labels if with_labels and examples.labels is not None else None
     if with_labels and labels is None:
         labels = np.zeros(len(examples), np.int32)
-    return batch_raw(preprocessor, (list(examples.contexts), [list(c) for c in examples.choices]), labels,
-                     batch_size=batch_size, training=shuffle, seed=seed, batching=batching,
-                     boundaries=boundaries or bucketing.default_boundaries(int(preprocessor.sequence_length)))
+    return batch_raw(
+        preprocessor,
+        (list(examples.contexts), [list(c) for c in examples.choices]),
+        labels,
+        batch_size=batch_size,
+        training=shuffle,
+        seed=seed,
+        batching=batching,
+        boundaries=boundaries or bucketing.default_boundaries(int(preprocessor.sequence_length)),
+    )

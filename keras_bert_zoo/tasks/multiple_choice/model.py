@@ -92,8 +92,9 @@ class BertMultipleChoice(Task):
         flatten = _FlattenChoices(name="flatten_choices")
         head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
         # Named like the checkpoint tensor (`classifier.weight`), so loading is a table lookup.
-        classifier = keras.layers.Dense(1, kernel_initializer=bert_initializer(backbone.initializer_range),
-                                        dtype=dtype, name="classifier")
+        classifier = keras.layers.Dense(
+            1, kernel_initializer=bert_initializer(backbone.initializer_range), dtype=dtype, name="classifier"
+        )
         unflatten = _ChoiceScores(name="choice_scores")
 
         # === Functional Model ===
@@ -102,7 +103,8 @@ class BertMultipleChoice(Task):
         scores = classifier(head_dropout(pooled))
         # Logits stay float32 under mixed precision: the softmax and the loss run in float32.
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
-            unflatten(scores, inputs["token_ids"]))
+            unflatten(scores, inputs["token_ids"])
+        )
         super().__init__(inputs=inputs, outputs=logits, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.head_dropout = head_dropout
         self.classifier = classifier
@@ -169,11 +171,15 @@ class BertMultipleChoice(Task):
         import numpy as np
 
         if self.preprocessor is None:
-            raise UsageError("predict_choices needs a MultipleChoicePreprocessor: load the model from a directory "
-                             "with vocab.txt, or pass preprocessor=MultipleChoicePreprocessor.from_preset(DIR).")
+            raise UsageError(
+                "predict_choices needs a MultipleChoicePreprocessor: load the model from a directory "
+                "with vocab.txt, or pass preprocessor=MultipleChoicePreprocessor.from_preset(DIR)."
+            )
         kwargs.setdefault("verbose", 0)
-        logits = np.asarray(self.predict((list(contexts), [list(c) for c in choices]), batch_size=batch_size,
-                                         **kwargs), dtype=np.float64)
+        logits = np.asarray(
+            self.predict((list(contexts), [list(c) for c in choices]), batch_size=batch_size, **kwargs),
+            dtype=np.float64,
+        )
         e = np.exp(logits - logits.max(-1, keepdims=True))
         probs = e / e.sum(-1, keepdims=True)
         return probs, probs.argmax(-1)

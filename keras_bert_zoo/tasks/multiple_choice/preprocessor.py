@@ -50,26 +50,36 @@ class MultipleChoicePreprocessor(BertPreprocessor):
         from keras_bert_zoo.tasks.multiple_choice.data import ChoiceExamples
 
         if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise UsageError("BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
-                             "list of equally long lists of choices.")
-        ChoiceExamples(contexts=list(x[0]), choices=[list(row) for row in x[1]],
-                       labels=None if y is None else np.asarray(y)).check()
+            raise UsageError(
+                "BertMultipleChoice takes raw inputs as (contexts, choices): a list of strings and a "
+                "list of equally long lists of choices."
+            )
+        ChoiceExamples(
+            contexts=list(x[0]), choices=[list(row) for row in x[1]], labels=None if y is None else np.asarray(y)
+        ).check()
 
     def features(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
-            raise UsageError("MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
-                             "batch of equally long lists of choices.")
+            raise UsageError(
+                "MultipleChoicePreprocessor takes (contexts, choices): a batch of strings and a "
+                "batch of equally long lists of choices."
+            )
         contexts = to_string_tensor(x[0], name="contexts")
         choices = x[1]
         if isinstance(choices, tf.RaggedTensor):
-            raise InvalidInputError("every question must have the same number of choices (got a ragged batch); "
-                             "group questions by their number of choices.")
+            raise InvalidInputError(
+                "every question must have the same number of choices (got a ragged batch); "
+                "group questions by their number of choices."
+            )
         if not isinstance(choices, tf.Tensor):
             choices = np.asarray(choices, dtype=object)
             if choices.dtype == object and choices.ndim < 1 + (contexts.shape.rank or 0):
                 raise InvalidInputError("every question must have the same number of choices.")
-            choices = tf.constant(choices.astype(object), dtype=tf.string) if choices.size else tf.zeros(
-                list(choices.shape), tf.string)
+            choices = (
+                tf.constant(choices.astype(object), dtype=tf.string)
+                if choices.size
+                else tf.zeros(list(choices.shape), tf.string)
+            )
         if choices.dtype != tf.string:
             raise ArgumentTypeError(f"choices must be strings, got {choices.dtype.name}.")
         unbatched = contexts.shape.rank == 0
@@ -78,8 +88,9 @@ class MultipleChoicePreprocessor(BertPreprocessor):
         if choices.shape.rank != 2:
             raise UsageError(f"choices must be [batch, num_choices] strings, got shape {choices.shape}.")
         shape = tf.shape(choices)
-        tf.debugging.assert_equal(tf.size(contexts), shape[0],
-                                  message="contexts and choices must have the same batch size")
+        tf.debugging.assert_equal(
+            tf.size(contexts), shape[0], message="contexts and choices must have the same batch size"
+        )
         # One row per pair: the context repeated for each of its choices (HF's `[[context] * 4 ...]`).
         repeated = tf.repeat(contexts, shape[1])
         packed = super().features((repeated, tf.reshape(choices, [-1])))

@@ -23,8 +23,10 @@ class ChoiceServing(TaskServing):
     def text_inputs(self):
         import tensorflow as tf
 
-        return [tf.TensorSpec([None], tf.string, name="context"),
-                tf.TensorSpec([None, None], tf.string, name="choices")]
+        return [
+            tf.TensorSpec([None], tf.string, name="context"),
+            tf.TensorSpec([None, None], tf.string, name="choices"),
+        ]
 
     def tokenize_inputs(self):
         return self.text_inputs()

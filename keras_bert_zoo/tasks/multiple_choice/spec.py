@@ -36,8 +36,10 @@ class ChoiceTask(TaskSpec):
 
         examples = read_choices(path, max_examples=max_examples)
         if reference is not None and examples.num_choices != reference.num_choices:
-            raise InvalidInputError(f"{path} has {examples.num_choices} choices per question but the training file "
-                             f"{reference.num_choices}; use files with the same number of choices.")
+            raise InvalidInputError(
+                f"{path} has {examples.num_choices} choices per question but the training file "
+                f"{reference.num_choices}; use files with the same number of choices."
+            )
         return examples
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
@@ -52,8 +54,9 @@ class ChoiceTask(TaskSpec):
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.tasks.multiple_choice.data import make_choice_dataset
 
-        return make_choice_dataset(examples, preprocessor, batch_size, shuffle=training, seed=seed,
-                                   batching=batching, with_labels=training)
+        return make_choice_dataset(
+            examples, preprocessor, batch_size, shuffle=training, seed=seed, batching=batching, with_labels=training
+        )
 
     def score(self, model, examples, dataset):
         import numpy as np
@@ -70,14 +73,22 @@ class ChoiceTask(TaskSpec):
         model = self.load_model(model_dir)
         parts = [read_choices(p) for p in data_paths]
         if len({p.num_choices for p in parts}) > 1:
-            raise InvalidInputError(f"{', '.join(data_paths)} have different numbers of choices per question; "
-                             "evaluate them one at a time.")
-        examples = ChoiceExamples(contexts=sum((p.contexts for p in parts), []),
-                                  choices=sum((p.choices for p in parts), []),
-                                  labels=np.concatenate([p.labels for p in parts]))
+            raise InvalidInputError(
+                f"{', '.join(data_paths)} have different numbers of choices per question; evaluate them one at a time."
+            )
+        examples = ChoiceExamples(
+            contexts=sum((p.contexts for p in parts), []),
+            choices=sum((p.choices for p in parts), []),
+            labels=np.concatenate([p.labels for p in parts]),
+        )
         metrics = self.score(model, examples, self.dataset(examples, model.preprocessor, batch_size, training=False))
-        metrics.update({"examples": len(examples), "num_choices": examples.num_choices,
-                        "random_baseline": 1.0 / examples.num_choices})
+        metrics.update(
+            {
+                "examples": len(examples),
+                "num_choices": examples.num_choices,
+                "random_baseline": 1.0 / examples.num_choices,
+            }
+        )
         return metrics
 
     def predict(self, model, texts):
@@ -90,9 +101,18 @@ class ChoiceTask(TaskSpec):
             probs, best = model.predict_choices([questions[i][0] for i in ids], [questions[i][1] for i in ids])
             for i, p, b in zip(ids, probs, best):
                 context, choices = questions[i]
-                rows.append((i, {"context": context, "choices": choices,
-                                 "probabilities": [round(float(v), 4) for v in p], "best_index": int(b),
-                                 "best_choice": choices[int(b)]}))
+                rows.append(
+                    (
+                        i,
+                        {
+                            "context": context,
+                            "choices": choices,
+                            "probabilities": [round(float(v), 4) for v in p],
+                            "best_index": int(b),
+                            "best_choice": choices[int(b)],
+                        },
+                    )
+                )
         return [row for _, row in sorted(rows, key=lambda r: r[0])]
 
     def format_prediction(self, row):
@@ -110,7 +130,7 @@ def parse_question(text):
         except ValueError as e:
             raise InvalidInputError(f"{text[:60]!r} looks like JSON but does not parse ({e}).") from None
         if not isinstance(obj.get("choices"), list) or "context" not in obj:
-            raise InvalidInputError(f"{text[:60]!r}: a JSON question needs \"context\" and a list \"choices\".")
+            raise InvalidInputError(f'{text[:60]!r}: a JSON question needs "context" and a list "choices".')
         context, choices = str(obj["context"]), [str(c) for c in obj["choices"]]
     else:
         for sep in _CHOICE_SEPARATORS:
@@ -120,8 +140,10 @@ def parse_question(text):
         else:
             context, choices = text, []
     if len(choices) < 2:
-        raise InvalidInputError(f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
-                         "choice 2' or {\"context\": ..., \"choices\": [...]}.")
+        raise InvalidInputError(
+            f"{text[:60]!r}: give a context and at least 2 choices, as 'context ||| choice 1 ||| "
+            'choice 2\' or {"context": ..., "choices": [...]}.'
+        )
     return context, choices
 
 

@@ -28,8 +28,17 @@ from keras_bert_zoo.training.optimizer import create_optimizer
 __all__ = ["continue_pretraining"]
 
 
-def continue_pretraining(pretrainer, texts, steps=400, head_steps=None, learning_rate=5e-5,
-                         head_learning_rate=1e-3, batch_size=32, seed=0, verbose="auto"):
+def continue_pretraining(
+    pretrainer,
+    texts,
+    steps=400,
+    head_steps=None,
+    learning_rate=5e-5,
+    head_learning_rate=1e-3,
+    batch_size=32,
+    seed=0,
+    verbose="auto",
+):
     """Continues masked-LM training of `pretrainer` on `texts`; returns a dict of figures.
 
     Args:
@@ -61,9 +70,11 @@ def continue_pretraining(pretrainer, texts, steps=400, head_steps=None, learning
     (1, 2)
     """
     if getattr(pretrainer, "preprocessor", None) is None or not hasattr(pretrainer.preprocessor, "tokenizer"):
-        raise UsageError("continue_pretraining needs a BertPretrainer with a BertPreprocessor: load it with "
-                         "BertPretrainer.from_preset(DIR) from a directory with vocab.txt, or pass "
-                         "preprocessor=BertPreprocessor.from_preset(DIR).")
+        raise UsageError(
+            "continue_pretraining needs a BertPretrainer with a BertPreprocessor: load it with "
+            "BertPretrainer.from_preset(DIR) from a directory with vocab.txt, or pass "
+            "preprocessor=BertPreprocessor.from_preset(DIR)."
+        )
     texts = [str(t) for t in texts if str(t).strip()]
     if not texts:
         raise InvalidInputError("continue_pretraining needs at least one non-empty text.")

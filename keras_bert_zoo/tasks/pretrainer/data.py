@@ -13,14 +13,23 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
-from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
-from keras_bert_zoo.tasks.pretrainer.pairs import generate_instances, pack_instance
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
+from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
+from keras_bert_zoo.tasks.pretrainer.pairs import generate_instances, pack_instance
 
-__all__ = ["default_max_predictions", "load_vocabulary", "WordPieceIds", "tokenize_documents", "make_masker",
-           "packed_instances", "split_documents", "pretraining_dataset", "masked_lm_dataset"]
+__all__ = [
+    "default_max_predictions",
+    "load_vocabulary",
+    "WordPieceIds",
+    "tokenize_documents",
+    "make_masker",
+    "packed_instances",
+    "split_documents",
+    "pretraining_dataset",
+    "masked_lm_dataset",
+]
 
 
 def default_max_predictions(sequence_length):
@@ -48,7 +57,7 @@ class WordPieceIds:
         ragged = self.tokenizer(tf.constant(sentences))
         values = ragged.flat_values.numpy()
         splits = ragged.row_splits.numpy()
-        return [values[splits[i]: splits[i + 1]].tolist() for i in range(len(sentences))]
+        return [values[splits[i] : splits[i + 1]].tolist() for i in range(len(sentences))]
 
 
 def tokenize_documents(documents, tokenize, chunk_documents=64):
@@ -60,7 +69,7 @@ def tokenize_documents(documents, tokenize, chunk_documents=64):
         ids = tokenize(sentences)
         out, k = [], 0
         for doc in chunk:
-            out.append(ids[k: k + len(doc)])
+            out.append(ids[k : k + len(doc)])
             k += len(doc)
         return out
 
@@ -88,9 +97,19 @@ def make_masker(vocabulary, max_predictions=20, whole_word_masking=False, max_ng
     )
 
 
-def packed_instances(paths, vocabulary, sequence_length=128, nsp="nsp", corpus_format="bert",
-                     short_seq_prob=0.1, buffer_size=1000, seed=12345, lowercase=True,
-                     document_filter=None, tokenize=None):
+def packed_instances(
+    paths,
+    vocabulary,
+    sequence_length=128,
+    nsp="nsp",
+    corpus_format="bert",
+    short_seq_prob=0.1,
+    buffer_size=1000,
+    seed=12345,
+    lowercase=True,
+    document_filter=None,
+    tokenize=None,
+):
     """Yields `(token_ids, segment_ids, padding_mask, label, instance)` for each instance.
 
     `document_filter(index) -> bool` keeps only some documents (e.g. held-out ones).
@@ -122,10 +141,24 @@ def _stack(rows):
     return tuple(np.asarray(column, np.int32) for column in zip(*rows))
 
 
-def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=20, batch_size=32,
-                        nsp="nsp", whole_word_masking=False, max_ngram=1, corpus_format="bert",
-                        short_seq_prob=0.1, buffer_size=1000, seed=12345, lowercase=True,
-                        repeat=False, drop_remainder=False, document_filter=None):
+def pretraining_dataset(
+    paths,
+    vocabulary,
+    sequence_length=128,
+    max_predictions=20,
+    batch_size=32,
+    nsp="nsp",
+    whole_word_masking=False,
+    max_ngram=1,
+    corpus_format="bert",
+    short_seq_prob=0.1,
+    buffer_size=1000,
+    seed=12345,
+    lowercase=True,
+    repeat=False,
+    drop_remainder=False,
+    document_filter=None,
+):
     """A `tf.data.Dataset` of `(x, y)` batches for `BertPretrainer.fit`.
 
     x: `token_ids`, `segment_ids`, `padding_mask` `[batch, sequence_length]`,
@@ -164,8 +197,17 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
         # the same stream of instances).
         block = []
         for *row, _ in packed_instances(
-            paths, vocabulary, sequence_length, nsp, corpus_format, short_seq_prob, buffer_size,
-            seed + int(pass_index), lowercase, document_filter, tokenize=tokenizers[0],
+            paths,
+            vocabulary,
+            sequence_length,
+            nsp,
+            corpus_format,
+            short_seq_prob,
+            buffer_size,
+            seed + int(pass_index),
+            lowercase,
+            document_filter,
+            tokenize=tokenizers[0],
         ):
             block.append(row)
             if len(block) == _CHUNK_INSTANCES:
@@ -191,8 +233,12 @@ def pretraining_dataset(paths, vocabulary, sequence_length=128, max_predictions=
         token_ids, segment_ids, padding_mask, labels = batch
         # A stateless seed per batch index: reproducible, and new masks each pass.
         masked = masker(token_ids, seed=tf.stack([tf.constant(seed, tf.int64), index]))
-        x = {"token_ids": masked["token_ids"], "segment_ids": segment_ids,
-             "padding_mask": padding_mask, "mask_positions": masked["mask_positions"]}
+        x = {
+            "token_ids": masked["token_ids"],
+            "segment_ids": segment_ids,
+            "padding_mask": padding_mask,
+            "mask_positions": masked["mask_positions"],
+        }
         y = {"mask_ids": masked["mask_ids"], "mask_weights": masked["mask_weights"]}
         if nsp != "none":
             y["next_sentence_labels"] = labels
@@ -235,12 +281,15 @@ def masked_lm_dataset(preprocessor, texts, batch_size=32, max_predictions=None, 
     tokenizer = preprocessor.tokenizer
     length = int(preprocessor.sequence_length)
     masker = MaskedLMMasker(
-        vocabulary_size=tokenizer.vocabulary_size(), mask_token_id=tokenizer.mask_token_id,
+        vocabulary_size=tokenizer.vocabulary_size(),
+        mask_token_id=tokenizer.mask_token_id,
         unselectable_token_ids=[tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id],
-        max_predictions=max_predictions or max(2, round(0.15 * length)), seed=seed,
+        max_predictions=max_predictions or max(2, round(0.15 * length)),
+        seed=seed,
     )
-    batches = batch_raw(preprocessor, list(texts), batch_size=batch_size, training=True, seed=seed,
-                        batching="by_length")
+    batches = batch_raw(
+        preprocessor, list(texts), batch_size=batch_size, training=True, seed=seed, batching="by_length"
+    )
 
     def mask(features):
         masked = masker(features["token_ids"])
@@ -248,8 +297,12 @@ def masked_lm_dataset(preprocessor, texts, batch_size=32, max_predictions=None, 
         # always empty, and each costs a [vocabulary] decoder row, so the batch keeps only those.
         width = tf.cast(tf.shape(features["token_ids"])[1], tf.float32)
         slots = tf.minimum(tf.shape(masked["mask_positions"])[1], tf.cast(tf.math.ceil(0.15 * width), tf.int32))
-        x = {"token_ids": masked["token_ids"], "segment_ids": features["segment_ids"],
-             "padding_mask": features["padding_mask"], "mask_positions": masked["mask_positions"][:, :slots]}
+        x = {
+            "token_ids": masked["token_ids"],
+            "segment_ids": features["segment_ids"],
+            "padding_mask": features["padding_mask"],
+            "mask_positions": masked["mask_positions"][:, :slots],
+        }
         return x, {"mask_ids": masked["mask_ids"][:, :slots], "mask_weights": masked["mask_weights"][:, :slots]}
 
     # The masker runs after `repeat()`, so every pass draws new masks (dynamic masking).

@@ -20,8 +20,8 @@ from keras_bert_zoo.errors import CheckpointError, InvalidInputError, UsageError
 from keras_bert_zoo.files import check_input_file, write_metrics
 from keras_bert_zoo.locking import locks_output
 from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions, split_documents
-from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
+from keras_bert_zoo.training.callbacks import PeriodicEvaluation, ScalarLogger, StepLog
 from keras_bert_zoo.training.loop import evaluate as evaluate_model
 
 __all__ = ["check_corpus", "learn_vocabulary_file", "pretrain"]
@@ -58,16 +58,20 @@ def check_corpus(paths, corpus_format, nsp, flag="--corpus"):
             return
     shown = ", ".join(paths)
     if not sentences:
-        raise InvalidInputError(f"{shown} has no text (empty, or blank lines only); give a corpus with one "
-                                "sentence per line and a blank line between documents.")
+        raise InvalidInputError(
+            f"{shown} has no text (empty, or blank lines only); give a corpus with one "
+            "sentence per line and a blank line between documents."
+        )
     if nsp == "nsp" and documents < 2:
         raise InvalidInputError(
             f"{shown} holds {documents} document ({sentences} sentence(s)) in the {corpus_format!r} format; "
             "next-sentence prediction draws its negatives from other documents: separate documents with a "
-            "blank line (--corpus-format bert), or pass --nsp none.")
+            "blank line (--corpus-format bert), or pass --nsp none."
+        )
     if nsp != "none" and sentences < 2:
-        raise InvalidInputError(f"{shown} has a single sentence; sentence pairs need at least two "
-                                "(add text, or pass --nsp none).")
+        raise InvalidInputError(
+            f"{shown} has a single sentence; sentence pairs need at least two (add text, or pass --nsp none)."
+        )
 
 
 def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercase=True, document_filter=None):
@@ -77,13 +81,17 @@ def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercas
     """
     import tensorflow as tf
 
-    from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
     from keras_bert_zoo.preprocessing.vocabulary import learn_vocabulary, save_vocabulary
+    from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 
     if size < 100:
         raise UsageError(f"--vocab-size {size} is too small; use at least a few thousand (e.g. 8000).")
-    sentences = [s for i, doc in enumerate(read_documents(corpus, corpus_format))
-                 if document_filter is None or document_filter(i) for s in doc]
+    sentences = [
+        s
+        for i, doc in enumerate(read_documents(corpus, corpus_format))
+        if document_filter is None or document_filter(i)
+        for s in doc
+    ]
     if not sentences:
         raise InvalidInputError(f"{corpus} has no training sentences to learn a vocabulary from.")
     vocab = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences), size, lowercase=lowercase)
@@ -93,20 +101,24 @@ def learn_vocabulary_file(corpus, size, out_path, corpus_format="bert", lowercas
 
 
 def _build_model(preset, model_dir, vocabulary, data_layout):
-    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.models.presets import BACKBONE_PRESETS
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
 
     if preset is not None:
         if preset not in BACKBONE_PRESETS:
-            raise UsageError(f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} "
-                             "or pass --model DIR.")
+            raise UsageError(
+                f"--preset {preset!r} is unknown; choose one of {sorted(BACKBONE_PRESETS)} or pass --model DIR."
+            )
         # --preset is pretraining from scratch: the architecture alone, never the name's checkpoint.
-        print(f"pretraining {preset} from scratch (its architecture, randomly initialised); to continue "
-              "from its pretrained checkpoint, convert it once (bert-zoo convert --from NAME --out DIR) and "
-              "pass --model DIR", file=sys.stderr)
-        return BertPretrainer.from_preset(preset, load_weights=False,
-                                          backbone_kwargs={"vocabulary_size": len(vocabulary)},
-                                          data_layout=data_layout)
+        print(
+            f"pretraining {preset} from scratch (its architecture, randomly initialised); to continue "
+            "from its pretrained checkpoint, convert it once (bert-zoo convert --from NAME --out DIR) and "
+            "pass --model DIR",
+            file=sys.stderr,
+        )
+        return BertPretrainer.from_preset(
+            preset, load_weights=False, backbone_kwargs={"vocabulary_size": len(vocabulary)}, data_layout=data_layout
+        )
     model = BertPretrainer.from_preset(model_dir, preprocessor=None, data_layout=data_layout)
     if model.backbone.vocabulary_size != len(vocabulary):
         raise CheckpointError(
@@ -117,13 +129,45 @@ def _build_model(preset, model_dir, vocabulary, data_layout):
 
 
 @locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
-def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, corpus_format="bert",
-             sequence_length=128, max_predictions=None, batch_size=32, steps=1000, learning_rate=1e-4,
-             warmup_steps=None, recipe="linear", nsp="nsp", whole_word_masking=False, max_ngram=1,
-             lowercase=True, holdout_every=0, eval_corpus=None, eval_every=200, eval_batches=50, seed=12345,
-             jit_compile="auto", strategy="default", tpu=None, replicas=None, mixed_precision="none",
-             time_budget=None, checkpoint_every=0, resume=True, deterministic=False, check_tpu_compat=False,
-             verbose=None, overwrite=False, input_shards=1, callbacks=()):
+def pretrain(
+    corpus,
+    out,
+    preset=None,
+    model=None,
+    vocab=None,
+    vocab_size=None,
+    corpus_format="bert",
+    sequence_length=128,
+    max_predictions=None,
+    batch_size=32,
+    steps=1000,
+    learning_rate=1e-4,
+    warmup_steps=None,
+    recipe="linear",
+    nsp="nsp",
+    whole_word_masking=False,
+    max_ngram=1,
+    lowercase=True,
+    holdout_every=0,
+    eval_corpus=None,
+    eval_every=200,
+    eval_batches=50,
+    seed=12345,
+    jit_compile="auto",
+    strategy="default",
+    tpu=None,
+    replicas=None,
+    mixed_precision="none",
+    time_budget=None,
+    checkpoint_every=0,
+    resume=True,
+    deterministic=False,
+    check_tpu_compat=False,
+    verbose=None,
+    overwrite=False,
+    input_shards=1,
+    callbacks=(),
+):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
     Args:
@@ -186,59 +230,137 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
 
     require_tensorflow("pretrain (the pretraining job)")
     corpus = _check_paths(corpus)
-    job = TrainingJob(out, overwrite=overwrite, resume=resume, strategy=strategy, tpu=tpu, replicas=replicas,
-                      mixed_precision=mixed_precision, jit_compile=jit_compile, checkpoint_every=checkpoint_every,
-                      deterministic=deterministic, verbose=verbose)
+    job = TrainingJob(
+        out,
+        overwrite=overwrite,
+        resume=resume,
+        strategy=strategy,
+        tpu=tpu,
+        replicas=replicas,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        checkpoint_every=checkpoint_every,
+        deterministic=deterministic,
+        verbose=verbose,
+    )
     records = _is_records(corpus)
-    _check_arguments(corpus, records, preset=preset, model=model, eval_corpus=eval_corpus, corpus_format=corpus_format,
-                     nsp=nsp, steps=steps, batch_size=batch_size, eval_every=eval_every, eval_batches=eval_batches,
-                     learning_rate=learning_rate, sequence_length=sequence_length, input_shards=input_shards,
-                     strategy=strategy, holdout_every=holdout_every)
+    _check_arguments(
+        corpus,
+        records,
+        preset=preset,
+        model=model,
+        eval_corpus=eval_corpus,
+        corpus_format=corpus_format,
+        nsp=nsp,
+        steps=steps,
+        batch_size=batch_size,
+        eval_every=eval_every,
+        eval_batches=eval_batches,
+        learning_rate=learning_rate,
+        sequence_length=sequence_length,
+        input_shards=input_shards,
+        strategy=strategy,
+        holdout_every=holdout_every,
+    )
     max_predictions = max_predictions or default_max_predictions(sequence_length)
     batch_size = job.start(batch_size)  # the global batch: --batch-size is per replica
     # Held-out documents stay out of training and out of the vocabulary.
     train_docs = (lambda i: not split_documents(i, holdout_every)) if holdout_every else None
-    vocabulary = _vocabulary(corpus, records, vocab=vocab, vocab_size=vocab_size, model=model,
-                             corpus_format=corpus_format, lowercase=lowercase, train_docs=train_docs)
-    data_layout = {"sequence_length": sequence_length, "max_predictions": max_predictions, "nsp": nsp,
-                   "corpus_format": corpus_format, "lowercase": lowercase,
-                   "whole_word_masking": bool(whole_word_masking), "max_ngram": max_ngram,
-                   "holdout_every": holdout_every}
+    vocabulary = _vocabulary(
+        corpus,
+        records,
+        vocab=vocab,
+        vocab_size=vocab_size,
+        model=model,
+        corpus_format=corpus_format,
+        lowercase=lowercase,
+        train_docs=train_docs,
+    )
+    data_layout = {
+        "sequence_length": sequence_length,
+        "max_predictions": max_predictions,
+        "nsp": nsp,
+        "corpus_format": corpus_format,
+        "lowercase": lowercase,
+        "whole_word_masking": bool(whole_word_masking),
+        "max_ngram": max_ngram,
+        "holdout_every": holdout_every,
+    }
     if records:
-        train, heldout = _record_batches(job, corpus, batch_size, sequence_length, max_predictions, nsp=nsp, seed=seed,
-                                         input_shards=input_shards), None
+        train, heldout = (
+            _record_batches(
+                job, corpus, batch_size, sequence_length, max_predictions, nsp=nsp, seed=seed, input_shards=input_shards
+            ),
+            None,
+        )
     else:
-        train, heldout = _text_batches(corpus, vocabulary, batch_size, data_layout, seed=seed, train_docs=train_docs,
-                                       eval_corpus=eval_corpus, eval_batches=eval_batches)
+        train, heldout = _text_batches(
+            corpus,
+            vocabulary,
+            batch_size,
+            data_layout,
+            seed=seed,
+            train_docs=train_docs,
+            eval_corpus=eval_corpus,
+            eval_batches=eval_batches,
+        )
 
     job.seed(seed)  # initialisation and dropout: the same run every time
     with job.scope():
         pretrainer = _build_model(preset, model, vocabulary, data_layout)
     if pretrainer.backbone.max_sequence_length < sequence_length:
-        raise UsageError(f"--sequence-length {sequence_length} exceeds the model's "
-                         f"{pretrainer.backbone.max_sequence_length} positions.")
+        raise UsageError(
+            f"--sequence-length {sequence_length} exceeds the model's "
+            f"{pretrainer.backbone.max_sequence_length} positions."
+        )
     warmup = warmup_steps if warmup_steps is not None else int(round(0.1 * steps))
     job.compile(pretrainer, learning_rate=learning_rate, total_steps=steps, recipe=recipe, warmup_steps=warmup)
     if check_tpu_compat:
-        return job.check_tpu_compat(pretrainer, train, note=None if records else (
-            "tpu-compat: the input is read by a Python generator here; on a TPU pass TFRecords as --corpus"))
+        return job.check_tpu_compat(
+            pretrainer,
+            train,
+            note=None
+            if records
+            else ("tpu-compat: the input is read by a Python generator here; on a TPU pass TFRecords as --corpus"),
+        )
 
     # --- train: epochs of `interval` steps, the held-out score after each; stops at exactly `steps` ---
     interval = min(eval_every, steps)
     log = StepLog(max_steps=steps, time_budget=time_budget)
-    evaluation = None if heldout is None else PeriodicEvaluation(lambda: evaluate_model(pretrainer, heldout),
-                                                                 prefix="heldout_", label="held-out")
+    evaluation = (
+        None
+        if heldout is None
+        else PeriodicEvaluation(lambda: evaluate_model(pretrainer, heldout), prefix="heldout_", label="held-out")
+    )
     logger = ScalarLogger(os.path.join(job.run_dir, "logs"), every=max(1, interval // 10)) if job.chief else None
-    signature = {"corpus": [os.path.abspath(p) for p in corpus], "preset": preset, "model": model,
-                 "vocabulary_size": len(vocabulary), "steps": steps, "global_batch": batch_size,
-                 "learning_rate": learning_rate, "warmup_steps": warmup, "recipe": recipe, "seed": seed,
-                 "eval_every": interval, "mixed_precision": mixed_precision, "input_shards": input_shards,
-                 **data_layout}
+    signature = {
+        "corpus": [os.path.abspath(p) for p in corpus],
+        "preset": preset,
+        "model": model,
+        "vocabulary_size": len(vocabulary),
+        "steps": steps,
+        "global_batch": batch_size,
+        "learning_rate": learning_rate,
+        "warmup_steps": warmup,
+        "recipe": recipe,
+        "seed": seed,
+        "eval_every": interval,
+        "mixed_precision": mixed_precision,
+        "input_shards": input_shards,
+        **data_layout,
+    }
     # A Python generator cannot be serialised: text corpora resume by replaying the seeded stream.
-    history = job.train(pretrainer, train, epochs=-(-steps // interval), steps_per_epoch=interval, max_steps=steps,
-                        signature=signature, callbacks=[c for c in (log, evaluation, logger) if c] + list(callbacks),
-                        position="iterator" if records and job.workers == 1 else "replay",
-                        per_worker_input=records and input_shards > 1)
+    history = job.train(
+        pretrainer,
+        train,
+        epochs=-(-steps // interval),
+        steps_per_epoch=interval,
+        max_steps=steps,
+        signature=signature,
+        callbacks=[c for c in (log, evaluation, logger) if c] + list(callbacks),
+        position="iterator" if records and job.workers == 1 else "replay",
+        per_worker_input=records and input_shards > 1,
+    )
     if not job.chief:
         return pretrainer, {}  # only the chief writes the preset and metrics (multi-worker)
     metrics = _pretraining_metrics(history, log, evaluation, batch_size, sequence_length)
@@ -246,14 +368,31 @@ def pretrain(corpus, out, preset=None, model=None, vocab=None, vocab_size=None, 
         pretrainer.save_to_preset(staged)
         BertTokenizer(vocabulary, lowercase=lowercase).save_to_preset(staged)
         write_metrics(metrics, os.path.join(staged, "metrics.json"))
-        curves.plot_pretraining(log.rows, evaluation.history if evaluation else [],
-                                os.path.join(staged, "loss_curves.png"))
+        curves.plot_pretraining(
+            log.rows, evaluation.history if evaluation else [], os.path.join(staged, "loss_curves.png")
+        )
     return pretrainer, metrics
 
 
-def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_format, nsp, steps, batch_size,
-                     eval_every, eval_batches, learning_rate, sequence_length, input_shards, strategy,
-                     holdout_every):
+def _check_arguments(
+    corpus,
+    records,
+    *,
+    preset,
+    model,
+    eval_corpus,
+    corpus_format,
+    nsp,
+    steps,
+    batch_size,
+    eval_every,
+    eval_batches,
+    learning_rate,
+    sequence_length,
+    input_shards,
+    strategy,
+    holdout_every,
+):
     """Raises `UsageError` / `InvalidInputError` for what would fail later, before any work."""
     if not records:
         check_corpus(corpus, corpus_format, nsp)
@@ -261,8 +400,13 @@ def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_form
         check_corpus(_check_paths(eval_corpus, "--eval-corpus"), corpus_format, "none", "--eval-corpus")
     if (preset is None) == (model is None):
         raise UsageError("give exactly one of --preset (architecture, random init) and --model (checkpoint).")
-    for name, value in (("steps", steps), ("batch-size", batch_size), ("eval-every", eval_every),
-                        ("eval-batches", eval_batches), ("input-shards", input_shards)):
+    for name, value in (
+        ("steps", steps),
+        ("batch-size", batch_size),
+        ("eval-every", eval_every),
+        ("eval-batches", eval_batches),
+        ("input-shards", input_shards),
+    ):
         if not isinstance(value, int) or value < 1:
             raise UsageError(f"--{name} {value} must be a positive integer.")
     if not (learning_rate > 0 and math.isfinite(learning_rate)):
@@ -270,15 +414,21 @@ def _check_arguments(corpus, records, *, preset, model, eval_corpus, corpus_form
     if sequence_length < 16 or sequence_length > 512:
         raise UsageError(f"--sequence-length {sequence_length} must be within [16, 512].")
     if holdout_every == 1:
-        raise UsageError("--holdout-every 1 holds out every document and leaves none to train on; use 2 or more "
-                         "(every N-th document is held out) or --eval-corpus FILE.")
+        raise UsageError(
+            "--holdout-every 1 holds out every document and leaves none to train on; use 2 or more "
+            "(every N-th document is held out) or --eval-corpus FILE."
+        )
     if input_shards > 1 and not records:
-        raise UsageError("--input-shards splits TFRecord files; a text corpus is read as one stream. Write "
-                         "the records once (keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records).")
+        raise UsageError(
+            "--input-shards splits TFRecord files; a text corpus is read as one stream. Write "
+            "the records once (keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records)."
+        )
     if strategy == "tpu" and not records:
-        raise UsageError("--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
-                         "them once with keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records and "
-                         "pass the .tfrecord files as --corpus.")
+        raise UsageError(
+            "--strategy tpu reads TFRecords (a Python generator cannot run on a TPU host): write "
+            "them once with keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records and "
+            "pass the .tfrecord files as --corpus."
+        )
 
 
 def _vocabulary(corpus, records, *, vocab, vocab_size, model, corpus_format, lowercase, train_docs):
@@ -306,14 +456,27 @@ def _record_batches(job, corpus, batch_size, sequence_length, max_predictions, *
     from keras_bert_zoo.training.strategies import worker_info
 
     workers = worker_info(job.distribution)
-    train = read_pretraining_records(corpus, batch_size, sequence_length, max_predictions,
-                                     use_nsp=nsp != "none", shuffle=True, repeat=True, drop_remainder=True,
-                                     seed=seed, input_shards=input_shards, num_workers=workers[0],
-                                     worker_index=workers[1])
+    train = read_pretraining_records(
+        corpus,
+        batch_size,
+        sequence_length,
+        max_predictions,
+        use_nsp=nsp != "none",
+        shuffle=True,
+        repeat=True,
+        drop_remainder=True,
+        seed=seed,
+        input_shards=input_shards,
+        num_workers=workers[0],
+        worker_index=workers[1],
+    )
     if input_shards > 1:
         mine = worker_files(corpus, batch_size, input_shards, *workers)
-        print(f"worker {workers[1]} of {workers[0]} reads {len(mine)} of {input_shards} input shard files: "
-              + ", ".join(os.path.basename(f) for f in mine), flush=True)
+        print(
+            f"worker {workers[1]} of {workers[0]} reads {len(mine)} of {input_shards} input shard files: "
+            + ", ".join(os.path.basename(f) for f in mine),
+            flush=True,
+        )
     return train
 
 
@@ -322,24 +485,57 @@ def _text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, train_do
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.tasks.pretrainer.data import pretraining_dataset, split_documents
 
-    common = {k: data_layout[k] for k in ("sequence_length", "max_predictions", "nsp", "whole_word_masking",
-                                          "max_ngram", "corpus_format", "lowercase")}
-    train = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, repeat=True, drop_remainder=True,
-                                seed=seed, document_filter=train_docs, **common)
+    common = {
+        k: data_layout[k]
+        for k in (
+            "sequence_length",
+            "max_predictions",
+            "nsp",
+            "whole_word_masking",
+            "max_ngram",
+            "corpus_format",
+            "lowercase",
+        )
+    }
+    train = pretraining_dataset(
+        corpus,
+        vocabulary,
+        batch_size=batch_size,
+        repeat=True,
+        drop_remainder=True,
+        seed=seed,
+        document_filter=train_docs,
+        **common,
+    )
     holdout_every, heldout = data_layout["holdout_every"], None
     if eval_corpus:
-        heldout = pretraining_dataset(_check_paths(eval_corpus, "--eval-corpus"), vocabulary, batch_size=batch_size,
-                                      seed=seed + 1, **common).take(eval_batches).cache()
+        heldout = (
+            pretraining_dataset(
+                _check_paths(eval_corpus, "--eval-corpus"), vocabulary, batch_size=batch_size, seed=seed + 1, **common
+            )
+            .take(eval_batches)
+            .cache()
+        )
     elif holdout_every:
-        heldout = pretraining_dataset(corpus, vocabulary, batch_size=batch_size, seed=seed + 1,
-                                      document_filter=lambda i: split_documents(i, holdout_every),
-                                      **common).take(eval_batches).cache()
+        heldout = (
+            pretraining_dataset(
+                corpus,
+                vocabulary,
+                batch_size=batch_size,
+                seed=seed + 1,
+                document_filter=lambda i: split_documents(i, holdout_every),
+                **common,
+            )
+            .take(eval_batches)
+            .cache()
+        )
     if heldout is not None:
         # A known length: Keras warns "ran out of data" when evaluating a stream of unknown length.
         heldout, batches = with_known_cardinality(heldout)
         if not batches:  # evaluating nothing: an empty "held-out" line and Keras' "ran out of data"
-            raise InvalidInputError(_no_heldout_message(corpus, data_layout["corpus_format"], holdout_every,
-                                                        eval_corpus))
+            raise InvalidInputError(
+                _no_heldout_message(corpus, data_layout["corpus_format"], holdout_every, eval_corpus)
+            )
     return train, heldout
 
 
@@ -348,30 +544,38 @@ def _no_heldout_message(corpus, corpus_format, holdout_every, eval_corpus):
     from keras_bert_zoo.tasks.pretrainer.corpus import read_documents
 
     if eval_corpus:
-        return (f"--eval-corpus {' '.join(map(str, eval_corpus))} makes no pretraining examples in the "
-                f"{corpus_format!r} format; give held-out text with sentences, or check --corpus-format.")
+        return (
+            f"--eval-corpus {' '.join(map(str, eval_corpus))} makes no pretraining examples in the "
+            f"{corpus_format!r} format; give held-out text with sentences, or check --corpus-format."
+        )
     documents = sum(1 for _ in read_documents(corpus, corpus_format))
     if documents < holdout_every:
-        return (f"--holdout-every {holdout_every} holds out every {holdout_every}th document, but the corpus has "
-                f"{documents}, so none is held out and there is nothing to evaluate on; use --holdout-every "
-                f"{max(2, documents)} or less, --eval-corpus FILE, or --holdout-every 0 (no held-out evaluation).")
-    return (f"the documents --holdout-every {holdout_every} holds out make no pretraining examples (too short); "
-            "use --eval-corpus FILE or --holdout-every 0 (no held-out evaluation).")
+        return (
+            f"--holdout-every {holdout_every} holds out every {holdout_every}th document, but the corpus has "
+            f"{documents}, so none is held out and there is nothing to evaluate on; use --holdout-every "
+            f"{max(2, documents)} or less, --eval-corpus FILE, or --holdout-every 0 (no held-out evaluation)."
+        )
+    return (
+        f"the documents --holdout-every {holdout_every} holds out make no pretraining examples (too short); "
+        "use --eval-corpus FILE or --holdout-every 0 (no held-out evaluation)."
+    )
 
 
 def _pretraining_metrics(history, log, evaluation, batch_size, sequence_length):
     """The flat dict of `metrics.json`: the last train logs, the last held-out score, throughput."""
     last = {k: float(v[-1]) for k, v in history.history.items()}
     metrics = {f"train_{k}": v for k, v in last.items() if not k.startswith("heldout_")}
-    metrics.update({
-        "steps": log.steps,
-        "train_seconds": log.train_seconds,
-        # Sequence positions per second (batch x length), after the compiling first
-        # steps: the unit of the reference throughput table.
-        "tokens_per_second": log.steady_rate(batch_size * sequence_length),
-        "sequence_length": sequence_length,
-        "batch_size": batch_size,
-    })
+    metrics.update(
+        {
+            "steps": log.steps,
+            "train_seconds": log.train_seconds,
+            # Sequence positions per second (batch x length), after the compiling first
+            # steps: the unit of the reference throughput table.
+            "tokens_per_second": log.steady_rate(batch_size * sequence_length),
+            "sequence_length": sequence_length,
+            "batch_size": batch_size,
+        }
+    )
     if evaluation is not None:
         metrics.update(evaluation.last)
     else:

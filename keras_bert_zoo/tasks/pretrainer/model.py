@@ -94,8 +94,9 @@ class BertPretrainer(Task):
 
     hf_architecture = "BertForPreTraining"
 
-    def __init__(self, backbone, preprocessor=None, data_layout=None, mlm_activation=None,
-                 mlm_layer_norm_epsilon=None, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, data_layout=None, mlm_activation=None, mlm_layer_norm_epsilon=None, **kwargs
+    ):
         # === Layers ===
         mlm_head = MaskedLMHead(
             token_embedding=backbone.token_embedding,
@@ -121,8 +122,7 @@ class BertPretrainer(Task):
             "mlm_logits": mlm_head(features["sequence_output"], inputs["mask_positions"]),
             "nsp_logits": nsp_head(features["pooled_output"]),
         }
-        super().__init__(inputs=inputs, outputs=outputs, backbone=backbone,
-                         preprocessor=preprocessor, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.mlm_head = mlm_head
         self.nsp_head = nsp_head
         self.data_layout = dict(data_layout or {})
@@ -144,9 +144,7 @@ class BertPretrainer(Task):
     def compile(self, optimizer="adam", **kwargs):
         """Like `keras.Model.compile`; the loss is built in (pass none)."""
         if kwargs.get("loss") is not None:
-            raise UsageError(
-                "BertPretrainer has its own loss (MLM + NSP); call compile() without `loss=`."
-            )
+            raise UsageError("BertPretrainer has its own loss (MLM + NSP); call compile() without `loss=`.")
         kwargs.pop("loss", None)
         super().compile(optimizer=optimizer, **kwargs)
 
@@ -218,16 +216,19 @@ class BertPretrainer(Task):
         return [
             WeightSpec("cls.predictions.transform.dense.weight", dense_kernel(mlm.dense), "kernel", in_backbone=False),
             WeightSpec("cls.predictions.transform.dense.bias", mlm.dense.bias, "vector", in_backbone=False),
-            WeightSpec("cls.predictions.transform.LayerNorm.weight", mlm.layer_norm.gamma, "vector",
-                       in_backbone=False),
-            WeightSpec("cls.predictions.transform.LayerNorm.bias", mlm.layer_norm.beta, "vector",
-                       in_backbone=False),
+            WeightSpec("cls.predictions.transform.LayerNorm.weight", mlm.layer_norm.gamma, "vector", in_backbone=False),
+            WeightSpec("cls.predictions.transform.LayerNorm.bias", mlm.layer_norm.beta, "vector", in_backbone=False),
             # Google: cls/predictions/output_bias; HF: cls.predictions.bias
-            WeightSpec("cls.predictions.bias", mlm.bias, "vector",
-                       google_name="cls/predictions/output_bias", in_backbone=False),
+            WeightSpec(
+                "cls.predictions.bias", mlm.bias, "vector", google_name="cls/predictions/output_bias", in_backbone=False
+            ),
             # Google stores output_weights as [2, hidden], i.e. transposed like HF.
-            *head_dense_specs("cls.seq_relationship", self.nsp_head.dense,
-                              google_prefix="cls/seq_relationship", google_transposed=True),
+            *head_dense_specs(
+                "cls.seq_relationship",
+                self.nsp_head.dense,
+                google_prefix="cls/seq_relationship",
+                google_transposed=True,
+            ),
         ]
 
     def _load_head(self, checkpoint):
@@ -237,8 +238,10 @@ class BertPretrainer(Task):
         mlm_specs = [s for s in specs if s.name.startswith("cls.predictions.")]
         nsp_missing = all(checkpoint.get(s) is None for s in specs if not s.name.startswith("cls.predictions."))
         if nsp_missing and loading.assign_weights(checkpoint, mlm_specs, required=False):
-            print(f"{type(self).__name__}: MLM head loaded; NSP head initialised randomly "
-                  "(the checkpoint has no cls.seq_relationship weights).")
+            print(
+                f"{type(self).__name__}: MLM head loaded; NSP head initialised randomly "
+                "(the checkpoint has no cls.seq_relationship weights)."
+            )
             self.mlm_head_loaded = True
             return
         self.mlm_head_loaded = super()._load_head(checkpoint)
@@ -247,7 +250,10 @@ class BertPretrainer(Task):
         # HF's BertForPreTraining ties the decoder to the word embeddings; writing the
         # decoder tensors too makes the preset load in HF without "newly initialized".
         return (
-            ("cls.predictions.decoder.weight", keras.ops.convert_to_numpy(embedding_matrix(self.backbone.token_embedding))),
+            (
+                "cls.predictions.decoder.weight",
+                keras.ops.convert_to_numpy(embedding_matrix(self.backbone.token_embedding)),
+            ),
             ("cls.predictions.decoder.bias", self.mlm_head.bias.numpy()),
         )
 
@@ -273,14 +279,16 @@ class BertPretrainer(Task):
         import numpy as np
 
         if self.preprocessor is None or not hasattr(self.preprocessor, "tokenizer"):
-            raise UsageError("fill_mask needs a BertPreprocessor: load the model from a directory with vocab.txt, "
-                             "or pass preprocessor=BertPreprocessor.from_preset(DIR).")
+            raise UsageError(
+                "fill_mask needs a BertPreprocessor: load the model from a directory with vocab.txt, "
+                "or pass preprocessor=BertPreprocessor.from_preset(DIR)."
+            )
         texts = [texts] if isinstance(texts, str) else list(texts)
         tokenizer = self.preprocessor.tokenizer
         vocabulary = tokenizer.get_vocabulary()
         answers = []
         for start in range(0, len(texts), batch_size):
-            features = {k: np.asarray(v) for k, v in self.preprocessor(texts[start:start + batch_size]).items()}
+            features = {k: np.asarray(v) for k, v in self.preprocessor(texts[start : start + batch_size]).items()}
             is_mask = features["token_ids"] == tokenizer.mask_token_id
             count = max(int(is_mask.sum(axis=1).max()), 1)
             positions = np.zeros((len(is_mask), count), "int32")
@@ -293,8 +301,12 @@ class BertPretrainer(Task):
             probs /= probs.sum(-1, keepdims=True)
             best = np.argsort(-probs, axis=-1)[..., :top_k]
             for row, where in enumerate(is_mask):
-                answers.append([[(vocabulary[i], float(probs[row, slot, i])) for i in best[row, slot]]
-                                for slot in range(int(where.sum()))])
+                answers.append(
+                    [
+                        [(vocabulary[i], float(probs[row, slot, i])) for i in best[row, slot]]
+                        for slot in range(int(where.sum()))
+                    ]
+                )
         return answers
 
     def get_config(self):

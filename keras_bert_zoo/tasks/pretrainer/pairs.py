@@ -64,8 +64,7 @@ def _flatten(sentences):
     return [t for s in sentences for t in s]
 
 
-def instances_from_document(doc_index, document, others, max_seq_length, rng,
-                            nsp="nsp", short_seq_prob=0.1):
+def instances_from_document(doc_index, document, others, max_seq_length, rng, nsp="nsp", short_seq_prob=0.1):
     """Instances of one document (the original `create_instances_from_document`).
 
     Args:
@@ -143,8 +142,7 @@ def _pair(doc_index, chunk, target, max_num_tokens, others, rng, nsp):
     return Instance(tokens_a, tokens_b, label, doc_index, doc_b), unused
 
 
-def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=0.1,
-                       buffer_size=1000, seed=12345):
+def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=0.1, buffer_size=1000, seed=12345):
     """Streams `Instance`s from an iterable of tokenized documents.
 
     Args:
@@ -185,8 +183,9 @@ def generate_instances(documents, max_seq_length=128, nsp="nsp", short_seq_prob=
                 j += 1
             return pool[j]
 
-        yield from instances_from_document(index, document, others if candidates else None,
-                                           max_seq_length, rng, nsp, short_seq_prob)
+        yield from instances_from_document(
+            index, document, others if candidates else None, max_seq_length, rng, nsp, short_seq_prob
+        )
 
     count = 0
     for document in documents:
@@ -210,8 +209,10 @@ def pack_instance(instance, sequence_length, cls_id, sep_id, pad_id=0):
         ids += list(instance.tokens_b) + [sep_id]
         segments += [1] * (len(instance.tokens_b) + 1)
     if len(ids) > sequence_length:
-        raise UsageError(f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}; pack "
-                         "with the max_seq_length the instances were made for.")
+        raise UsageError(
+            f"instance of {len(ids)} tokens does not fit sequence_length={sequence_length}; pack "
+            "with the max_seq_length the instances were made for."
+        )
     mask = [1] * len(ids)
     pad = sequence_length - len(ids)
     return ids + [pad_id] * pad, segments + [0] * pad, mask + [0] * pad

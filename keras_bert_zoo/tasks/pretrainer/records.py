@@ -15,8 +15,14 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 
-__all__ = ["feature_spec", "example_from_arrays", "write_pretraining_records", "read_pretraining_records",
-           "worker_files", "restore_masked_ids"]
+__all__ = [
+    "feature_spec",
+    "example_from_arrays",
+    "write_pretraining_records",
+    "read_pretraining_records",
+    "worker_files",
+    "restore_masked_ids",
+]
 
 
 def feature_spec(sequence_length, max_predictions):
@@ -42,18 +48,23 @@ def _float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in values]))
 
 
-def example_from_arrays(token_ids, segment_ids, padding_mask, mask_positions, mask_ids,
-                        mask_weights, next_sentence_label=0):
+def example_from_arrays(
+    token_ids, segment_ids, padding_mask, mask_positions, mask_ids, mask_weights, next_sentence_label=0
+):
     """One `tf.train.Example` in the original format (arrays of one instance)."""
-    return tf.train.Example(features=tf.train.Features(feature={
-        "input_ids": _int_feature(token_ids),
-        "input_mask": _int_feature(padding_mask),
-        "segment_ids": _int_feature(segment_ids),
-        "masked_lm_positions": _int_feature(mask_positions),
-        "masked_lm_ids": _int_feature(mask_ids),
-        "masked_lm_weights": _float_feature(mask_weights),
-        "next_sentence_labels": _int_feature([next_sentence_label]),
-    }))
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "input_ids": _int_feature(token_ids),
+                "input_mask": _int_feature(padding_mask),
+                "segment_ids": _int_feature(segment_ids),
+                "masked_lm_positions": _int_feature(mask_positions),
+                "masked_lm_ids": _int_feature(mask_ids),
+                "masked_lm_weights": _float_feature(mask_weights),
+                "next_sentence_labels": _int_feature([next_sentence_label]),
+            }
+        )
+    )
 
 
 def write_pretraining_records(dataset, path, max_examples=None):
@@ -84,8 +95,13 @@ def write_pretraining_records(dataset, path, max_examples=None):
                 if max_examples is not None and count >= max_examples:
                     break
                 example = example_from_arrays(
-                    x["token_ids"][i], x["segment_ids"][i], x["padding_mask"][i],
-                    x["mask_positions"][i], y["mask_ids"][i], y["mask_weights"][i], labels[i],
+                    x["token_ids"][i],
+                    x["segment_ids"][i],
+                    x["padding_mask"][i],
+                    x["mask_positions"][i],
+                    y["mask_ids"][i],
+                    y["mask_weights"][i],
+                    labels[i],
                 )
                 writer.write(example.SerializeToString())
                 count += 1
@@ -104,13 +120,26 @@ def _infer_shapes(path):
                 "(expected the features written by create_pretraining_data.py)."
             )
         return len(feature["input_ids"].int64_list.value), len(feature["masked_lm_ids"].int64_list.value)
-    raise InvalidInputError(f"{path} holds no records; write them with "
-                            "keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records.")
+    raise InvalidInputError(
+        f"{path} holds no records; write them with keras_bert_zoo.tasks.pretrainer.records.write_pretraining_records."
+    )
 
 
-def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_predictions=None,
-                             use_nsp=True, masker=None, seed=0, shuffle=False, repeat=False,
-                             drop_remainder=False, input_shards=1, num_workers=1, worker_index=0):
+def read_pretraining_records(
+    paths,
+    batch_size=32,
+    sequence_length=None,
+    max_predictions=None,
+    use_nsp=True,
+    masker=None,
+    seed=0,
+    shuffle=False,
+    repeat=False,
+    drop_remainder=False,
+    input_shards=1,
+    num_workers=1,
+    worker_index=0,
+):
     """A dataset of `(x, y)` batches for `BertPretrainer.fit` from original-format records.
 
     Args:
@@ -175,8 +204,12 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
         f = tf.io.parse_example(raw, spec)
         # The model takes int32 ids (the original casts int64 to int32 as well: TPUs).
         f = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in f.items()}
-        x = {"token_ids": f["input_ids"], "segment_ids": f["segment_ids"],
-             "padding_mask": f["input_mask"], "mask_positions": f["masked_lm_positions"]}
+        x = {
+            "token_ids": f["input_ids"],
+            "segment_ids": f["segment_ids"],
+            "padding_mask": f["input_mask"],
+            "mask_positions": f["masked_lm_positions"],
+        }
         y = {"mask_ids": f["masked_lm_ids"], "mask_weights": f["masked_lm_weights"]}
         if masker is not None:
             original = restore_masked_ids(x["token_ids"], x["mask_positions"], y["mask_ids"], y["mask_weights"])
@@ -191,10 +224,12 @@ def read_pretraining_records(paths, batch_size=32, sequence_length=None, max_pre
     if len(mine) == 1:
         ds = shard_stream(mine[0]).map(lambda i, raw: parse(i, raw, mine[0]), num_parallel_calls=tf.data.AUTOTUNE)
     else:
-        parsed = tuple(shard_stream(k).map(lambda i, raw, k=k: parse(i, raw, k), num_parallel_calls=tf.data.AUTOTUNE)
-                       for k in mine)
+        parsed = tuple(
+            shard_stream(k).map(lambda i, raw, k=k: parse(i, raw, k), num_parallel_calls=tf.data.AUTOTUNE) for k in mine
+        )
         ds = tf.data.Dataset.zip(parsed).map(
-            lambda *parts: tf.nest.map_structure(lambda *t: tf.concat(t, axis=0), *parts))
+            lambda *parts: tf.nest.map_structure(lambda *t: tf.concat(t, axis=0), *parts)
+        )
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -224,14 +259,20 @@ def _my_shards(files, batch_size, input_shards, num_workers, worker_index):
     if input_shards == 1:
         return [0]  # one stream; a multi-worker run slices rows from it (training.loop.worker_rows)
     if len(files) < input_shards:
-        raise UsageError(f"--input-shards {input_shards} needs at least {input_shards} record files; "
-                         f"there are {len(files)}. Write the records into more files or lower --input-shards.")
+        raise UsageError(
+            f"--input-shards {input_shards} needs at least {input_shards} record files; "
+            f"there are {len(files)}. Write the records into more files or lower --input-shards."
+        )
     if batch_size % input_shards:
-        raise UsageError(f"the global batch {batch_size} must be a multiple of --input-shards {input_shards} "
-                         "(each batch takes the same number of rows from every shard).")
+        raise UsageError(
+            f"the global batch {batch_size} must be a multiple of --input-shards {input_shards} "
+            "(each batch takes the same number of rows from every shard)."
+        )
     if input_shards % num_workers:
-        raise UsageError(f"--input-shards {input_shards} must be a multiple of the {num_workers} workers "
-                         "(each worker reads the same number of shards).")
+        raise UsageError(
+            f"--input-shards {input_shards} must be a multiple of the {num_workers} workers "
+            "(each worker reads the same number of shards)."
+        )
     per_worker = input_shards // num_workers
     return list(range(worker_index * per_worker, (worker_index + 1) * per_worker))
 

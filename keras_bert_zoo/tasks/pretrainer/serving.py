@@ -20,8 +20,10 @@ class PretrainerServing(TaskServing):
     """
 
     default_signature = "fill_mask"
-    options = (TaskOption("top_k", int, 5, "fill-mask, tokens returned per [MASK] (5)", low=1, high=1000),
-               TaskOption("max_masks", int, 8, "fill-mask, [MASK]s read per text (8)", low=1, high=512))
+    options = (
+        TaskOption("top_k", int, 5, "fill-mask, tokens returned per [MASK] (5)", low=1, high=1000),
+        TaskOption("max_masks", int, 8, "fill-mask, [MASK]s read per text (8)", low=1, high=512),
+    )
 
     def __init__(self, model, preprocessor, text_pair=False, top_k=5, max_masks=8):
         super().__init__(model, preprocessor, text_pair)
@@ -31,8 +33,10 @@ class PretrainerServing(TaskServing):
         # traced, as TensorFlow's traced source code, naming neither the flag nor the vocabulary.
         vocabulary = int(model.backbone.vocabulary_size)
         if not 1 <= self.top_k <= vocabulary:
-            raise UsageError(f"--top-k {self.top_k} (top_k= in Python) asks for more tokens than the model's "
-                             f"vocabulary of {vocabulary}; use 1 to {vocabulary}.")
+            raise UsageError(
+                f"--top-k {self.top_k} (top_k= in Python) asks for more tokens than the model's "
+                f"vocabulary of {vocabulary}; use 1 to {vocabulary}."
+            )
         self.mask_id = preprocessor.tokenizer.mask_token_id
         self.vocab_table = None
 
@@ -43,9 +47,7 @@ class PretrainerServing(TaskServing):
         import tensorflow as tf
 
         is_mask = tf.equal(features["token_ids"], self.mask_id)
-        positions = tf.ragged.boolean_mask(
-            tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask
-        )
+        positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask)), is_mask)
         positions = positions[:, : self.max_masks]
         features = dict(features)
         features["mask_positions"] = positions.to_tensor(0, shape=[None, self.max_masks])

@@ -29,9 +29,9 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     Returns:
         dict with `mlm_accuracy`, `nsp_accuracy`, `mlm_loss`, `nsp_loss`, `loss`, `sequences`.
     """
-    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.preprocessing.bucketing import with_known_cardinality
     from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions, pretraining_dataset
+    from keras_bert_zoo.tasks.pretrainer.model import BertPretrainer
     from keras_bert_zoo.tasks.pretrainer.records import read_pretraining_records
 
     data_paths = [data_paths] if isinstance(data_paths, (str, os.PathLike)) else list(data_paths)
@@ -39,20 +39,37 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
         check_input_file(p, "--data file")
     vocab = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(vocab):
-        raise CheckpointError(f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
-                         "evaluate a directory written by `bert-zoo pretrain`.")
+        raise CheckpointError(
+            f"{model_dir} has no vocab.txt, so the corpus cannot be tokenized; "
+            "evaluate a directory written by `bert-zoo pretrain`."
+        )
     model = BertPretrainer.from_preset(model_dir, preprocessor=None)
     model.compile(jit_compile=False)
-    cfg = {"sequence_length": 128, "nsp": "nsp", "corpus_format": "bert", "lowercase": True,
-           "whole_word_masking": False, "max_ngram": 1, **model.data_layout}
+    cfg = {
+        "sequence_length": 128,
+        "nsp": "nsp",
+        "corpus_format": "bert",
+        "lowercase": True,
+        "whole_word_masking": False,
+        "max_ngram": 1,
+        **model.data_layout,
+    }
     cfg.setdefault("max_predictions", default_max_predictions(cfg["sequence_length"]))
     if _is_records(data_paths):
         ds = read_pretraining_records(data_paths, batch_size, use_nsp=cfg["nsp"] != "none")
     else:
         ds = pretraining_dataset(
-            data_paths, vocab, sequence_length=cfg["sequence_length"], max_predictions=cfg["max_predictions"],
-            batch_size=batch_size, nsp=cfg["nsp"], whole_word_masking=cfg["whole_word_masking"],
-            max_ngram=cfg["max_ngram"], corpus_format=cfg["corpus_format"], lowercase=cfg["lowercase"], seed=2024,
+            data_paths,
+            vocab,
+            sequence_length=cfg["sequence_length"],
+            max_predictions=cfg["max_predictions"],
+            batch_size=batch_size,
+            nsp=cfg["nsp"],
+            whole_word_masking=cfg["whole_word_masking"],
+            max_ngram=cfg["max_ngram"],
+            corpus_format=cfg["corpus_format"],
+            lowercase=cfg["lowercase"],
+            seed=2024,
         )
     if max_batches:
         ds = ds.take(max_batches)
@@ -60,8 +77,10 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
     sequences = sum(int(x["token_ids"].shape[0]) for x, _ in ds)
     ds, _ = with_known_cardinality(ds)  # Keras warns "ran out of data" on streams of unknown length
     if sequences == 0:
-        raise InvalidInputError(f"{data_paths} produced no pretraining examples; check --data and the corpus format "
-                         f"({cfg['corpus_format']!r}).")
+        raise InvalidInputError(
+            f"{data_paths} produced no pretraining examples; check --data and the corpus format "
+            f"({cfg['corpus_format']!r})."
+        )
     metrics = {k: float(v) for k, v in model.evaluate(ds, return_dict=True, verbose=0).items()}
     metrics["sequences"] = sequences
     return metrics
@@ -85,10 +104,14 @@ class PretrainTask(TaskSpec):
 
     def predict(self, model, texts):
         if not any("[MASK]" in t for t in texts):
-            raise InvalidInputError("a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
-                             "'The capital of France is [MASK] .'")
-        return [{"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
-                for text, answer in zip(texts, model.fill_mask(list(texts)))]
+            raise InvalidInputError(
+                "a pretrained model fills in masks: write [MASK] where a word is missing, e.g. "
+                "'The capital of France is [MASK] .'"
+            )
+        return [
+            {"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
+            for text, answer in zip(texts, model.fill_mask(list(texts)))
+        ]
 
     def format_prediction(self, row):
         shown = "  |  ".join(", ".join(f"{c['token']} {c['score']:.3f}" for c in slot) for slot in row["masks"])

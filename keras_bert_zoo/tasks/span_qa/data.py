@@ -70,9 +70,15 @@ class SquadExamples:
         return None
 
     def select(self, count):
-        return SquadExamples(self.ids[:count], self.questions[:count], self.contexts[:count],
-                             self.answers[:count], self.answer_starts[:count], self.version_2_with_negative,
-                             self.gold_starts[:count])
+        return SquadExamples(
+            self.ids[:count],
+            self.questions[:count],
+            self.contexts[:count],
+            self.answers[:count],
+            self.answer_starts[:count],
+            self.version_2_with_negative,
+            self.gold_starts[:count],
+        )
 
 
 def _fail(path, where, message):
@@ -85,12 +91,19 @@ def _answer_list(answers, path, here):
     if isinstance(answers, dict) and set(answers) >= {"text", "answer_start"}:
         texts, starts = answers["text"], answers["answer_start"]
         if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
-            _fail(path, here, "\"answers\" in the Hugging Face layout needs lists \"text\" and \"answer_start\" "
-                              "of equal length.")
+            _fail(
+                path,
+                here,
+                '"answers" in the Hugging Face layout needs lists "text" and "answer_start" of equal length.',
+            )
         return [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
     if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
-        _fail(path, here, "\"answers\" must be a list of {\"text\", \"answer_start\"} objects (SQuAD) or "
-                          "{\"text\": [...], \"answer_start\": [...]} (Hugging Face datasets).")
+        _fail(
+            path,
+            here,
+            '"answers" must be a list of {"text", "answer_start"} objects (SQuAD) or '
+            '{"text": [...], "answer_start": [...]} (Hugging Face datasets).',
+        )
     return answers
 
 
@@ -112,7 +125,7 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
     """
     raw = read_json(path, "SQuAD file", "give a SQuAD v1.1/v2.0 JSON file", expect=dict)
     if not isinstance(raw.get("data"), list):
-        raise InvalidInputError(f"{path}: no top-level \"data\" list; give a SQuAD v1.1/v2.0 JSON file.")
+        raise InvalidInputError(f'{path}: no top-level "data" list; give a SQuAD v1.1/v2.0 JSON file.')
     out = SquadExamples([], [], [], [], [], bool(version_2_with_negative))
     seen = set()
     for a, article in enumerate(raw["data"]):
@@ -122,43 +135,58 @@ def read_squad(path, version_2_with_negative=False, max_examples=None, require_a
             qas = paragraph.get("qas", [])
             if not isinstance(context, str) or not context.strip():
                 if qas:
-                    _fail(path, where, f"question {qas[0].get('id')!r} has an empty or missing \"context\" "
-                                       "(a passage to find the answer in); fix or remove the paragraph.")
+                    _fail(
+                        path,
+                        where,
+                        f'question {qas[0].get("id")!r} has an empty or missing "context" '
+                        "(a passage to find the answer in); fix or remove the paragraph.",
+                    )
                 continue
             for q in qas:
                 qid = str(q.get("id", ""))
                 here = f"{where}, question {qid!r}"
                 if not qid or qid in seen:
-                    _fail(path, here, "missing or repeated \"id\"; every question needs a unique id.")
+                    _fail(path, here, 'missing or repeated "id"; every question needs a unique id.')
                 seen.add(qid)
                 question = q.get("question")
                 if not isinstance(question, str) or not question.strip():
-                    _fail(path, here, "empty or missing \"question\".")
+                    _fail(path, here, 'empty or missing "question".')
                 impossible = bool(q.get("is_impossible", False))
                 if impossible and not version_2_with_negative:
-                    _fail(path, here, f"is unanswerable (\"is_impossible\": true, SQuAD v2.0); {v2_hint}.")
+                    _fail(path, here, f'is unanswerable ("is_impossible": true, SQuAD v2.0); {v2_hint}.')
                 golds = [] if impossible else _answer_list(q.get("answers", []), path, here)
                 texts, first, gold_starts = [], -1, []
                 for k, answer in enumerate(golds):
                     text, start = answer.get("text"), answer.get("answer_start")
                     if not isinstance(text, str) or not text or not isinstance(start, int) or isinstance(start, bool):
-                        _fail(path, here, f"answer {k} needs a non-empty \"text\" and an int \"answer_start\".")
+                        _fail(path, here, f'answer {k} needs a non-empty "text" and an int "answer_start".')
                     if not 0 <= start <= len(context) - len(text):  # a negative start would index from the end
-                        _fail(path, here, f"answer {k} has answer_start {start}, outside the context (0 to "
-                                          f"{len(context) - len(text)} for this answer); answer_start counts "
-                                          "characters of the context from 0.")
-                    if context[start:start + len(text)] != text:
+                        _fail(
+                            path,
+                            here,
+                            f"answer {k} has answer_start {start}, outside the context (0 to "
+                            f"{len(context) - len(text)} for this answer); answer_start counts "
+                            "characters of the context from 0.",
+                        )
+                    if context[start : start + len(text)] != text:
                         found = context.find(text)
                         hint = f" (the text is at {found})" if found >= 0 else " (the text is not in the context)"
-                        _fail(path, here, f"answer {k} {text!r} is not at answer_start {start}{hint}; "
-                                          "answer_start counts characters of the context.")
+                        _fail(
+                            path,
+                            here,
+                            f"answer {k} {text!r} is not at answer_start {start}{hint}; "
+                            "answer_start counts characters of the context.",
+                        )
                     texts.append(text)
                     gold_starts.append(start)
                     if k == 0:
                         first = start
                 if not texts and not impossible and require_answers:
-                    _fail(path, here, "has no answers; give at least one, or mark it \"is_impossible\": true "
-                                      f"(SQuAD v2.0: {v2_hint}).")
+                    _fail(
+                        path,
+                        here,
+                        f'has no answers; give at least one, or mark it "is_impossible": true (SQuAD v2.0: {v2_hint}).',
+                    )
                 out.ids.append(qid)
                 out.questions.append(question)
                 out.contexts.append(context)

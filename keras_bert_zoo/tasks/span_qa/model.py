@@ -62,12 +62,14 @@ class BertSpanQA(Task):
     preprocessor_options = ("sequence_length", "doc_stride", "stride_mode", "max_query_length")
     uses_pooler = False  # HF builds BertForQuestionAnswering with add_pooling_layer=False
 
-    def __init__(self, backbone, preprocessor=None, version_2_with_negative=False, null_threshold=0.0,
-                 data_layout=None, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, version_2_with_negative=False, null_threshold=0.0, data_layout=None, **kwargs
+    ):
         # === Layers ===
         dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
-        qa_outputs = keras.layers.Dense(2, kernel_initializer=bert_initializer(backbone.initializer_range),
-                                        dtype=dtype, name="qa_outputs")
+        qa_outputs = keras.layers.Dense(
+            2, kernel_initializer=bert_initializer(backbone.initializer_range), dtype=dtype, name="qa_outputs"
+        )
         backbone.pooler.trainable = False  # unused: no variables without gradients in the optimizer
 
         # === Functional Model ===
@@ -76,8 +78,13 @@ class BertSpanQA(Task):
         # float32 under mixed precision: the softmax over positions and the loss need it.
         start = keras.layers.Activation("linear", dtype="float32", name="start_logits")(logits[..., 0])
         end = keras.layers.Activation("linear", dtype="float32", name="end_logits")(logits[..., 1])
-        super().__init__(inputs=inputs, outputs={"start_logits": start, "end_logits": end}, backbone=backbone,
-                         preprocessor=preprocessor, **kwargs)
+        super().__init__(
+            inputs=inputs,
+            outputs={"start_logits": start, "end_logits": end},
+            backbone=backbone,
+            preprocessor=preprocessor,
+            **kwargs,
+        )
         self.qa_outputs = qa_outputs
 
         # === Config ===
@@ -89,8 +96,13 @@ class BertSpanQA(Task):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"version_2_with_negative": self.version_2_with_negative,
-                       "null_threshold": self.null_threshold, "data_layout": self.data_layout})
+        config.update(
+            {
+                "version_2_with_negative": self.version_2_with_negative,
+                "null_threshold": self.null_threshold,
+                "data_layout": self.data_layout,
+            }
+        )
         return config
 
     # --- training --------------------------------------------------------------------
@@ -102,8 +114,10 @@ class BertSpanQA(Task):
         answer search over all windows: `keras_bert_zoo.tasks.span_qa.metrics`).
         """
         if kwargs.get("loss") is not None:
-            raise UsageError("BertSpanQA has its own loss (mean of the start and end cross-entropies); "
-                             "call compile() without `loss=`.")
+            raise UsageError(
+                "BertSpanQA has its own loss (mean of the start and end cross-entropies); "
+                "call compile() without `loss=`."
+            )
         kwargs.pop("loss", None)
         if optimizer == "auto":
             optimizer = default_optimizer()
@@ -136,19 +150,23 @@ class BertSpanQA(Task):
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         start, end = self._targets(y)
-        for tracker, positions, logits in ((self.start_accuracy_tracker, start, y_pred["start_logits"]),
-                                           (self.end_accuracy_tracker, end, y_pred["end_logits"])):
+        for tracker, positions, logits in (
+            (self.start_accuracy_tracker, start, y_pred["start_logits"]),
+            (self.end_accuracy_tracker, end, y_pred["end_logits"]),
+        ):
             if len(positions.shape) == 2:
                 _, accuracy = packed_cross_entropy(positions, ops.cast(logits, "float32"), x["padding_mask"])
             else:
-                hits = ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"),
-                                 ops.reshape(ops.cast(positions, "int32"), [-1]))
+                hits = ops.equal(
+                    ops.cast(ops.argmax(logits, axis=-1), "int32"), ops.reshape(ops.cast(positions, "int32"), [-1])
+                )
                 accuracy = ops.mean(ops.cast(hits, "float32"))
             tracker.update_state(accuracy)
         return self.get_metrics_result()
 
-    def predict_answers(self, questions, contexts, batch_size=64, n_best=20, max_answer_length=30,
-                        null_threshold=None, batching="auto"):
+    def predict_answers(
+        self, questions, contexts, batch_size=64, n_best=20, max_answer_length=30, null_threshold=None, batching="auto"
+    ):
         """The best answer span of each (question, passage) pair, and its n-best list.
 
         Long passages are read in windows; spans are searched as google-research/bert's
@@ -165,19 +183,27 @@ class BertSpanQA(Task):
         from keras_bert_zoo.tasks.span_qa.span_search import predict_answers
 
         if self.preprocessor is None:
-            raise UsageError("predict_answers needs a SpanQAPreprocessor: load the model from a directory with "
-                             "vocab.txt, or pass preprocessor=SpanQAPreprocessor.from_preset(DIR).")
+            raise UsageError(
+                "predict_answers needs a SpanQAPreprocessor: load the model from a directory with "
+                "vocab.txt, or pass preprocessor=SpanQAPreprocessor.from_preset(DIR)."
+            )
         threshold = self.null_threshold if null_threshold is None else null_threshold
-        return predict_answers(self, questions, contexts, batch_size=batch_size, n_best=n_best,
-                               max_answer_length=max_answer_length,
-                               version_2_with_negative=self.version_2_with_negative, null_threshold=threshold,
-                               batching=batching)
+        return predict_answers(
+            self,
+            questions,
+            contexts,
+            batch_size=batch_size,
+            n_best=n_best,
+            max_answer_length=max_answer_length,
+            version_2_with_negative=self.version_2_with_negative,
+            null_threshold=threshold,
+            batching=batching,
+        )
 
     # --- checkpoints ------------------------------------------------------------------
     def head_weight_specs(self):
         # run_squad.py: `cls/squad/output_weights` [2, hidden] (transposed) and `cls/squad/output_bias`.
         return head_dense_specs("qa_outputs", self.qa_outputs, google_prefix="cls/squad", google_transposed=True)
-
 
 
 def packed_cross_entropy(targets, logits, padding_mask):
@@ -202,8 +228,9 @@ def packed_cross_entropy(targets, logits, padding_mask):
     count = ops.shape(ids)[0]
     flat = ops.reshape(logits, [-1])
     highest = ops.segment_max(flat, segment, num_segments=count)
-    log_sum = highest + ops.log(ops.segment_sum(ops.exp(flat - ops.take(highest, segment)), segment,
-                                                num_segments=count))
+    log_sum = highest + ops.log(
+        ops.segment_sum(ops.exp(flat - ops.take(highest, segment)), segment, num_segments=count)
+    )
     target = ops.reshape(ops.cast(targets, "float32"), [-1])
     target_logit = ops.segment_sum(flat * target, segment, num_segments=count)
     has_target = ops.segment_sum(target, segment, num_segments=count) > 0

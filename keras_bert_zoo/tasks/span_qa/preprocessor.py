@@ -36,8 +36,8 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings, windows_runner
-from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.max_context import max_context_score
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 
 __all__ = ["MODEL_INPUTS", "SpanQAPreprocessor", "QAWindows", "make_qa_windows", "make_qa_dataset", "window_logits"]
 
@@ -81,24 +81,32 @@ class SpanQAPreprocessor(PreprocessingLayer):
     ```
     """
 
-    def __init__(self, tokenizer, sequence_length=384, doc_stride=128, stride_mode="step", max_query_length=64,
-                 **kwargs):
+    def __init__(
+        self, tokenizer, sequence_length=384, doc_stride=128, stride_mode="step", max_query_length=64, **kwargs
+    ):
         super().__init__(**kwargs)
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer) or tokenizer.sequence_length is not None:
             raise ArgumentTypeError("`tokenizer` must be a BertTokenizer returning ragged ids (sequence_length=None).")
         if stride_mode not in _STRIDE_MODES:
-            raise UsageError(f"--stride-mode {stride_mode!r}; use 'step' (google-research/bert: the step between "
-                             "window starts, the default) or 'overlap' (HF: pieces shared by neighbours).")
+            raise UsageError(
+                f"--stride-mode {stride_mode!r}; use 'step' (google-research/bert: the step between "
+                "window starts, the default) or 'overlap' (HF: pieces shared by neighbours)."
+            )
         sequence_length, doc_stride, max_query_length = int(sequence_length), int(doc_stride), int(max_query_length)
         if max_query_length < 1 or sequence_length < max_query_length + 4:
-            raise UsageError(f"--sequence-length {sequence_length} leaves no room for the passage after a question "
-                             f"of up to {max_query_length} pieces; use at least {max_query_length + 4}.")
+            raise UsageError(
+                f"--sequence-length {sequence_length} leaves no room for the passage after a question "
+                f"of up to {max_query_length} pieces; use at least {max_query_length + 4}."
+            )
         room = sequence_length - max_query_length - 3  # passage pieces per window, for the longest question
         if doc_stride < 1 or (stride_mode == "overlap" and doc_stride >= room):
-            limit = f"below {room} (sequence length - {max_query_length} question pieces - 3)" \
-                if stride_mode == "overlap" else "at least 1"
+            limit = (
+                f"below {room} (sequence length - {max_query_length} question pieces - 3)"
+                if stride_mode == "overlap"
+                else "at least 1"
+            )
             raise UsageError(f"--doc-stride {doc_stride} must be {limit} in {stride_mode} mode.")
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
@@ -115,9 +123,11 @@ class SpanQAPreprocessor(PreprocessingLayer):
         """Raw questions and passages are read through `BertSpanQA.predict_answers` (windows
         and the n-best search) and trained by `finetune("qa", ...)`; `fit/evaluate/predict`
         take the windows' int features (`make_qa_windows` + `make_qa_dataset`)."""
-        raise UsageError("BertSpanQA.fit/evaluate/predict take the windows' token_ids/segment_ids/padding_mask "
-                         "(make_qa_windows + make_qa_dataset); for raw questions and passages use "
-                         "model.predict_answers(questions, contexts) or finetune('qa', ...).")
+        raise UsageError(
+            "BertSpanQA.fit/evaluate/predict take the windows' token_ids/segment_ids/padding_mask "
+            "(make_qa_windows + make_qa_dataset); for raw questions and passages use "
+            "model.predict_answers(questions, contexts) or finetune('qa', ...)."
+        )
 
     def windows(self, question, context, answer_start=None, answer_end=None):
         from keras_bert_zoo.preprocessing.base import to_string_tensor
@@ -129,7 +139,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
 
     def _windows(self, question, context, answer_start, answer_end):
         tok = self.tokenizer
-        q_ids = tok(question).with_row_splits_dtype(tf.int64)[:, :self.max_query_length]
+        q_ids = tok(question).with_row_splits_dtype(tf.int64)[:, : self.max_query_length]
         c_ids, c_start, c_end = tok.tokenize_with_offsets(context)
         c_ids, c_start, c_end = (t.with_row_splits_dtype(tf.int64) for t in (c_ids, c_start, c_end))
         q_len, c_len = q_ids.row_lengths(), c_ids.row_lengths()
@@ -147,8 +157,7 @@ class SpanQAPreprocessor(PreprocessingLayer):
         w_len = tf.minimum(tf.gather(room, example), tf.gather(c_len, example) - w_start)
         w_q = tf.gather(q_len, example)
         # Passage piece index (within its passage) of every window position, and global index.
-        piece = tf.RaggedTensor.from_row_lengths(tf.ragged.range(w_len).flat_values + tf.repeat(w_start, w_len),
-                                                 w_len)
+        piece = tf.RaggedTensor.from_row_lengths(tf.ragged.range(w_len).flat_values + tf.repeat(w_start, w_len), w_len)
         flat_piece = piece.flat_values + tf.repeat(tf.gather(c_ids.row_starts(), example), w_len)
         ctx_ids = piece.with_flat_values(tf.gather(c_ids.flat_values, flat_piece))
         n = tf.size(example, out_type=tf.int64)
@@ -159,7 +168,9 @@ class SpanQAPreprocessor(PreprocessingLayer):
         q_rows = tf.gather(q_ids, example)
         cls, sep = column(tok.cls_token_id), column(tok.sep_token_id)
         length = self.sequence_length
-        token_ids = tf.concat([cls, q_rows, sep, ctx_ids, sep], axis=1).to_tensor(tok.pad_token_id, shape=[None, length])
+        token_ids = tf.concat([cls, q_rows, sep, ctx_ids, sep], axis=1).to_tensor(
+            tok.pad_token_id, shape=[None, length]
+        )
         total = w_q + w_len + 3
         positions = tf.range(length, dtype=tf.int64)[None, :]
         padding_mask = tf.cast(positions < total[:, None], tf.int32)
@@ -228,8 +239,11 @@ class SpanQAPreprocessor(PreprocessingLayer):
             text = tf.TensorSpec([None], tf.string)
             span = tf.TensorSpec([None], tf.int64)
             if with_labels:
-                fn = tf.function(lambda q, c, s, e: self.windows(q, c, s, e), input_signature=[text, text, span, span],
-                                 autograph=False)
+                fn = tf.function(
+                    lambda q, c, s, e: self.windows(q, c, s, e),
+                    input_signature=[text, text, span, span],
+                    autograph=False,
+                )
             else:
                 fn = tf.function(lambda q, c: self.windows(q, c), input_signature=[text, text], autograph=False)
             compiled[with_labels] = fn
@@ -249,8 +263,12 @@ class SpanQAPreprocessor(PreprocessingLayer):
         write_json(os.path.join(path, _QA_PREPROCESSOR_FILE), self._settings())
 
     def _settings(self):
-        return {"sequence_length": self.sequence_length, "doc_stride": self.doc_stride,
-                "stride_mode": self.stride_mode, "max_query_length": self.max_query_length}
+        return {
+            "sequence_length": self.sequence_length,
+            "doc_stride": self.doc_stride,
+            "stride_mode": self.stride_mode,
+            "max_query_length": self.max_query_length,
+        }
 
     def get_config(self):
         config = super().get_config()
@@ -288,8 +306,10 @@ def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answe
         stop = start + chunk_size
         args = [tf.constant(list(questions[start:stop]), tf.string), tf.constant(list(contexts[start:stop]), tf.string)]
         if with_labels:
-            args += [tf.constant(list(answer_starts[start:stop]), tf.int64),
-                     tf.constant(list(answer_ends[start:stop]), tf.int64)]
+            args += [
+                tf.constant(list(answer_starts[start:stop]), tf.int64),
+                tf.constant(list(answer_ends[start:stop]), tf.int64),
+            ]
         out = {k: v.numpy() for k, v in fn(*args).items()}
         out["example_ids"] = out["example_ids"] + start
         parts.append(out)
@@ -297,12 +317,15 @@ def make_qa_windows(preprocessor, questions, contexts, answer_starts=None, answe
         raise InvalidInputError("no questions to make windows of; give at least one question and its passage.")
     merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = {k: merged[k] for k in ("start_positions", "end_positions")} if with_labels else None
-    return QAWindows(features={k: merged[k] for k in MODEL_INPUTS}, info={k: merged[k] for k in _WINDOW_INFO},
-                     example_ids=merged["example_ids"], labels=labels)
+    return QAWindows(
+        features={k: merged[k] for k in MODEL_INPUTS},
+        info={k: merged[k] for k in _WINDOW_INFO},
+        example_ids=merged["example_ids"],
+        labels=labels,
+    )
 
 
-def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True, drop_remainder=False,
-                    pack=False):
+def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True, drop_remainder=False, pack=False):
     """A batched `tf.data.Dataset` of `QAWindows`: `(features, labels)` when training, else features.
 
     `bucket` cuts each batch to the shortest of the default bucket lengths holding its
@@ -316,8 +339,9 @@ def make_qa_dataset(windows, batch_size=32, training=False, seed=0, bucket=True,
     from keras_bert_zoo.preprocessing import bucketing
 
     if training and windows.labels is None:
-        raise UsageError("training needs windows made with answers: pass answer_starts and answer_ends "
-                         "to make_qa_windows.")
+        raise UsageError(
+            "training needs windows made with answers: pass answer_starts and answer_ends to make_qa_windows."
+        )
     features = dict(windows.features)
     ds = tf.data.Dataset.from_tensor_slices((features, dict(windows.labels)) if training else features)
     if training:

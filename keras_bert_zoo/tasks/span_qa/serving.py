@@ -34,20 +34,27 @@ class QAServing(TaskServing):
     """
 
     default_signature = "answer"
-    options = (TaskOption("n_best", int, 20, "answers in the n-best list (20, as run_squad.py)", low=1, high=1000),
-               TaskOption("max_answer_length", int, 30, "longest answer span in pieces (30)", low=1, high=8192))
+    options = (
+        TaskOption("n_best", int, 20, "answers in the n-best list (20, as run_squad.py)", low=1, high=1000),
+        TaskOption("max_answer_length", int, 30, "longest answer span in pieces (30)", low=1, high=8192),
+    )
     N_BEST_OUTPUTS = ("n_best_text", "n_best_start", "n_best_end", "n_best_score", "n_best_probability")
 
     def __init__(self, model, preprocessor, text_pair=False, n_best=20, max_answer_length=30):
         from keras_bert_zoo.tasks.span_qa.span_search import SpanSearch
 
         if not hasattr(preprocessor, "windows") or not hasattr(preprocessor, "doc_stride"):
-            raise ArgumentTypeError(f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "
-                             f"{type(preprocessor).__name__}.")
+            raise ArgumentTypeError(
+                f"a BertSpanQA needs a SpanQAPreprocessor (question + passage -> windows), got "
+                f"{type(preprocessor).__name__}."
+            )
         super().__init__(model, preprocessor, False)
-        self.search = SpanSearch(n_best=n_best, max_answer_length=max_answer_length,
-                                 version_2_with_negative=model.version_2_with_negative,
-                                 null_threshold=model.null_threshold)
+        self.search = SpanSearch(
+            n_best=n_best,
+            max_answer_length=max_answer_length,
+            version_2_with_negative=model.version_2_with_negative,
+            null_threshold=model.null_threshold,
+        )
 
     def preprocess(self, question, context=None):
         return {**self.preprocessor.windows(question, context), "context": context}
@@ -57,10 +64,8 @@ class QAServing(TaskServing):
 
         if "example_ids" not in features:  # predict_token_ids
             return {k: tf.cast(model_outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
-        found = self.search(model_outputs["start_logits"], model_outputs["end_logits"], features,
-                            features["context"])
-        pads = {"n_best_text": "", "n_best_start": -1, "n_best_end": -1, "n_best_score": 0.0,
-                "n_best_probability": 0.0}
+        found = self.search(model_outputs["start_logits"], model_outputs["end_logits"], features, features["context"])
+        pads = {"n_best_text": "", "n_best_start": -1, "n_best_end": -1, "n_best_score": 0.0, "n_best_probability": 0.0}
         out = {k: found[k] for k in ("answer", "start", "end", "score", "probability", "null_score_diff")}
         out.update({k: found[k].to_tensor(pads[k]) for k in self.N_BEST_OUTPUTS})
         out["num_n_best"] = found["n_best_start"].row_lengths()
@@ -90,9 +95,15 @@ class QAServing(TaskServing):
 
     def info(self):
         pre = self.preprocessor
-        return {"inputs": ["question", "context"], "offsets": "characters", "doc_stride": pre.doc_stride,
-                "stride_mode": pre.stride_mode, "max_query_length": pre.max_query_length,
-                "n_best": self.search.n_best, "max_answer_length": self.search.max_answer_length,
-                "version_2_with_negative": self.model.version_2_with_negative,
-                "null_threshold": self.model.null_threshold,
-                "ragged_outputs": {"num_n_best": list(self.N_BEST_OUTPUTS)}}
+        return {
+            "inputs": ["question", "context"],
+            "offsets": "characters",
+            "doc_stride": pre.doc_stride,
+            "stride_mode": pre.stride_mode,
+            "max_query_length": pre.max_query_length,
+            "n_best": self.search.n_best,
+            "max_answer_length": self.search.max_answer_length,
+            "version_2_with_negative": self.model.version_2_with_negative,
+            "null_threshold": self.model.null_threshold,
+            "ragged_outputs": {"num_n_best": list(self.N_BEST_OUTPUTS)},
+        }

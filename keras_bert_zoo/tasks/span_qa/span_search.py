@@ -112,16 +112,25 @@ class SpanSearch:
         def ragged(values):
             return tf.RaggedTensor.from_value_rowids(values, example, nrows=batch)
 
-        n_best = {"n_best_text": ragged(text), "n_best_start": ragged(c_start), "n_best_end": ragged(c_end),
-                  "n_best_score": ragged(score), "n_best_probability": ragged(probability)}
+        n_best = {
+            "n_best_text": ragged(text),
+            "n_best_start": ragged(c_start),
+            "n_best_end": ragged(c_end),
+            "n_best_score": ragged(score),
+            "n_best_probability": ragged(probability),
+        }
         found = n_best["n_best_start"].row_lengths() > 0
 
         def best(name, default):
             return n_best[name][:, :1].to_tensor(default, shape=[None, 1])[:, 0]
 
-        out = {"span_answer": best("n_best_text", ""), "start": best("n_best_start", -1),
-               "end": best("n_best_end", -1), "score": best("n_best_score", 0.0),
-               "probability": best("n_best_probability", 0.0)}
+        out = {
+            "span_answer": best("n_best_text", ""),
+            "start": best("n_best_start", -1),
+            "end": best("n_best_end", -1),
+            "score": best("n_best_score", 0.0),
+            "probability": best("n_best_probability", 0.0),
+        }
         null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], examples, batch)
         out["null_score_diff"] = tf.where(found, null - out["score"], _NO_SPAN_DIFF)
         answer = out["span_answer"]
@@ -135,8 +144,18 @@ class SpanSearch:
         return out
 
 
-def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_answer_length=30,
-                    version_2_with_negative=False, null_threshold=0.0, chunk_size=256, batching="auto"):
+def predict_answers(
+    model,
+    questions,
+    contexts,
+    batch_size=64,
+    n_best=20,
+    max_answer_length=30,
+    version_2_with_negative=False,
+    null_threshold=0.0,
+    chunk_size=256,
+    batching="auto",
+):
     """Answers of a `BertSpanQA` (with its `SpanQAPreprocessor`) for raw (question, passage) pairs.
 
     Questions are processed in chunks (windows, model, `SpanSearch`), so memory stays
@@ -146,12 +165,18 @@ def predict_answers(model, questions, contexts, batch_size=64, n_best=20, max_an
 
     questions, contexts = list(questions), list(contexts)
     if len(questions) != len(contexts):
-        raise InvalidInputError(f"{len(questions)} questions but {len(contexts)} passages; give one passage per question.")
-    search = SpanSearch(n_best=n_best, max_answer_length=max_answer_length,
-                        version_2_with_negative=version_2_with_negative, null_threshold=null_threshold)
+        raise InvalidInputError(
+            f"{len(questions)} questions but {len(contexts)} passages; give one passage per question."
+        )
+    search = SpanSearch(
+        n_best=n_best,
+        max_answer_length=max_answer_length,
+        version_2_with_negative=version_2_with_negative,
+        null_threshold=null_threshold,
+    )
     results = []
     for begin in range(0, len(questions), chunk_size):
-        q, c = questions[begin:begin + chunk_size], contexts[begin:begin + chunk_size]
+        q, c = questions[begin : begin + chunk_size], contexts[begin : begin + chunk_size]
         windows = make_qa_windows(model.preprocessor, q, c)
         start, end = window_logits(model, windows, batch_size, batching=batching)
         info = {**windows.info, "padding_mask": windows.features["padding_mask"], "example_ids": windows.example_ids}
@@ -166,16 +191,31 @@ def _rows(out):
     ragged = {k: v.to_list() for k, v in out.items() if isinstance(v, tf.RaggedTensor)}
     rows = []
     for i in range(len(plain["answer"])):
-        rows.append({
-            "answer": plain["answer"][i].decode("utf-8"),
-            "start": int(plain["start"][i]), "end": int(plain["end"][i]),
-            "score": float(plain["score"][i]), "probability": float(plain["probability"][i]),
-            "null_score_diff": float(plain["null_score_diff"][i]),
-            "span_answer": plain["span_answer"][i].decode("utf-8"),
-            "n_best": [{"text": t.decode("utf-8"), "start": int(s), "end": int(e), "score": float(sc),
-                        "probability": float(p)}
-                       for t, s, e, sc, p in zip(ragged["n_best_text"][i], ragged["n_best_start"][i],
-                                                 ragged["n_best_end"][i], ragged["n_best_score"][i],
-                                                 ragged["n_best_probability"][i])],
-        })
+        rows.append(
+            {
+                "answer": plain["answer"][i].decode("utf-8"),
+                "start": int(plain["start"][i]),
+                "end": int(plain["end"][i]),
+                "score": float(plain["score"][i]),
+                "probability": float(plain["probability"][i]),
+                "null_score_diff": float(plain["null_score_diff"][i]),
+                "span_answer": plain["span_answer"][i].decode("utf-8"),
+                "n_best": [
+                    {
+                        "text": t.decode("utf-8"),
+                        "start": int(s),
+                        "end": int(e),
+                        "score": float(sc),
+                        "probability": float(p),
+                    }
+                    for t, s, e, sc, p in zip(
+                        ragged["n_best_text"][i],
+                        ragged["n_best_start"][i],
+                        ragged["n_best_end"][i],
+                        ragged["n_best_score"][i],
+                        ragged["n_best_probability"][i],
+                    )
+                ],
+            }
+        )
     return rows

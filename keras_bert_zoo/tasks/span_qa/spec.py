@@ -42,13 +42,24 @@ class QATask(TaskSpec):
     batchings = ("auto", "packed", "bucketed", "fixed")
     options = (
         TaskOption("doc_stride", int, 128, "see --stride-mode (default 128)", low=1, high=MAX_LENGTH),
-        TaskOption("stride_mode", str, "step", "step (default, google-research/bert): --doc-stride pieces between "
-                   "window starts; overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows",
-                   choices=("step", "overlap")),
+        TaskOption(
+            "stride_mode",
+            str,
+            "step",
+            "step (default, google-research/bert): --doc-stride pieces between "
+            "window starts; overlap (HF's `stride`): --doc-stride pieces shared by neighbouring windows",
+            choices=("step", "overlap"),
+        ),
         TaskOption("max_query_length", int, 64, "question pieces kept (64)", low=1, high=MAX_LENGTH),
         TaskOption("version_2_with_negative", bool, False, "SQuAD v2.0: questions may have no answer"),
-        TaskOption("null_threshold", float, 0.0, "v2.0: answer '' when null score - best span score exceeds this",
-                   low=-1e6, high=1e6),
+        TaskOption(
+            "null_threshold",
+            float,
+            0.0,
+            "v2.0: answer '' when null score - best span score exceeds this",
+            low=-1e6,
+            high=1e6,
+        ),
     )
     description = "extractive question answering (SQuAD v1.1 / v2.0 JSON)"
     default_sequence_length = 384
@@ -69,35 +80,44 @@ class QATask(TaskSpec):
         from keras_bert_zoo.tasks.span_qa.preprocessor import SpanQAPreprocessor
 
         layout = layout or QALayout()
-        return SpanQAPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length, doc_stride=layout.doc_stride,
-                                              stride_mode=layout.stride_mode,
-                                              max_query_length=layout.max_query_length)
+        return SpanQAPreprocessor.from_preset(
+            vocab_dir,
+            sequence_length=sequence_length,
+            doc_stride=layout.doc_stride,
+            stride_mode=layout.stride_mode,
+            max_query_length=layout.max_query_length,
+        )
 
     def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
         layout = layout or QALayout()
         saved = layout.to_dict() | {"sequence_length": sequence_length}
         return self.model_class().from_preset(
-            model, preprocessor=preprocessor, version_2_with_negative=layout.version_2_with_negative,
-            null_threshold=layout.null_threshold, data_layout=saved)
+            model,
+            preprocessor=preprocessor,
+            version_2_with_negative=layout.version_2_with_negative,
+            null_threshold=layout.null_threshold,
+            data_layout=saved,
+        )
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.tasks.span_qa.preprocessor import make_qa_dataset, make_qa_windows
 
         if training:
-            windows = make_qa_windows(preprocessor, examples.questions, examples.contexts, examples.answer_starts,
-                                      examples.answer_ends)
+            windows = make_qa_windows(
+                preprocessor, examples.questions, examples.contexts, examples.answer_starts, examples.answer_ends
+            )
         else:
             windows = make_qa_windows(preprocessor, examples.questions, examples.contexts)
         # Default: random batches packed into full rows, one softmax per window over its own positions
         # (`preprocessing.packing`, docs/decisions.md); "bucketed": each batch padded to the bucket of its
         # longest window, the softmax over the padded row as in the original.
         packed = batching in ("auto", "packed") and training
-        return make_qa_dataset(windows, batch_size, training=training, seed=seed, bucket=batching != "fixed",
-                               pack=packed)
+        return make_qa_dataset(
+            windows, batch_size, training=training, seed=seed, bucket=batching != "fixed", pack=packed
+        )
 
     def primary_metric(self, layout):
         return "f1"
-
 
     def score(self, model, examples, dataset):
         return self.answer_and_score(model, examples)[0]
@@ -110,11 +130,15 @@ class QATask(TaskSpec):
         rows = model.predict_answers(examples.questions, examples.contexts, batch_size=batch_size)
         golds = dict(zip(examples.ids, examples.answers))
         v2 = examples.version_2_with_negative
-        metrics = squad_scores({q: r["answer"] for q, r in zip(examples.ids, rows)}, golds,
-                               version_2_with_negative=v2)
+        metrics = squad_scores({q: r["answer"] for q, r in zip(examples.ids, rows)}, golds, version_2_with_negative=v2)
         if v2:
-            metrics.update(find_best_threshold({q: r["span_answer"] for q, r in zip(examples.ids, rows)},
-                                               {q: r["null_score_diff"] for q, r in zip(examples.ids, rows)}, golds))
+            metrics.update(
+                find_best_threshold(
+                    {q: r["span_answer"] for q, r in zip(examples.ids, rows)},
+                    {q: r["null_score_diff"] for q, r in zip(examples.ids, rows)},
+                    golds,
+                )
+            )
         return metrics, rows
 
     # --- evaluate / predict ---------------------------------------------------------------
@@ -122,10 +146,13 @@ class QATask(TaskSpec):
         from keras_bert_zoo.tasks.span_qa.data import read_squad
 
         # evaluate/predict have no --version-2-with-negative: the model's own setting is used.
-        hint = ("this model was fine-tuned for SQuAD v1.1 (every question answerable): score it on a v1.1 "
-                "file, or fine-tune one for v2.0 with `bert-zoo finetune qa --version-2-with-negative`")
-        return read_squad(path, version_2_with_negative=model.version_2_with_negative,
-                          require_answers=require_answers, v2_hint=hint)
+        hint = (
+            "this model was fine-tuned for SQuAD v1.1 (every question answerable): score it on a v1.1 "
+            "file, or fine-tune one for v2.0 with `bert-zoo finetune qa --version-2-with-negative`"
+        )
+        return read_squad(
+            path, version_2_with_negative=model.version_2_with_negative, require_answers=require_answers, v2_hint=hint
+        )
 
     def evaluate(self, model_dir, data_paths, batch_size=64):
         return self.evaluate_outputs(model_dir, data_paths, batch_size)[0]

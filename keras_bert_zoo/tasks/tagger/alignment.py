@@ -24,8 +24,15 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 
-__all__ = ["IGNORE_LABEL", "MODEL_INPUTS", "inside_label_map", "model_inputs", "to_ragged", "word_pieces",
-           "pack_pieces"]
+__all__ = [
+    "IGNORE_LABEL",
+    "MODEL_INPUTS",
+    "inside_label_map",
+    "model_inputs",
+    "to_ragged",
+    "word_pieces",
+    "pack_pieces",
+]
 
 IGNORE_LABEL = -100
 MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -55,8 +62,9 @@ def to_ragged(x, dtype, name):
         if t.shape.rank == 1:
             return tf.RaggedTensor.from_tensor(t[None]).with_row_splits_dtype(tf.int64), True
         if t.shape.rank != 2:
-            raise ArgumentTypeError(f"`{name}` must be [batch, (words)] (ragged) or one sentence [words], "
-                                    f"got shape {t.shape}.")
+            raise ArgumentTypeError(
+                f"`{name}` must be [batch, (words)] (ragged) or one sentence [words], got shape {t.shape}."
+            )
         rt = tf.RaggedTensor.from_tensor(t)
     else:
         single = len(x) > 0 and all(not isinstance(v, (list, tuple, np.ndarray)) for v in x)
@@ -168,8 +176,7 @@ def pack_pieces(tokenizer, sequence_length, parts, sentence, starts, ends):
 
     n = tf.cast(ends - starts, tf.int32) + 2
     out = {
-        "token_ids": frame(parts["piece_ids"], tokenizer.cls_token_id, tokenizer.sep_token_id,
-                           tokenizer.pad_token_id),
+        "token_ids": frame(parts["piece_ids"], tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id),
         "segment_ids": tf.zeros([count, sequence_length], tf.int32),
         "padding_mask": tf.sequence_mask(n, sequence_length, dtype=tf.int32),
         "word_ids": frame(parts["piece_word"], -1, -1, -1),

@@ -87,8 +87,9 @@ class TaggedExamples:
             try:
                 out.append([index[t] for t in sentence])
             except KeyError as e:
-                raise InvalidInputError(f"{self.path or 'examples'}: sentence {k}: tag {e.args[0]!r} is not among the "
-                                 f"labels {names}.") from None
+                raise InvalidInputError(
+                    f"{self.path or 'examples'}: sentence {k}: tag {e.args[0]!r} is not among the labels {names}."
+                ) from None
         return out
 
 
@@ -127,7 +128,9 @@ def _detect_scheme(sentences):
 
 # The fix named when a file's tags do not follow the scheme given: the flag and the
 # Python keyword (both exist: `finetune tag --scheme`, `read_tagged(scheme=...)`).
-_SCHEME_FIX = "is the file in another scheme? Pass --scheme IOB1/IOB2/BIOES (scheme= in Python), or leave it out to detect"
+_SCHEME_FIX = (
+    "is the file in another scheme? Pass --scheme IOB1/IOB2/BIOES (scheme= in Python), or leave it out to detect"
+)
 
 
 def _check_transitions(path, lines, tags, scheme):
@@ -146,22 +149,30 @@ def _check_transitions(path, lines, tags, scheme):
         prefix, kind = (tag[0], tag[2:]) if tag != "O" else ("O", None)
         if scheme == "IOB2":
             if prefix == "I" and previous[2:] != kind:
-                raise InvalidInputError(f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
-                                        f"(every entity starts with B-); {_SCHEME_FIX}.")
+                raise InvalidInputError(
+                    f"{path}:{number}: tag {tag!r} starts an entity, which IOB2 does not allow "
+                    f"(every entity starts with B-); {_SCHEME_FIX}."
+                )
         elif prefix in ("I", "E"):
             if open_type != kind:
-                raise InvalidInputError(f"{path}:{number}: tag {tag!r} continues no {kind} entity, which BIOES does "
-                                        f"not allow (an entity is S-X, or B-X ... E-X); {_SCHEME_FIX}.")
+                raise InvalidInputError(
+                    f"{path}:{number}: tag {tag!r} continues no {kind} entity, which BIOES does "
+                    f"not allow (an entity is S-X, or B-X ... E-X); {_SCHEME_FIX}."
+                )
             open_type = kind if prefix == "I" else None
         else:  # O, B-, S-: the previous entity must have ended
             if open_type is not None:
-                raise InvalidInputError(f"{path}:{number}: tag {tag!r} follows an unfinished {open_type} entity "
-                                        f"(BIOES ends one with E-{open_type}); {_SCHEME_FIX}.")
+                raise InvalidInputError(
+                    f"{path}:{number}: tag {tag!r} follows an unfinished {open_type} entity "
+                    f"(BIOES ends one with E-{open_type}); {_SCHEME_FIX}."
+                )
             open_type = kind if prefix == "B" else None
         previous = tag
     if open_type is not None:
-        raise InvalidInputError(f"{path}:{number}: the sentence ends inside a {open_type} entity (BIOES ends one "
-                                f"with E-{open_type}); {_SCHEME_FIX}.")
+        raise InvalidInputError(
+            f"{path}:{number}: the sentence ends inside a {open_type} entity (BIOES ends one "
+            f"with E-{open_type}); {_SCHEME_FIX}."
+        )
 
 
 def _file_kind(path):
@@ -193,8 +204,10 @@ def _read_columns(path, max_examples):
                     break
                 continue
             if len(parts) < 2:
-                raise InvalidInputError(f"{path}:{number}: one column ({parts[0]!r}) and no tag; a column file needs the "
-                                 "token first and its tag last, whitespace-separated.")
+                raise InvalidInputError(
+                    f"{path}:{number}: one column ({parts[0]!r}) and no tag; a column file needs the "
+                    "token first and its tag last, whitespace-separated."
+                )
             lines.append(number)
             words.append(parts[0])
             tags.append(parts[-1])
@@ -213,22 +226,31 @@ def _read_jsonl(path, max_examples):
             try:
                 obj = json.loads(line)
             except ValueError as e:
-                raise InvalidInputError(f"{path}:{number}: not valid JSON ({e}); JSON Lines needs one object "
-                                 "per line.") from None
+                raise InvalidInputError(
+                    f"{path}:{number}: not valid JSON ({e}); JSON Lines needs one object per line."
+                ) from None
             if not isinstance(obj, dict):
-                raise InvalidInputError(f"{path}:{number}: a JSON {type(obj).__name__}, expected an object "
-                                 '{"tokens": [...], "tags": [...]}.')
+                raise InvalidInputError(
+                    f"{path}:{number}: a JSON {type(obj).__name__}, expected an object "
+                    '{"tokens": [...], "tags": [...]}.'
+                )
             for key in ("tokens", "tags"):
                 if key not in obj:
-                    raise InvalidInputError(f"{path}:{number}: no key {key!r}; the object has {sorted(obj)} "
-                                     '(expected {"tokens": [...], "tags": [...]}).')
+                    raise InvalidInputError(
+                        f"{path}:{number}: no key {key!r}; the object has {sorted(obj)} "
+                        '(expected {"tokens": [...], "tags": [...]}).'
+                    )
                 values = obj[key]
                 if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-                    raise InvalidInputError(f"{path}:{number}: {key!r} must be a list of strings"
-                                     f"{' (tag names, not ids)' if key == 'tags' else ''}, got {str(values)[:60]}.")
+                    raise InvalidInputError(
+                        f"{path}:{number}: {key!r} must be a list of strings"
+                        f"{' (tag names, not ids)' if key == 'tags' else ''}, got {str(values)[:60]}."
+                    )
             words, tags = obj["tokens"], obj["tags"]
             if len(words) != len(tags):
-                raise InvalidInputError(f"{path}:{number}: {len(words)} tokens but {len(tags)} tags; give one tag per token.")
+                raise InvalidInputError(
+                    f"{path}:{number}: {len(words)} tokens but {len(tags)} tags; give one tag per token."
+                )
             if not words:
                 raise InvalidInputError(f"{path}:{number}: a sentence with no tokens.")
             bad = next((w for w in words if not w.strip()), None)
@@ -269,8 +291,12 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
     read_text_file(path, "data file")  # exists, is a file, is UTF-8 (else one error naming the line)
     scheme = normalize_scheme(scheme)
     kind = _file_kind(path)
-    sentences = [(lines, words, tags) for _, lines, words, tags in
-                 (_read_jsonl(path, max_examples) if kind == "jsonl" else _read_columns(path, max_examples))]
+    sentences = [
+        (lines, words, tags)
+        for _, lines, words, tags in (
+            _read_jsonl(path, max_examples) if kind == "jsonl" else _read_columns(path, max_examples)
+        )
+    ]
     if not sentences:
         raise InvalidInputError(f"{path} has no sentences (empty file, or only blank and -DOCSTART- lines).")
     if max_examples:
@@ -295,8 +321,13 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
             for number, tag in zip(lines, tags):
                 if tag not in known:
                     raise InvalidInputError(f"{path}:{number}: tag {tag!r} is not among the model's labels {names}.")
-    return TaggedExamples(words=[w for _, w, _ in sentences], tags=[t for _, _, t in sentences],
-                          label_names=names, scheme=stored, path=path)
+    return TaggedExamples(
+        words=[w for _, w, _ in sentences],
+        tags=[t for _, _, t in sentences],
+        label_names=names,
+        scheme=stored,
+        path=path,
+    )
 
 
 def write_tagged(path, words, tags):
@@ -307,18 +338,22 @@ def write_tagged(path, words, tags):
 
     path = os.fspath(path)
     if len(words) != len(tags):
-        raise InvalidInputError(f"{len(words)} sentences of words but {len(tags)} of tags; "
-                                "give one tag list per sentence.")
+        raise InvalidInputError(
+            f"{len(words)} sentences of words but {len(tags)} of tags; give one tag list per sentence."
+        )
     for k, (w, t) in enumerate(zip(words, tags)):
         if len(w) != len(t):
             raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags; give one tag per word.")
         bad = next((x for x in w if not x or any(c.isspace() for c in x)), None)
         if bad is not None and os.path.splitext(path)[1].lower() not in _JSONL_EXTENSIONS:
-            raise InvalidInputError(f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "
-                             "store it (write .jsonl instead).")
+            raise InvalidInputError(
+                f"sentence {k}: word {bad!r} is empty or holds whitespace; a column file cannot "
+                "store it (write .jsonl instead)."
+            )
     if os.path.splitext(path)[1].lower() in _JSONL_EXTENSIONS:
-        text = "".join(json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n"
-                       for w, t in zip(words, tags))
+        text = "".join(
+            json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n" for w, t in zip(words, tags)
+        )
     else:
         text = "".join("".join(f"{x} {y}\n" for x, y in zip(w, t)) + "\n" for w, t in zip(words, tags))
     write_text(path, text)

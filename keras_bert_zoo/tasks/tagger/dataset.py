@@ -50,9 +50,20 @@ from keras_bert_zoo.tasks.tagger.windows import make_windows
 __all__ = ["make_tagging_dataset"]
 
 
-def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, seed=0, with_labels=None,
-                         drop_remainder=False, bucket=False, boundaries=None, windows=None, group_by_length=False,
-                         pack_width=None):
+def make_tagging_dataset(
+    examples,
+    preprocessor,
+    batch_size=32,
+    training=False,
+    seed=0,
+    with_labels=None,
+    drop_remainder=False,
+    bucket=False,
+    boundaries=None,
+    windows=None,
+    group_by_length=False,
+    pack_width=None,
+):
     """A batched `tf.data.Dataset` of windows, with a known number of batches.
 
     Args:
@@ -88,12 +99,18 @@ def make_tagging_dataset(examples, preprocessor, batch_size=32, training=False, 
     second = windows.labels if with_labels else windows.info()
     ds = tf.data.Dataset.from_tensor_slices((dict(windows.features), second))
     if group_by_length:
-        _only_for("group_by_length", training and with_labels, drop_remainder, "training batches (training=True, "
-                  "with labels")
+        _only_for(
+            "group_by_length", training and with_labels, drop_remainder, "training batches (training=True, with labels"
+        )
         labelled = int(np.sum(np.asarray(windows.labels) != IGNORE_LABEL))
-        return _grouped_by_length(ds, len(windows), batch_size, seed,
-                                  boundaries or bucketing.fine_boundaries(preprocessor.sequence_length),
-                                  tokens_per_batch=max(labelled, 1) / max(-(-len(windows) // batch_size), 1))
+        return _grouped_by_length(
+            ds,
+            len(windows),
+            batch_size,
+            seed,
+            boundaries or bucketing.fine_boundaries(preprocessor.sequence_length),
+            tokens_per_batch=max(labelled, 1) / max(-(-len(windows) // batch_size), 1),
+        )
     if training:
         ds = ds.shuffle(max(len(windows), 1), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)

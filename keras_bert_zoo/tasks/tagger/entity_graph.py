@@ -73,8 +73,12 @@ def chunk_bounds(tag_ids, prefix_codes, type_codes):
     inside = prefix > 0
     prev_prefix = tf.where(pos == 0, 0, tf.concat([[0], prefix], 0)[:-1])
     prev_kind = tf.concat([[-1], kind], 0)[:-1]
-    begins = inside & ((prev_prefix == PREFIX_CODES["O"]) | _one_of(prev_prefix, CHUNK_ENDS)
-                       | _one_of(prefix, CHUNK_STARTS) | (prev_kind != kind))
+    begins = inside & (
+        (prev_prefix == PREFIX_CODES["O"])
+        | _one_of(prev_prefix, CHUNK_ENDS)
+        | _one_of(prefix, CHUNK_STARTS)
+        | (prev_kind != kind)
+    )
     next_prefix = tf.concat([prefix, [0]], 0)[1:]
     next_begins = tf.concat([begins, [False]], 0)[1:]
     ends = inside & (last | (next_prefix == PREFIX_CODES["O"]) | next_begins)

@@ -32,8 +32,18 @@ tag; ``B-X`` only separates two adjacent entities of type ``X``); use
 
 from keras_bert_zoo.errors import ArgumentTypeError, BertZooError, InvalidInputError, UsageError
 
-__all__ = ["SCHEMES", "CHUNK_STARTS", "CHUNK_ENDS", "PREFIX_CODES", "tag_parts", "entity_spans", "iob1_to_iob2",
-           "iob2_to_bioes", "bioes_to_iob2", "entity_scores"]
+__all__ = [
+    "SCHEMES",
+    "CHUNK_STARTS",
+    "CHUNK_ENDS",
+    "PREFIX_CODES",
+    "tag_parts",
+    "entity_spans",
+    "iob1_to_iob2",
+    "iob2_to_bioes",
+    "bioes_to_iob2",
+    "entity_scores",
+]
 
 SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES"}
 _MODES = ("conlleval", "strict")
@@ -293,8 +303,9 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             if isinstance(true_tags, str) or isinstance(pred_tags, str):
                 raise ArgumentTypeError("expected a list of tags per sentence, got a string.")
             if len(true_tags) != len(pred_tags):
-                raise InvalidInputError(f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags; "
-                                        "give a tag per token.")
+                raise InvalidInputError(
+                    f"{len(true_tags)} true tags but {len(pred_tags)} predicted tags; give a tag per token."
+                )
             true_spans = entity_spans(true_tags, scheme, mode)
             pred_spans = entity_spans(pred_tags, scheme, mode)
         except BertZooError as error:  # the same class, with the sentence that holds the problem

@@ -59,24 +59,37 @@ class BertTagger(Task):
     preprocessor_options = ()
     uses_pooler = False  # as HF's BertForTokenClassification: no pooler loaded or saved
 
-    def __init__(self, backbone, num_labels, preprocessor=None, dropout=0.1, label_names=None, scheme="IOB2",
-                 data_layout=None, **kwargs):
+    def __init__(
+        self,
+        backbone,
+        num_labels,
+        preprocessor=None,
+        dropout=0.1,
+        label_names=None,
+        scheme="IOB2",
+        data_layout=None,
+        **kwargs,
+    ):
         num_labels = int(num_labels)
         if num_labels < 2:
             raise UsageError(f"num_labels must be >= 2 (e.g. 'O' and one entity tag), got {num_labels}.")
         if label_names is not None:
             label_names = [str(n) for n in label_names]
             if len(label_names) != num_labels:
-                raise UsageError(f"label_names has {len(label_names)} entries but num_labels={num_labels}; "
-                                 "give one tag per label.")
+                raise UsageError(
+                    f"label_names has {len(label_names)} entries but num_labels={num_labels}; give one tag per label."
+                )
         if scheme not in ("IOB2", "BIOES"):
-            raise UsageError(f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
-                             "keras_bert_zoo.tasks.tagger.data.read_tagged, which converts them).")
+            raise UsageError(
+                f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
+                "keras_bert_zoo.tasks.tagger.data.read_tagged, which converts them)."
+            )
         # === Layers ===
         dtype = kwargs.pop("dtype", None) or backbone.dtype_policy
         head_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="classifier_dropout")
-        classifier = keras.layers.Dense(num_labels, kernel_initializer=bert_initializer(backbone.initializer_range),
-                                        dtype=dtype, name="classifier")
+        classifier = keras.layers.Dense(
+            num_labels, kernel_initializer=bert_initializer(backbone.initializer_range), dtype=dtype, name="classifier"
+        )
 
         # The pooler is not used for tagging (HF builds BertForTokenClassification without
         # one): freeze it, so the optimizer does not track variables that get no gradient.
@@ -101,8 +114,15 @@ class BertTagger(Task):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_labels": self.num_labels, "dropout": self.dropout, "label_names": self.label_names,
-                       "scheme": self.scheme, "data_layout": self.data_layout})
+        config.update(
+            {
+                "num_labels": self.num_labels,
+                "dropout": self.dropout,
+                "label_names": self.label_names,
+                "scheme": self.scheme,
+                "data_layout": self.data_layout,
+            }
+        )
         return config
 
     # --- training --------------------------------------------------------------------
@@ -114,8 +134,10 @@ class BertTagger(Task):
         sentences: `keras_bert_zoo.tasks.tagger.metrics.entity_scores` on `predict_tags`).
         """
         if kwargs.get("loss") is not None:
-            raise UsageError("BertTagger has its own loss (token cross-entropy over labelled positions); "
-                             "call compile() without `loss=`.")
+            raise UsageError(
+                "BertTagger has its own loss (token cross-entropy over labelled positions); "
+                "call compile() without `loss=`."
+            )
         kwargs.pop("loss", None)
         if optimizer == "auto":
             optimizer = default_optimizer()
@@ -149,10 +171,18 @@ class BertTagger(Task):
         from keras_bert_zoo.tasks.tagger.predict import predict_words
 
         if self.preprocessor is None:
-            raise UsageError("predict_tags needs a TaggingPreprocessor: load the model from a directory with "
-                             "vocab.txt, or pass preprocessor=TaggingPreprocessor.from_preset(DIR).")
-        return predict_words(self, [as_words(s) for s in sentences], self.preprocessor,
-                             label_names=self._names(), batch_size=batch_size, batching=batching)
+            raise UsageError(
+                "predict_tags needs a TaggingPreprocessor: load the model from a directory with "
+                "vocab.txt, or pass preprocessor=TaggingPreprocessor.from_preset(DIR)."
+            )
+        return predict_words(
+            self,
+            [as_words(s) for s in sentences],
+            self.preprocessor,
+            label_names=self._names(),
+            batch_size=batch_size,
+            batching=batching,
+        )
 
     def predict_entities(self, texts, batch_size=64, batching="auto"):
         """Entity spans of raw texts: per text a list of dicts `text`, `type`, `start`, `end`
@@ -167,9 +197,15 @@ class BertTagger(Task):
         if self.preprocessor is None:
             raise UsageError("predict_entities needs a TaggingPreprocessor (see predict_tags).")
         spans = [word_spans(t) for t in texts]
-        tags, logits = predict_words(self, [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
-                                     self.preprocessor, label_names=self._names(), batch_size=batch_size,
-                                     return_logits=True, batching=batching)
+        tags, logits = predict_words(
+            self,
+            [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
+            self.preprocessor,
+            label_names=self._names(),
+            batch_size=batch_size,
+            return_logits=True,
+            batching=batching,
+        )
         results = []
         for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits):
             probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
@@ -178,8 +214,15 @@ class BertTagger(Task):
             entities = []
             for kind, first, last in entity_spans(sentence_tags, scheme=self.scheme):
                 start, end = words[first][0], words[last - 1][1]
-                entities.append({"text": text[start:end], "type": kind, "start": start, "end": end,
-                                 "score": float(best[first:last].mean())})
+                entities.append(
+                    {
+                        "text": text[start:end],
+                        "type": kind,
+                        "start": start,
+                        "end": end,
+                        "score": float(best[first:last].mean()),
+                    }
+                )
             results.append(entities)
         return results
 
@@ -209,8 +252,12 @@ class BertTagger(Task):
             config = loading.read_config(name_or_path)
             ours = (config or {}).get(loading.CONFIG_SECTION, {}).get("task") == cls.__name__
             id2label = (config or {}).get("id2label")
-            if not ours and id2label and "num_labels" not in kwargs and config.get("architectures") == [
-                    cls.hf_architecture]:
+            if (
+                not ours
+                and id2label
+                and "num_labels" not in kwargs
+                and config.get("architectures") == [cls.hf_architecture]
+            ):
                 names = [id2label[k] for k in sorted(id2label, key=int)]
                 kwargs["num_labels"] = len(names)
                 if not all(n.startswith("LABEL_") for n in names):

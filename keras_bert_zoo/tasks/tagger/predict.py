@@ -24,14 +24,21 @@ from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.keras_compat import distribute_strategy
 from keras_bert_zoo.preprocessing import bucketing
 from keras_bert_zoo.preprocessing.packed_predict import check_predict_batching, predict_packed, predict_step, step_width
-from keras_bert_zoo.tasks.tagger.windows import example_sentences, make_windows, merge_windows
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.windows import example_sentences, make_windows, merge_windows
 
 __all__ = ["predict_words", "window_logits"]
 
 
-def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=None, batch_size=64,
-                  return_logits=False, batching="auto"):
+def predict_words(
+    model_or_logits_fn,
+    examples,
+    preprocessor=None,
+    label_names=None,
+    batch_size=64,
+    return_logits=False,
+    batching="auto",
+):
     """One tag per input word, for every word of every sentence (long ones in windows).
 
     Args:
@@ -56,8 +63,7 @@ def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=N
     preprocessor = preprocessor or getattr(model_or_logits_fn, "preprocessor", None)
     if not isinstance(preprocessor, TaggingPreprocessor):
         raise UsageError("give a TaggingPreprocessor (the model has none attached).")
-    names = (label_names or getattr(model_or_logits_fn, "label_names", None) or example_names
-             or preprocessor.label_names)
+    names = label_names or getattr(model_or_logits_fn, "label_names", None) or example_names or preprocessor.label_names
     if not names:
         raise UsageError("give `label_names` (the tag of each class id).")
     windows = make_windows(words, preprocessor, with_labels=False)
@@ -65,12 +71,12 @@ def predict_words(model_or_logits_fn, examples, preprocessor=None, label_names=N
     if return_logits and predictions.ndim != 3:
         raise UsageError("return_logits=True needs a model returning logits [batch, seq, num_labels].")
     ids = predictions.argmax(-1) if predictions.ndim == 3 else predictions
-    per_word = merge_windows(ids, windows.word_ids,
-                             windows.sentence_ids, windows.first_piece_mask, windows.num_words)
+    per_word = merge_windows(ids, windows.word_ids, windows.sentence_ids, windows.first_piece_mask, windows.num_words)
     tags = [[names[int(i)] for i in row] for row in per_word]
     if return_logits:
-        logits = merge_windows(predictions, windows.word_ids, windows.sentence_ids, windows.first_piece_mask,
-                               windows.num_words)
+        logits = merge_windows(
+            predictions, windows.word_ids, windows.sentence_ids, windows.first_piece_mask, windows.num_words
+        )
         return tags, logits
     return tags
 
@@ -95,7 +101,7 @@ def window_logits(model_or_logits_fn, windows, batch_size=64, batching="auto"):
         return _bucketed_predict(model_or_logits_fn, windows, batch_size)
     parts = []
     for start in range(0, len(windows), batch_size):
-        batch = {k: tf.constant(v[start:start + batch_size]) for k, v in windows.features.items()}
+        batch = {k: tf.constant(v[start : start + batch_size]) for k, v in windows.features.items()}
         out = model_or_logits_fn(batch)
         if isinstance(out, dict):
             out = out["logits"]
@@ -126,7 +132,7 @@ def _bucketed_predict(model, windows, batch_size):
     order = np.argsort(lengths, kind="stable")
     out = None
     for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
+        rows = order[start : start + batch_size]
         cut = step_width(model, width, int(lengths[rows].max()))
         part = _logits_of(predict_step(model, {k: tf.constant(v[rows, :cut]) for k, v in features.items()}))
         if out is None:

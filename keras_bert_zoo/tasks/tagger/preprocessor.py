@@ -39,11 +39,11 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_json
 from keras_bert_zoo.preprocessing import bucketing
-from keras_bert_zoo.tasks.tagger import dataset as tag_dataset
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, preset_settings
+from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
+from keras_bert_zoo.tasks.tagger import dataset as tag_dataset
 from keras_bert_zoo.tasks.tagger.alignment import inside_label_map, pack_pieces, to_ragged, word_pieces
 from keras_bert_zoo.tasks.tagger.windows import make_windows, window_bounds
-from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.tasks.tagger.words import as_words
 
 __all__ = ["TaggingPreprocessor"]
@@ -83,19 +83,21 @@ class TaggingPreprocessor(PreprocessingLayer):
         control character) becomes `[UNK]`, so every word has a prediction slot.
     """
 
-    def __init__(self, tokenizer, sequence_length=128, label_all_tokens=False, label_names=None, stride=None,
-                 **kwargs):
+    def __init__(self, tokenizer, sequence_length=128, label_all_tokens=False, label_names=None, stride=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):
             raise ArgumentTypeError(f"`tokenizer` must be a BertTokenizer, got {type(tokenizer).__name__}.")
         if tokenizer.sequence_length is not None:
-            raise UsageError("the tokenizer must return ragged ids (sequence_length=None); the preprocessor pads "
-                             f"to its own sequence_length ({sequence_length}).")
+            raise UsageError(
+                "the tokenizer must return ragged ids (sequence_length=None); the preprocessor pads "
+                f"to its own sequence_length ({sequence_length})."
+            )
         if not isinstance(sequence_length, int) or sequence_length < 3:
-            raise UsageError(f"`sequence_length` must be an int >= 3 ([CLS] + a piece + [SEP]), "
-                             f"got {sequence_length!r}.")
+            raise UsageError(
+                f"`sequence_length` must be an int >= 3 ([CLS] + a piece + [SEP]), got {sequence_length!r}."
+            )
         window = sequence_length - 2
         if stride is not None and (not isinstance(stride, int) or not 1 <= stride <= window):
             raise UsageError(f"`stride` must be an int in [1, {window}] (sequence_length - 2) or None, got {stride!r}.")
@@ -122,8 +124,11 @@ class TaggingPreprocessor(PreprocessingLayer):
         words, single = to_ragged(words, tf.string, "words")
         if labels is not None:
             labels, _ = to_ragged(labels, tf.int32, "labels")
-            tf.debugging.assert_equal(words.row_splits, labels.row_splits,
-                                      message="`labels` must have one label id per word (same shape as `words`)")
+            tf.debugging.assert_equal(
+                words.row_splits,
+                labels.row_splits,
+                message="`labels` must have one label id per word (same shape as `words`)",
+            )
         return words, labels, single
 
     def _pieces(self, words, labels):
@@ -180,8 +185,9 @@ class TaggingPreprocessor(PreprocessingLayer):
             words_spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
             if with_labels:
                 label_spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)
-                fn = tf.function(lambda w, y: self.windows(w, y), input_signature=[words_spec, label_spec],
-                                 autograph=False)
+                fn = tf.function(
+                    lambda w, y: self.windows(w, y), input_signature=[words_spec, label_spec], autograph=False
+                )
             else:
                 fn = tf.function(lambda w: self.windows(w), input_signature=[words_spec], autograph=False)
             compiled[with_labels] = fn
@@ -190,8 +196,7 @@ class TaggingPreprocessor(PreprocessingLayer):
     # --- raw inputs of `BertTagger.fit/evaluate/predict` ---------------------------------
     PACK_WIDTH = 64  # packed rows' width in training (finetune tag's `pack_width`, measured there)
 
-    def raw_dataset(self, model, x, y=None, sample_weight=None, batch_size=32, training=False, batching="auto",
-                    seed=0):
+    def raw_dataset(self, model, x, y=None, sample_weight=None, batch_size=32, training=False, batching="auto", seed=0):
         """Word lists (and tags, as names or ids) -> windows batched for `model` (a `BertTagger`).
 
         Sentences longer than a window are cut into overlapping windows (`windows`), so
@@ -227,19 +232,35 @@ class TaggingPreprocessor(PreprocessingLayer):
             windows = make_windows(examples, self, with_labels=True)
             order = np.argsort(windows.features["padding_mask"].sum(1), kind="stable")
             windows = dataclasses.replace(
-                windows, features={k: v[order] for k, v in windows.features.items()}, labels=windows.labels[order],
-                word_ids=windows.word_ids[order], first_piece_mask=windows.first_piece_mask[order],
-                sentence_ids=windows.sentence_ids[order])
-            return tag_dataset.make_tagging_dataset(examples, self, batch_size, with_labels=True, bucket=True,
-                                                    windows=windows,
-                                                    boundaries=bucketing.fine_boundaries(
-                                                        self.sequence_length, 8 if model.jit_compile else 1))
+                windows,
+                features={k: v[order] for k, v in windows.features.items()},
+                labels=windows.labels[order],
+                word_ids=windows.word_ids[order],
+                first_piece_mask=windows.first_piece_mask[order],
+                sentence_ids=windows.sentence_ids[order],
+            )
+            return tag_dataset.make_tagging_dataset(
+                examples,
+                self,
+                batch_size,
+                with_labels=True,
+                bucket=True,
+                windows=windows,
+                boundaries=bucketing.fine_boundaries(self.sequence_length, 8 if model.jit_compile else 1),
+            )
         if batching == "auto":
             batching = "packed" if training else "bucketed"
         ds = tag_dataset.make_tagging_dataset(
-            examples, self, batch_size, training=training, seed=seed, with_labels=True,
-            bucket=batching == "bucketed", group_by_length=batching == "by_length",
-            pack_width=min(self.PACK_WIDTH, self.sequence_length) if batching == "packed" else None)
+            examples,
+            self,
+            batch_size,
+            training=training,
+            seed=seed,
+            with_labels=True,
+            bucket=batching == "bucketed",
+            group_by_length=batching == "by_length",
+            pack_width=min(self.PACK_WIDTH, self.sequence_length) if batching == "packed" else None,
+        )
         if batching == "by_length":
             ds = bucketing.with_known_cardinality(ds)[0]
         return ds
@@ -249,23 +270,33 @@ class TaggingPreprocessor(PreprocessingLayer):
     def from_preset(cls, path, sequence_length=None, **kwargs):
         """Tokenizer from `vocab.txt` (+ `tokenizer_config.json`); settings from
         `tagging_preprocessor.json` when present (else sequence_length 128)."""
-        return cls(tokenizer=BertTokenizer.from_preset(path),
-                   **preset_settings(path, _TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs))
+        return cls(
+            tokenizer=BertTokenizer.from_preset(path),
+            **preset_settings(path, _TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs),
+        )
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `tagging_preprocessor.json`."""
         self.tokenizer.save_to_preset(path)
-        write_json(os.path.join(path, _TAGGING_PREPROCESSOR_FILE), {
-            "sequence_length": self.sequence_length, "label_all_tokens": self.label_all_tokens,
-            "label_names": self.label_names, "stride": self.stride})
+        write_json(
+            os.path.join(path, _TAGGING_PREPROCESSOR_FILE),
+            {
+                "sequence_length": self.sequence_length,
+                "label_all_tokens": self.label_all_tokens,
+                "label_names": self.label_names,
+                "stride": self.stride,
+            },
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-            "sequence_length": self.sequence_length,
-            "label_all_tokens": self.label_all_tokens,
-            "label_names": list(self.label_names) if self.label_names is not None else None,
-            "stride": self.stride,
-        })
+        config.update(
+            {
+                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                "sequence_length": self.sequence_length,
+                "label_all_tokens": self.label_all_tokens,
+                "label_names": list(self.label_names) if self.label_names is not None else None,
+                "stride": self.stride,
+            }
+        )
         return config

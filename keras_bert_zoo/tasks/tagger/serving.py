@@ -61,8 +61,9 @@ class TaggerServing(TaskServing):
         if text_pair:
             raise UsageError("a BertTagger tags one text per example; it takes no text_pair.")
         if not hasattr(preprocessor, "windows"):
-            raise ArgumentTypeError(f"a BertTagger needs a TaggingPreprocessor (words -> windows), got "
-                             f"{type(preprocessor).__name__}.")
+            raise ArgumentTypeError(
+                f"a BertTagger needs a TaggingPreprocessor (words -> windows), got {type(preprocessor).__name__}."
+            )
         super().__init__(model, preprocessor, text_pair)
         names = list(model.label_names or [str(i) for i in range(model.num_labels)])
         tables = label_tables(names)
@@ -84,13 +85,15 @@ class TaggerServing(TaskServing):
     def preprocess(self, text, text_pair=None):
         words, starts, ends = self.split_words(text)
         features = dict(self.preprocessor.windows(words))
-        features.update({
-            "text": text,
-            "words": words.to_tensor(""),
-            "word_start": starts.to_tensor(-1),
-            "word_end": ends.to_tensor(-1),
-            "num_words": words.row_lengths(),
-        })
+        features.update(
+            {
+                "text": text,
+                "words": words.to_tensor(""),
+                "word_start": starts.to_tensor(-1),
+                "word_end": ends.to_tensor(-1),
+                "num_words": words.row_lengths(),
+            }
+        )
         return features
 
     # --- logits -> tags -> entities ----------------------------------------------------
@@ -108,14 +111,14 @@ class TaggerServing(TaskServing):
 
         from keras_bert_zoo.tasks.tagger.entity_graph import entity_spans_tf
 
-        tables = {"entity_types": self.entity_types, "prefix_codes": self.prefix_codes,
-                  "type_codes": self.type_codes}
+        tables = {"entity_types": self.entity_types, "prefix_codes": self.prefix_codes, "type_codes": self.type_codes}
         spans, bounds = entity_spans_tf(tag_ids, tables)
         inside, begins, ends_here = bounds["inside"], bounds["begins"], bounds["ends"]
         count = tf.reduce_sum(tf.cast(begins, tf.int64))
         entity_of_word = tf.boolean_mask(tf.cumsum(tf.cast(begins, tf.int64)) - 1, inside)
-        score = tf.math.unsorted_segment_mean(tf.boolean_mask(tf.cast(scores.values, tf.float32), inside),
-                                              entity_of_word, count)
+        score = tf.math.unsorted_segment_mean(
+            tf.boolean_mask(tf.cast(scores.values, tf.float32), inside), entity_of_word, count
+        )
         per_entity = spans["first_word"].with_values
         return {
             **spans,
@@ -132,11 +135,16 @@ class TaggerServing(TaskServing):
         logits = tf.cast(logits, tf.float32)
         if "sentence_ids" not in features:  # predict_token_ids: token-level, no words to map to
             ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "tag_ids": ids,
-                    "tags": tf.gather(self.label_names, ids)}
+            return {
+                "logits": logits,
+                "probabilities": tf.nn.softmax(logits, axis=-1),
+                "tag_ids": ids,
+                "tags": tf.gather(self.label_names, ids),
+            }
         num_words = features["num_words"]
-        per_word = merge_windows_tf(logits, features["word_ids"], features["sentence_ids"], num_words,
-                                    features["first_piece_mask"])
+        per_word = merge_windows_tf(
+            logits, features["word_ids"], features["sentence_ids"], num_words, features["first_piece_mask"]
+        )
         word_logits = per_word.values
         ids = per_word.with_values(tf.argmax(word_logits, axis=-1, output_type=tf.int32))
         best = per_word.with_values(tf.reduce_max(tf.nn.softmax(word_logits, axis=-1), axis=-1))
@@ -164,6 +172,9 @@ class TaggerServing(TaskServing):
         return out
 
     def info(self):
-        return {"label_names": list(self.names), "scheme": self.model.scheme, "offsets": "characters",
-                "ragged_outputs": {"num_words": list(self.WORD_OUTPUTS),
-                                   "num_entities": list(self.ENTITY_OUTPUTS)}}
+        return {
+            "label_names": list(self.names),
+            "scheme": self.model.scheme,
+            "offsets": "characters",
+            "ragged_outputs": {"num_words": list(self.WORD_OUTPUTS), "num_entities": list(self.ENTITY_OUTPUTS)},
+        }

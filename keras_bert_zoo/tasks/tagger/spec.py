@@ -37,11 +37,21 @@ class TagTask(TaskSpec):
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
     batchings = ("auto", "packed", "by_length", "bucketed", "fixed")
     options = (
-        TaskOption("scheme", str, None, "tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read "
-                   "as IOB2)", choices=("IOB1", "IOB2", "BIOES")),
-        TaskOption("label_all_tokens", bool, False,
-                   "label every word piece (later pieces get the I- tag), as run_ner.py's option"),
+        TaskOption(
+            "scheme",
+            str,
+            None,
+            "tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read as IOB2)",
+            choices=("IOB1", "IOB2", "BIOES"),
+        ),
+        TaskOption(
+            "label_all_tokens",
+            bool,
+            False,
+            "label every word piece (later pieces get the I- tag), as run_ner.py's option",
+        ),
     )
+
     @property
     def pack_width(self):
         """Packed rows' width: 64 and 128 ran at 103 and 95 sentences/s on CoNLL-2003; one number
@@ -59,23 +69,33 @@ class TagTask(TaskSpec):
         from keras_bert_zoo.tasks.tagger.data import read_tagged
 
         layout = layout or TaggingLayout()
-        return read_tagged(path, scheme=layout.scheme, max_examples=max_examples,
-                           label_names=reference.label_names if reference is not None else None)
+        return read_tagged(
+            path,
+            scheme=layout.scheme,
+            max_examples=max_examples,
+            label_names=reference.label_names if reference is not None else None,
+        )
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
         from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 
         layout = layout or TaggingLayout()
-        return TaggingPreprocessor.from_preset(vocab_dir, sequence_length=sequence_length,
-                                               label_all_tokens=layout.label_all_tokens)
+        return TaggingPreprocessor.from_preset(
+            vocab_dir, sequence_length=sequence_length, label_all_tokens=layout.label_all_tokens
+        )
 
     def build_model(self, model, train_examples, layout, preprocessor, sequence_length):
         if layout is not None and layout.label_all_tokens and preprocessor.label_names is None:
             preprocessor.label_names = list(train_examples.label_names)
         saved_layout = (layout or TaggingLayout()).to_dict() | {"sequence_length": sequence_length}
         return self.model_class().from_preset(
-            model, num_labels=len(train_examples.label_names), label_names=list(train_examples.label_names),
-            scheme=train_examples.scheme, data_layout=saved_layout, preprocessor=preprocessor)
+            model,
+            num_labels=len(train_examples.label_names),
+            label_names=list(train_examples.label_names),
+            scheme=train_examples.scheme,
+            data_layout=saved_layout,
+            preprocessor=preprocessor,
+        )
 
     def dataset(self, examples, preprocessor, batch_size, training, seed=0, batching="auto"):
         from keras_bert_zoo.tasks.tagger.dataset import make_tagging_dataset
@@ -85,14 +105,20 @@ class TagTask(TaskSpec):
         # computing its padding: 1.8-2.4x the sentences/s on CoNLL-2003 (docs/benchmarks.md).
         # "by_length" groups batches by length instead (F1 0.828 vs 0.830 over four seeds).
         packed = batching in ("auto", "packed") and training
-        return make_tagging_dataset(examples, preprocessor, batch_size, training=training, seed=seed,
-                                    with_labels=training, bucket=batching != "fixed" and not packed,
-                                    group_by_length=batching == "by_length" and training,
-                                    pack_width=min(self.pack_width, preprocessor.sequence_length) if packed else None)
+        return make_tagging_dataset(
+            examples,
+            preprocessor,
+            batch_size,
+            training=training,
+            seed=seed,
+            with_labels=training,
+            bucket=batching != "fixed" and not packed,
+            group_by_length=batching == "by_length" and training,
+            pack_width=min(self.pack_width, preprocessor.sequence_length) if packed else None,
+        )
 
     def primary_metric(self, layout):
         return "f1"
-
 
     def score(self, model, examples, dataset):
         from keras_bert_zoo.tasks.tagger.metrics import entity_scores
@@ -102,8 +128,8 @@ class TagTask(TaskSpec):
 
     # --- evaluate / predict ---------------------------------------------------------------
     def evaluate(self, model_dir, data_paths, batch_size=64):
-        from keras_bert_zoo.tasks.tagger.metrics import entity_scores
         from keras_bert_zoo.tasks.tagger.data import read_tagged
+        from keras_bert_zoo.tasks.tagger.metrics import entity_scores
 
         model = self.load_model(model_dir)
         scheme = (model.data_layout or {}).get("scheme")
@@ -117,8 +143,9 @@ class TagTask(TaskSpec):
         return metrics
 
     def predict(self, model, texts):
-        return [{"text": text, "entities": entities}
-                for text, entities in zip(texts, model.predict_entities(list(texts)))]
+        return [
+            {"text": text, "entities": entities} for text, entities in zip(texts, model.predict_entities(list(texts)))
+        ]
 
     def format_prediction(self, row):
         shown = "  ".join(f"{e['type']}:{e['text']}[{e['start']}:{e['end']}]" for e in row["entities"])

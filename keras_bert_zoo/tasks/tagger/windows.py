@@ -27,8 +27,8 @@ import tensorflow as tf
 
 from keras_bert_zoo.errors import ArgumentTypeError, InvalidInputError, UsageError
 from keras_bert_zoo.preprocessing.base import windows_runner
-from keras_bert_zoo.tasks.tagger.alignment import MODEL_INPUTS
 from keras_bert_zoo.preprocessing.max_context import max_context_score
+from keras_bert_zoo.tasks.tagger.alignment import MODEL_INPUTS
 
 __all__ = ["window_bounds", "TaggingWindows", "example_sentences", "make_windows", "merge_windows", "merge_windows_tf"]
 
@@ -78,8 +78,10 @@ def window_bounds(parts, window, stride):
     def cond(i, s, active, *_):
         return (i == 0) | tf.reduce_any(active)
 
-    arrays = [tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
-              for dtype in (tf.int64, tf.int64, tf.bool)]
+    arrays = [
+        tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
+        for dtype in (tf.int64, tf.int64, tf.bool)
+    ]
     init = (tf.constant(0), tf.zeros_like(n), tf.ones_like(n, dtype=tf.bool), *arrays)
     _, _, _, ta_s, ta_e, ta_a = tf.while_loop(cond, body, init)
     mask = tf.transpose(ta_a.stack())  # [batch, rounds]
@@ -114,8 +116,7 @@ class TaggingWindows:
         return len(self.sentence_ids)
 
     def info(self):
-        return {"word_ids": self.word_ids, "first_piece_mask": self.first_piece_mask,
-                "sentence_ids": self.sentence_ids}
+        return {"word_ids": self.word_ids, "first_piece_mask": self.first_piece_mask, "sentence_ids": self.sentence_ids}
 
 
 def example_sentences(examples):
@@ -149,8 +150,10 @@ def make_windows(examples, preprocessor, label_names=None, with_labels=None, chu
     names = list(label_names) if label_names is not None else names
     if with_labels:
         if preprocessor.label_names is not None and list(preprocessor.label_names) != list(names):
-            raise InvalidInputError(f"the examples' label names {names} differ from the preprocessor's "
-                                    f"{preprocessor.label_names}; read the data with label_names=the model's labels.")
+            raise InvalidInputError(
+                f"the examples' label names {names} differ from the preprocessor's "
+                f"{preprocessor.label_names}; read the data with label_names=the model's labels."
+            )
         index = {n: i for i, n in enumerate(names)}
         ids = []
         for k, sentence in enumerate(tags):
@@ -161,17 +164,19 @@ def make_windows(examples, preprocessor, label_names=None, with_labels=None, chu
     fn = windows_runner(preprocessor, with_labels, num_chunks=-(-len(words) // chunk_size))
     outputs, sentence_ids = [], []
     for start in range(0, max(len(words), 1), chunk_size):
-        chunk = words[start:start + chunk_size]
+        chunk = words[start : start + chunk_size]
         if not chunk:
             break
         lengths = tf.constant([len(s) for s in chunk], tf.int64)
         flat = [w for s in chunk for w in s]
-        w = tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.string) if flat else tf.zeros([0], tf.string),
-                                             lengths)
+        w = tf.RaggedTensor.from_row_lengths(
+            tf.constant(flat, tf.string) if flat else tf.zeros([0], tf.string), lengths
+        )
         if with_labels:
-            flat_ids = [i for s in ids[start:start + chunk_size] for i in s]
-            y = tf.RaggedTensor.from_row_lengths(tf.constant(flat_ids, tf.int32) if flat_ids else
-                                                 tf.zeros([0], tf.int32), lengths)
+            flat_ids = [i for s in ids[start : start + chunk_size] for i in s]
+            y = tf.RaggedTensor.from_row_lengths(
+                tf.constant(flat_ids, tf.int32) if flat_ids else tf.zeros([0], tf.int32), lengths
+            )
             out = fn(w, y)
         else:
             out = fn(w)
@@ -220,8 +225,10 @@ def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, nu
     word_ids = np.asarray(word_ids).astype(np.int64)
     sentence_ids = np.asarray(sentence_ids).astype(np.int64)
     if word_ids.ndim != 2 or predictions.shape[:2] != word_ids.shape or sentence_ids.shape != word_ids.shape[:1]:
-        raise UsageError(f"predictions {predictions.shape[:2]}, word_ids {word_ids.shape} and sentence_ids "
-                         f"{sentence_ids.shape} must be [windows, seq], [windows, seq] and [windows].")
+        raise UsageError(
+            f"predictions {predictions.shape[:2]}, word_ids {word_ids.shape} and sentence_ids "
+            f"{sentence_ids.shape} must be [windows, seq], [windows, seq] and [windows]."
+        )
     valid = word_ids >= 0
     if first_piece_mask is None:
         previous = np.concatenate([np.full((word_ids.shape[0], 1), -1), word_ids[:, :-1]], axis=1)
@@ -250,8 +257,10 @@ def merge_windows(predictions, word_ids, sentence_ids, first_piece_mask=None, nu
         got = word[lo:hi]
         if num_words is not None and (hi - lo != num_words[s] or not np.array_equal(got, np.arange(num_words[s]))):
             missing = sorted(set(range(num_words[s])) - set(got.tolist()))
-            raise UsageError(f"sentence {s}: {num_words[s]} words but predictions for {hi - lo} "
-                             f"(missing words {missing[:5]}); were the windows made from these sentences?")
+            raise UsageError(
+                f"sentence {s}: {num_words[s]} words but predictions for {hi - lo} "
+                f"(missing words {missing[:5]}); were the windows made from these sentences?"
+            )
         out.append(predictions[rows[lo:hi], cols[lo:hi]])
     return out
 

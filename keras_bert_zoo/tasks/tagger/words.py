@@ -66,8 +66,9 @@ def split_words_tf(text, whitespace):
     byte_end = tf.where(last, tf.gather(text_bytes, rows), tf.concat([byte_at, [0]], 0)[1:])
     byte_start = tf.boolean_mask(byte_at, begins)
     word_rows = tf.boolean_mask(rows, begins)
-    values = tf.strings.substr(tf.gather(text, word_rows), byte_start,
-                               tf.boolean_mask(byte_end, ends) - byte_start, unit="BYTE")
+    values = tf.strings.substr(
+        tf.gather(text, word_rows), byte_start, tf.boolean_mask(byte_end, ends) - byte_start, unit="BYTE"
+    )
     nrows = tf.shape(text, out_type=tf.int64)[0]
 
     def ragged(v):
