@@ -37,6 +37,7 @@ BENCHMARKS = {
     "finetune_speed": "fine-tuning examples/s per task (SST-2, CoNLL, SQuAD) through `finetune`'s pipeline vs HF",
     "glue": "GLUE dev scores (SST-2, MRPC, RTE) from all-MiniLM-L6-v2 vs HF's reference recipe; STS-B embeddings",
     "conll": "CoNLL-2003 NER entity F1, ours vs HF `BertForTokenClassification`, same recipe",
+    "chinese": "MSRA NER entity F1 and Chinese review sentiment accuracy from a small Chinese checkpoint, ours vs HF",
     "squad": "SQuAD v1.1 EM / F1, ours vs HF `run_qa.py` written out, same windows and recipe",
     "serving": "raw-text serving (SavedModel with the tokenizer in the graph) vs HF, same weights",
     "int8": "int8 `predict` speed and dev accuracy vs HF `quantize_dynamic`",
