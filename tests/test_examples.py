@@ -36,6 +36,8 @@ DEFAULT = {
     "sentence_pair_classification.py": ["mrpc"],
     "named_entity_recognition.py": ["conll2003"],
     "question_answering.py": ["squad"],
+    "chinese_ner.py": ["msra_ner"],
+    "chinese_sentiment.py": ["zh_sentiment", "msra_ner"],
 }
 SLOW = {
     "pretraining_from_scratch.py": ["pretrain_text"],
@@ -58,6 +60,8 @@ SCHEDULED = {
     "domain_adaptive_pretraining.py",
     "multiple_choice.py",
     "serving.py",
+    "chinese_ner.py",
+    "chinese_sentiment.py",
 }
 
 # file -> {RESULT key: (low, high)}, both inclusive. Every key is required (OPTIONAL lists the
@@ -84,8 +88,23 @@ EXPECT = {
     "multiple_choice.py": {"accuracy": UNIT},
     "feature_based_ner.py": {"f1": UNIT},
     "distributed_training.py": {"accuracy": UNIT, "replicas": (2, 2)},
+    "chinese_ner.py": {"f1": UNIT},
+    "chinese_sentiment.py": {"accuracy": UNIT},
 }
 OPTIONAL = {"loading_checkpoints.py": {"hf_max_diff"}}  # --smoke skips the comparison with HF
+
+
+def _tiny_chinese_checkpoint(tmp_path):
+    """`--model DIR`: a tiny Chinese checkpoint HF's classes write, its characters from MSRA sentences (the Chinese
+    examples' default, `bert_base_chinese`, is Google's and cannot download here)."""
+    from tests.chinese_fixtures import CHINESE_SENTENCES, msra_sentences, write_chinese_checkpoint
+
+    texts = CHINESE_SENTENCES + msra_sentences(os.path.join(SHARED_DATA, "msra_ner", "train.txt"), limit=64)
+    return ["--model", write_chinese_checkpoint(str(tmp_path / "zh_tiny"), texts=texts, do_lower_case=True)]
+
+
+# file -> the extra arguments of its smoke run, from the test's temporary directory.
+SMOKE_ARGS = {"chinese_ner.py": _tiny_chinese_checkpoint, "chinese_sentiment.py": _tiny_chinese_checkpoint}
 
 
 def _listed():
@@ -133,10 +152,10 @@ def _check_schedules_end_at_the_last_step(name, schedules):
         assert float(schedule(steps - 1)) > 0.0 and float(schedule(steps)) == 0.0, name
 
 
-def _run_in_process(path):
+def _run_in_process(path, extra=()):
     out, schedules = io.StringIO(), {}
     with (
-        mock.patch.object(sys, "argv", [path, "--smoke"]),
+        mock.patch.object(sys, "argv", [path, "--smoke", *extra]),
         contextlib.redirect_stdout(out),
         mock.patch.object(keras.Model, "fit", _recording_fit(schedules)),
     ):
@@ -156,10 +175,11 @@ def _run_in_subprocess(path):
     return done.stdout
 
 
-def _check(name):
+def _check(name, tmp_path):
     _requirements(name)
     path = os.path.join(EXAMPLES_DIR, name)
-    stdout = _run_in_subprocess(path) if name in SUBPROCESS else _run_in_process(path)
+    extra = SMOKE_ARGS[name](tmp_path) if name in SMOKE_ARGS else ()
+    stdout = _run_in_subprocess(path) if name in SUBPROCESS else _run_in_process(path, extra)
     results = [line for line in stdout.splitlines() if line.startswith("RESULT")]
     assert len(results) == 1, f"{name} printed {len(results)} RESULT lines:\n{stdout[-3000:]}"
     assert RESULT_LINE.fullmatch(results[0]), f"{name}: malformed result line {results[0]!r}"
@@ -202,14 +222,14 @@ def test_result_check_can_fail():
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULT))
-def test_example_smoke(name):
-    _check(name)
+def test_example_smoke(name, tmp_path):
+    _check(name, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SLOW))
-def test_slow_example_smoke(name):
-    _check(name)
+def test_slow_example_smoke(name, tmp_path):
+    _check(name, tmp_path)
 
 
 # The examples that read a data set (distributed_training.py is left out: it needs a fresh process).
