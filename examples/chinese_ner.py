@@ -72,7 +72,10 @@ def main(argv=None):
     # A Chinese vocabulary holds each character as a piece, so every word (character) is one piece and carries
     # its own tag; runs of Latin letters or digits ("2024", "GDP") split into pieces, the first one tagged.
     preprocessor = TaggingPreprocessor.from_preset(args.model, sequence_length=length)
-    model = BertTagger.from_preset(args.model, label_names=train.label_names, preprocessor=preprocessor)
+    # `scheme` tells the model how its labels make entities (BMES: `M-` continues one, `S-` is one by itself).
+    model = BertTagger.from_preset(
+        args.model, label_names=train.label_names, scheme=train.scheme, preprocessor=preprocessor
+    )
     model.compile(optimizer=create_optimizer(args.learning_rate))  # warm-up 10%, linear decay, clip 1.0
     start = time.time()
     model.fit(train.words, train.tags, batch_size=batch, epochs=1, verbose=2)

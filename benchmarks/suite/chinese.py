@@ -161,6 +161,8 @@ def table(task, out):
         print(f"\nours − HF: {difference:+.2f} points; ours/HF training speed {speed:.2f}x")
     if task == "ner" and ours:
         print(f"ours, F1 by seqeval on our predictions (BMES as BIOES): {ours['f1_seqeval']:.4f}")
+        same = hf and all(ours[k] == hf[k] for k in ("train_characters", "dev_characters"))
+        print("the two readers " + ("read the same characters" if same else "differ (or HF not run): see the JSON"))
     return ours, hf
 
 

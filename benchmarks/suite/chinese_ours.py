@@ -46,7 +46,9 @@ def run_ner(model_dir, train_path, dev_path, recipe, out):
     train = read_tagged(train_path, max_examples=recipe["max_train"])
     dev = read_tagged(dev_path, label_names=train.label_names)
     preprocessor = TaggingPreprocessor.from_preset(model_dir, sequence_length=recipe["sequence_length"])
-    model = BertTagger.from_preset(model_dir, label_names=train.label_names, preprocessor=preprocessor)
+    model = BertTagger.from_preset(
+        model_dir, label_names=train.label_names, scheme=train.scheme, preprocessor=preprocessor
+    )
     model.compile(optimizer=create_optimizer(recipe["learning_rate"]))
     start = time.perf_counter()
     history = model.fit(train.words, train.tags, batch_size=recipe["batch_size"], epochs=1, verbose=2)
