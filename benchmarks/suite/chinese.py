@@ -25,7 +25,8 @@ Speed: training examples/s. Ours: the whole `fit` call; HF: its tokenization plu
     python benchmarks/run.py chinese                          # both tasks, both sides; writes the record
     python benchmarks/run.py chinese --task sentiment         # one task (its rows of the record only)
     python benchmarks/run.py chinese --task ner --only hf     # one side (the other's JSON is kept)
-    python benchmarks/run.py chinese --table                  # the table of finished runs (--record: write it)
+    python benchmarks/run.py chinese --table                  # the tables of finished runs
+    python benchmarks/run.py chinese --table --record         # ... and their record (a --no-record run's, later)
     python benchmarks/run.py chinese --max-train 64 --root /tmp/zh_smoke --no-record   # smoke (checkpoint built)
 
 `--data-dir` (default `../shared/data`, or `$BERT_ZOO_DATA`) holds `msra_ner/` and `zh_sentiment/`; `--model DIR`
@@ -202,8 +203,10 @@ def main(argv=None):
     tasks = list(TASKS) if args.task == "all" else [args.task]
     if args.table:
         tasks = [t for t in tasks if os.path.isdir(os.path.join(args.root, t))]
-        if args.record:
-            return record(tasks, args.root, "python benchmarks/run.py chinese (sides run separately)", None)
+        if args.record:  # the command and host line of the run that wrote ROOT, when one run did
+            run = read_json(os.path.join(args.root, "run.json")) or {}
+            command = run.get("command", "python benchmarks/run.py chinese (sides run separately)")
+            return record(tasks, args.root, command, run.get("machine_line"))
         return [table(task, os.path.join(args.root, task)) for task in tasks]
     if args.model is None:
         from zh_checkpoint import ensure_zh_checkpoint
@@ -217,7 +220,8 @@ def main(argv=None):
     for task in tasks:
         for side in ("ours", "hf"):
             subprocess.run(_side_command(task, side, args), check=True)
-    write_json(os.path.join(args.root, "run.json"), dict(command=command, started=started, finished=now()))
+    run = dict(command=command, started=started, finished=now(), machine_line=machine_line)
+    write_json(os.path.join(args.root, "run.json"), run)
     if not args.no_record:
         return record(tasks, args.root, command, machine_line)
     for task in tasks:

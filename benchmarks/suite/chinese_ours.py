@@ -38,9 +38,9 @@ def run_ner(model_dir, train_path, dev_path, recipe, out):
     from seqeval.metrics import f1_score
 
     from keras_bert_zoo import BertTagger, TaggingPreprocessor
-    from keras_bert_zoo.training import create_optimizer
 
-    entity_scores, read_tagged = common.lib("entity_scores", "read_tagged")
+    # What a user imports from keras_bert_zoo.tasks.tagger.data / .metrics and keras_bert_zoo.training.
+    entity_scores, read_tagged, create_optimizer = common.lib("entity_scores", "read_tagged", "create_optimizer")
     keras.utils.set_random_seed(recipe["seed"])
     load_before = os.getloadavg()
     train = read_tagged(train_path, max_examples=recipe["max_train"])
@@ -84,9 +84,8 @@ def run_sentiment(model_dir, train_path, dev_path, recipe, out):
     import keras
 
     from keras_bert_zoo import BertClassifier, BertPreprocessor
-    from keras_bert_zoo.training import create_optimizer
 
-    read_examples, layout_class = common.lib("read_examples", "DataLayout")
+    read_examples, layout_class, create_optimizer = common.lib("read_examples", "DataLayout", "create_optimizer")
     keras.utils.set_random_seed(recipe["seed"])
     load_before = os.getloadavg()
     layout = layout_class.for_task("sst2")
