@@ -153,7 +153,7 @@ def build(out, recipe=RECIPE, log=None):
     order = torch.randperm(len(rows)).tolist()
     log(f"zh checkpoint: vocabulary {len(vocab)}, {len(sentences)} sentences in {len(rows)} rows, {steps} steps")
     model.train()
-    curve, start = [], time.perf_counter()
+    curve, start, cpu = [], time.perf_counter(), time.process_time()
     for step in range(steps):
         chosen = [order[(step * recipe["batch_size"] + i) % len(order)] for i in range(recipe["batch_size"])]
         batch = collator([{"input_ids": rows[i]} for i in chosen])
@@ -177,6 +177,7 @@ def build(out, recipe=RECIPE, log=None):
         final_mlm_loss=round(final, 4),
         ln_vocabulary=round(math.log(len(vocab)), 4),
         train_seconds=round(time.perf_counter() - start, 1),
+        train_cpu_seconds=round(time.process_time() - cpu, 1),
         loss_curve=curve,
     )
     with open(os.path.join(work, "pretraining.json"), "w", encoding="utf-8") as f:
