@@ -103,3 +103,38 @@ def test_span_qa_answers_slice_the_chinese_context_as_hf_best_span(tmp_path):
         i, j = best
         assert (answer["start"], answer["end"]) == (int(offsets[i][0]), int(offsets[j][1]))
         assert answer["score"] == pytest.approx(float(score), abs=1e-4)
+
+
+def test_hfl_address_loads_from_the_cache_with_hf_default_casing(tmp_path, hf_cache):
+    """hf://hfl/NAME: an HFL-style repo (tokenizer_config.json holding {"init_inputs": []}) loads from the cache;
+    HF's default do_lower_case=True applies, as HF reads it."""
+    import json
+
+    from keras_bert_zoo import BertBackbone, BertTokenizer
+    from tests.convert.test_hub_cache import cache_repo
+
+    source = write_chinese_checkpoint(str(tmp_path / "hfl"), do_lower_case=False)
+    (tmp_path / "hfl" / "tokenizer_config.json").write_text(json.dumps({"init_inputs": []}))
+    files = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")
+    cache_repo(hf_cache, "hfl/chinese-roberta-wwm-ext", source, files=files)
+    backbone = BertBackbone.from_preset("hf://hfl/chinese-roberta-wwm-ext")
+    assert backbone.vocabulary_size == BertBackbone.from_preset(source).vocabulary_size
+    model = BertClassifier.from_preset("hf://hfl/chinese-roberta-wwm-ext", num_classes=2)
+    assert model.preprocessor.tokenizer.lowercase is hf_tokenizer(source).do_lower_case is True
+    assert BertTokenizer.from_preset(source).lowercase is True
+
+
+def test_pickle_only_chinese_directory_is_refused_with_the_ways_to_a_safe_file(tmp_path):
+    from keras_bert_zoo.errors import UnsafeFileError
+
+    path = write_chinese_checkpoint(str(tmp_path / "hfl_pickle"))
+    model = transformers.BertModel.from_pretrained(path)
+    # What old HFL repos hold: pytorch_model.bin, torch.save's pickle (transformers 5 no longer writes it).
+    torch.save(model.state_dict(), str(tmp_path / "hfl_pickle" / "pytorch_model.bin"))
+    (tmp_path / "hfl_pickle" / "model.safetensors").unlink()
+    assert (tmp_path / "hfl_pickle" / "pytorch_model.bin").exists()
+    with pytest.raises(UnsafeFileError) as error:
+        BertClassifier.from_preset(path, num_classes=2)
+    message = str(error.value)
+    assert "\n" not in message and "pytorch_model.bin" in message and "never loaded" in message
+    assert "hf://ORG/NAME@refs/pr/N" in message and "safe_serialization=True" in message
