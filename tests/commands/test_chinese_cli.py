@@ -135,12 +135,12 @@ def test_cmrc_style_qa_round_trip(chinese_model, tmp_path, capsys):
 
 
 def test_predict_fills_a_chinese_mask(tmp_path, capsys):
-    hf_dir = write_chinese_checkpoint(str(tmp_path / "mlm"), head="mlm")
-    path = str(tmp_path / "converted")  # predict reads converted checkpoints (it says so for HF's BertForMaskedLM)
-    assert main(["convert", "--from", hf_dir, "--out", path]) == 0
-    text = "我们在北[MASK]天安门广场见到了中国国家主席习近平。"
     from keras_bert_zoo import BertPretrainer
 
+    hf_dir = write_chinese_checkpoint(str(tmp_path / "mlm"), head="mlm")
+    path = str(tmp_path / "pretrainer")  # predict fills masks with a saved BertPretrainer (it says so for HF's)
+    BertPretrainer.from_preset(hf_dir).save_to_preset(path)
+    text = "我们在北[MASK]天安门广场见到了中国国家主席习近平。"
     expected = BertPretrainer.from_preset(path).fill_mask([text], top_k=5)[0][0]
     capsys.readouterr()
     assert main(["predict", "--model", path, "--json", text]) == 0
