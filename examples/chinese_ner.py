@@ -34,7 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 
-from keras_bert_zoo import BertTagger, TaggingPreprocessor  # noqa: E402
+from keras_bert_zoo import BertTagger  # noqa: E402
 from keras_bert_zoo.tasks.tagger.data import read_tagged  # noqa: E402
 from keras_bert_zoo.tasks.tagger.metrics import entity_scores  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
@@ -57,7 +57,7 @@ def main(argv=None):
     folder = os.path.join(args.data_dir, "msra_ner")
     if not os.path.isdir(folder):
         raise SystemExit(f"{folder} not found: pass --data-dir pointing at the folder that holds msra_ner/")
-    limit, dev_limit, length, batch = (16, 16, 32, 8) if args.smoke else (args.train_sentences, None, 128, 32)
+    limit, dev_limit, batch = (16, 16, 8) if args.smoke else (args.train_sentences, None, 32)
     keras.utils.set_random_seed(0)
 
     # ## The data: one character a line, BMES tags
@@ -71,11 +71,10 @@ def main(argv=None):
     # ## The model: one tag per character
     # A Chinese vocabulary holds each character as a piece, so every word (character) is one piece and carries
     # its own tag; runs of Latin letters or digits ("2024", "GDP") split into pieces, the first one tagged.
-    preprocessor = TaggingPreprocessor.from_preset(args.model, sequence_length=length)
-    # `scheme` tells the model how its labels make entities (BMES: `M-` continues one, `S-` is one by itself).
-    model = BertTagger.from_preset(
-        args.model, label_names=train.label_names, scheme=train.scheme, preprocessor=preprocessor
-    )
+    # `from_preset` takes a preset name (downloaded once) or a directory, and attaches the checkpoint's tokenizer
+    # (128 pieces a window; a longer sentence is read in overlapping windows). `scheme` tells the model how its
+    # labels make entities (BMES: `M-` continues one, `S-` is one by itself).
+    model = BertTagger.from_preset(args.model, label_names=train.label_names, scheme=train.scheme)
     model.compile(optimizer=create_optimizer(args.learning_rate))  # warm-up 10%, linear decay, clip 1.0
     start = time.time()
     model.fit(train.words, train.tags, batch_size=batch, epochs=1, verbose=2)

@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 
-from keras_bert_zoo import BertClassifier, BertPreprocessor  # noqa: E402
+from keras_bert_zoo import BertClassifier  # noqa: E402
 from keras_bert_zoo.tasks.classifier.data import DataLayout, read_examples  # noqa: E402
 from keras_bert_zoo.training import create_optimizer  # noqa: E402
 
@@ -58,7 +58,7 @@ def read_reviews(path, limit=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    train_size, dev_size, length, batch = (16, 16, 32, 8) if args.smoke else (args.train_reviews, None, 128, 32)
+    train_size, dev_size, batch = (16, 16, 8) if args.smoke else (args.train_reviews, None, 32)
     keras.utils.set_random_seed(0)
 
     # ## The data: reviews as plain strings, no spaces between words
@@ -66,18 +66,19 @@ def main(argv=None):
     dev_x, dev_y = read_reviews(os.path.join(args.data_dir, "zh_sentiment", "dev.tsv"), dev_size)
     print(f"{len(train_x)} training and {len(dev_x)} dev reviews; the first: {train_x[0][:40]}...")
 
-    # ## Characters to pieces
-    # Each CJK character is a piece; "CHECK IN/OUT" becomes lower-cased WordPiece pieces when the checkpoint's
-    # tokenizer lower-cases (its tokenizer_config.json says so). A review longer than `length` pieces is cut.
-    preprocessor = BertPreprocessor.from_preset(args.model, sequence_length=length)
-    tokens = preprocessor.tokenizer(["环境不错，CHECK IN很快，5块钱。"])
-    vocabulary = preprocessor.tokenizer.get_vocabulary()
-    print([vocabulary[i] for i in tokens.flat_values.numpy()])
-
     # ## The model: a Dense(2) on the pooled `[CLS]` vector, fresh; the backbone from the checkpoint
-    model = BertClassifier.from_preset(
-        args.model, num_classes=2, label_names=["negative", "positive"], preprocessor=preprocessor
-    )
+    # `from_preset` takes a preset name (downloaded once) or a directory, and attaches the checkpoint's tokenizer
+    # and packing (`[CLS] review [SEP]`, 128 pieces at most), so `fit`, `evaluate` and `predict` take raw strings.
+    model = BertClassifier.from_preset(args.model, num_classes=2, label_names=["negative", "positive"])
+
+    # ## Characters to pieces
+    # Each CJK character is a piece; "CHECK IN" becomes WordPiece pieces (lower-cased when the checkpoint's
+    # tokenizer_config.json says so). A review longer than 128 pieces is cut.
+    tokenizer = model.preprocessor.tokenizer
+    vocabulary = tokenizer.get_vocabulary()
+    print([vocabulary[i] for i in tokenizer(["环境不错，CHECK IN很快，5块钱。"]).flat_values.numpy()])
+
+    # ## Training: raw strings in, BERT's optimizer
     model.compile(optimizer=create_optimizer(args.learning_rate))  # warm-up 10%, linear decay, clip 1.0
     start = time.time()
     model.fit(train_x, train_y, batch_size=batch, epochs=1, verbose=2)
