@@ -114,7 +114,8 @@ def _side_command(task, side, args):
 
 def _rows(task, ours, hf, command):
     spec = TASKS[task]
-    budget = f"{ours.get('train_examples', '?')} {spec['examples']}, 1 epoch, lr {spec['learning_rate']:g}"
+    rate = f"{spec['learning_rate']:.0e}".replace("e-0", "e-")
+    budget = f"{ours.get('train_examples', '?'):,} {spec['examples']}, 1 epoch, lr {rate}"
     what = f"{spec['title']} ({CHECKPOINT_NAME}; {budget})"
     return [
         dict(
