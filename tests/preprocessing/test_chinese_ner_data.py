@@ -147,11 +147,11 @@ def test_bmes_entity_f1_matches_seqeval_on_random_sequences(mode):
 
 def test_real_msra_train_reads_quickly_and_reports_its_six_noisy_tags(capsys):
     path = shared_data("msra_ner", "train.txt")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: what the reader costs, whatever else the host runs
     ex = read_tagged(path)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     err = capsys.readouterr().err
-    assert len(ex) == 47289 and ex.scheme == "BMES" and seconds < 30, seconds
+    assert len(ex) == 47289 and ex.scheme == "BMES" and seconds < 10, seconds
     assert err.count("\n") == 1 and f"{path}: 6 tags in " in err and f"{path}:739284: tag 'M-PER'" in err, err
     # An independent line-by-line reading of the same file gives the same characters and tags.
     sentences, chars, tags = [], [], []

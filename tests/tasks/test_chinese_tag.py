@@ -106,6 +106,7 @@ def test_saved_model_spans_slice_the_string_in_a_fresh_process(trained, tmp_path
         f"""
 import json
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer's ops, as a serving machine does)
 texts = json.load(open("texts.json", encoding="utf-8"))
 r = tf.saved_model.load({served!r}).signatures["serving_default"](text=tf.constant(texts))
 rows = []

@@ -31,7 +31,16 @@ import re
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 
-__all__ = ["SCHEMES", "PREFIXES", "normalize_scheme", "detect_scheme", "label_names_for", "TagCheck", "check_tags"]
+__all__ = [
+    "SCHEMES",
+    "PREFIXES",
+    "SCHEME_FIX",
+    "normalize_scheme",
+    "detect_scheme",
+    "label_names_for",
+    "TagCheck",
+    "check_tags",
+]
 
 SCHEMES = ("IOB1", "IOB2", "BIOES", "BMES")
 _ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}

@@ -31,8 +31,18 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["WORD", "SPACE", "PUNCTUATION", "IDEOGRAPH", "word_spans", "as_words", "python_whitespace"]
-__all__ += ["character_class", "word_class_table", "split_words_tf"]
+__all__ = [
+    "WORD",
+    "SPACE",
+    "PUNCTUATION",
+    "IDEOGRAPH",
+    "word_spans",
+    "as_words",
+    "python_whitespace",
+    "character_class",
+    "word_class_table",
+    "split_words_tf",
+]
 
 # A character's class: part of a longer word, a separator, or a word by itself.
 WORD, SPACE, PUNCTUATION, IDEOGRAPH = 0, 1, 2, 3
