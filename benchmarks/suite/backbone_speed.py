@@ -291,7 +291,7 @@ def build_systems(names, shape, batch, seq):
                 label, maker(library), jit, policy, batch, seq, shape["vocabulary_size"], grappler_bf16=grappler
             )
         )
-    for s, n in zip(systems, names):
+    for s, n in zip(systems, names, strict=True):
         s.key = n
     return systems
 

@@ -53,9 +53,9 @@ import sys
 import time
 
 import common
+import hf_loop
 from common import (
     git_commit,
-    hf_train,
     minilm_path,
     now,
     read_json,
@@ -65,6 +65,7 @@ from common import (
     write_json,
     write_result,
 )
+from hf_loop import hf_train
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DATA = os.path.join(common.DATA, "conll2003")
@@ -253,7 +254,7 @@ def run_hf(epochs, max_train, out):
     train_features, train_counts = _encode(tokenizer, train.words, train.tags, index, RECIPE["sequence_length"])
     tokenize_seconds = time.perf_counter() - t
     dev_features, dev_counts = _encode(tokenizer, dev.words, None, index, RECIPE["sequence_length"])
-    collate = common.pad_collate(tokenizer.pad_token_id, pad_labels=True)
+    collate = hf_loop.pad_collate(tokenizer.pad_token_id, pad_labels=True)
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(
         [{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],

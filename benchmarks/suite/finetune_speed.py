@@ -15,7 +15,7 @@ For each task, the same first N real training examples go through:
   (classify: `truncation=True, max_length=128`; tag: run_ner.py's first-piece labels,
   `benchmarks/conll.py`; qa: run_qa.py's windows, `benchmarks/squad.py`), random batches
   (`DataLoader(shuffle=True)`) padded to the batch's longest, torch `AdamW` + linear
-  warm-up/decay + clipping at 1.0 (`common.hf_optimizer`, the loop of `common.hf_train`);
+  warm-up/decay + clipping at 1.0 (`hf_loop.hf_optimizer`, the loop of `hf_loop.hf_train`);
   one round is one epoch over the same N examples, timed end to end (batches included).
   Rows at 1 thread (whole epochs) and at 2 threads (`torch.set_num_threads(2)`; only the
   first `--hf-steps` random batches of each round: on this shared 2-core machine
@@ -51,10 +51,9 @@ import subprocess
 import time
 
 import common
+import hf_loop
 from common import (
     git_commit,
-    hf_optimizer,
-    hf_step,
     minilm_path,
     now,
     read_json,
@@ -63,6 +62,7 @@ from common import (
     versions,
     write_json,
 )
+from hf_loop import hf_optimizer, hf_step
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
@@ -229,7 +229,11 @@ def hf_features(task, examples):
             )
             for i in range(len(data))
         ]
-        return features, common.pad_collate(tokenizer.pad_token_id, ("labels",)), dict(num_labels=len(data.label_names))
+        return (
+            features,
+            hf_loop.pad_collate(tokenizer.pad_token_id, ("labels",)),
+            dict(num_labels=len(data.label_names)),
+        )
     if task == "tag":
         from suite import conll
 
@@ -242,7 +246,7 @@ def hf_features(task, examples):
         features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
         return (
             features,
-            common.pad_collate(tokenizer.pad_token_id, pad_labels=True),
+            hf_loop.pad_collate(tokenizer.pad_token_id, pad_labels=True),
             dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id=index),
         )
     from suite import squad
@@ -250,7 +254,7 @@ def hf_features(task, examples):
     data = squad.read_squad(cfg["train"], examples)
     squad.truncate_questions(tokenizer, data, cfg["options"]["max_query_length"])
     features = squad.hf_train_features(tokenizer, data, cfg["sequence_length"], cfg["options"]["doc_stride"])
-    return features, common.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions")), {}
+    return features, hf_loop.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions")), {}
 
 
 def build_hf(task, examples, total_rounds):
@@ -287,7 +291,7 @@ def build_hf(task, examples, total_rounds):
 
 
 def hf_round(system, threads, max_steps=None):
-    """One epoch (or its first `max_steps` batches) of `common.hf_train`'s step on `threads`
+    """One epoch (or its first `max_steps` batches) of `hf_loop.hf_train`'s step on `threads`
     threads; returns (seconds, examples)."""
     import torch
 
@@ -401,7 +405,7 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
             "transformers": transformers.__version__,
         },
     }
-    rates = {name: [n / t for n, t in zip(counts[name], times[name])] for name in systems}
+    rates = {name: [n / t for n, t in zip(counts[name], times[name], strict=True)] for name in systems}
     for name, (kind, system, _) in systems.items():
         row = {
             "kind": kind,
@@ -417,7 +421,7 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
         if kind == "ours":
             row["examples_read"] = system["read"]
             for hf_name in hf_names:  # per-round ratio: > 1 is ours faster
-                ratios = [a / b for a, b in zip(rates[name], rates[hf_name])]
+                ratios = [a / b for a, b in zip(rates[name], rates[hf_name], strict=True)]
                 row.setdefault("ratio_vs", {})[hf_name] = {"median": statistics.median(ratios), "per_round": ratios}
         result["systems"][name] = row
     write_json(os.path.join(out, f"{task}.json"), result)

@@ -59,6 +59,7 @@ import tempfile
 import time
 
 import common
+import hf_loop
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
@@ -90,7 +91,7 @@ def read(task, path, n=None):
 
 def accuracy(task, true, pred):
     if task == "classify":
-        return sum(int(a == b) for a, b in zip(true, pred)) / len(true)
+        return sum(int(a == b) for a, b in zip(true, pred, strict=True)) / len(true)
     from seqeval.metrics import f1_score
 
     return float(f1_score(true, pred))
@@ -214,10 +215,10 @@ def run_hf(task, n, seed, threads, autocast=False):
     train = features(x, y)
     train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
     loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
-    optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
+    optimizer, scheduler, _ = hf_loop.hf_optimizer(model, len(loader), recipe)
     model.train()
     for batch in loader:
-        common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
+        hf_loop.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
     fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
 
     t, c = (
@@ -238,7 +239,7 @@ def run_hf(task, n, seed, threads, autocast=False):
     eval_s, eval_cpu_s = time.perf_counter() - t, time.process_time() - c
     if task == "tag":  # first piece of each word; words cut by truncation get "O"
         tags = []
-        for ids, row, words in zip(word_ids, pred, dev_x):
+        for ids, row, words in zip(word_ids, pred, dev_x, strict=True):
             seen, out = {}, ["O"] * len(words)
             for pos, w in enumerate(ids):
                 if w is not None and w not in seen:

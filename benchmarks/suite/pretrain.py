@@ -480,7 +480,7 @@ def speed_vs_hf(
         "versions": {"keras": keras.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
     }
     for name, ts in times.items():
-        per_round_ratio = [hf_t / t for t, hf_t in zip(ts, times[base])]  # >1: faster than HF (same work)
+        per_round_ratio = [hf_t / t for t, hf_t in zip(ts, times[base], strict=True)]  # >1: faster than HF (same work)
         result["systems"][name] = {
             "median_tokens_per_second": tokens / statistics.median(ts),
             "best_tokens_per_second": tokens / min(ts),

@@ -119,7 +119,7 @@ def ours_call(task, saved, threads, inter_op):
         def call(batch):
             out = fn(text=tf.constant(batch))
             tags, n = out["tags"].numpy(), out["num_words"].numpy()
-            return [[t.decode() for t in row[:k]] for row, k in zip(tags, n)], np.zeros(0)
+            return [[t.decode() for t in row[:k]] for row, k in zip(tags, n, strict=True)], np.zeros(0)
 
     return call
 
@@ -245,13 +245,18 @@ def agreement(task, ours, hf):
         import numpy as np
 
         diff = float(np.abs(np.array(ours["probabilities"]) - np.array(hf["probabilities"])).max())
-        same = sum(a == b for a, b in zip(ours["answers"], hf["answers"])) / len(ours["answers"])
+        same = sum(a == b for a, b in zip(ours["answers"], hf["answers"], strict=True)) / len(ours["answers"])
         return {"max_abs_probability_difference": diff, "same_label_fraction": same}
-    pairs = [(a, b) for x, y in zip(ours["answers"], hf["answers"]) if len(x) == len(y) for a, b in zip(x, y)]
+    pairs = [
+        (a, b)
+        for x, y in zip(ours["answers"], hf["answers"], strict=True)
+        if len(x) == len(y)
+        for a, b in zip(x, y, strict=True)
+    ]
     same = sum(a == b for a, b in pairs) / max(1, len(pairs))
     return {
         "same_word_tag_fraction": same,
-        "sentences_compared": sum(len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"])),
+        "sentences_compared": sum(len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"], strict=True)),
     }
 
 

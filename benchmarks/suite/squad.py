@@ -40,9 +40,9 @@ import sys
 import time
 
 import common
+import hf_loop
 from common import (
     git_commit,
-    hf_train,
     minilm_path,
     now,
     read_json,
@@ -52,6 +52,7 @@ from common import (
     write_json,
     write_result,
 )
+from hf_loop import hf_train
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 TRAIN, DEV = (os.path.join(common.DATA, "squad", f"{split}.json") for split in ("train", "dev"))
@@ -121,7 +122,7 @@ def truncate_questions(tokenizer, examples, max_query_length):
     run_qa.py itself never truncates the question). Returns the number of questions cut."""
     enc = tokenizer([e["question"].lstrip() for e in examples], add_special_tokens=False, return_offsets_mapping=True)
     cut = 0
-    for e, offsets in zip(examples, enc["offset_mapping"]):
+    for e, offsets in zip(examples, enc["offset_mapping"], strict=True):
         if len(offsets) > max_query_length:
             q = e["question"].lstrip()
             e["question"] = q[: offsets[max_query_length - 1][1]]
@@ -252,7 +253,7 @@ def hf_dev_predictions(model, tokenizer, dev, dev_features):
     model.eval()
     starts, ends = [None] * len(dev_features), [None] * len(dev_features)
     order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
-    eval_collate = common.pad_collate(tokenizer.pad_token_id, ())
+    eval_collate = hf_loop.pad_collate(tokenizer.pad_token_id, ())
     with torch.no_grad():
         for b in range(0, len(order), 64):
             ids = order[b : b + 64]
@@ -292,7 +293,7 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     cut_dev = truncate_questions(tokenizer, dev, RECIPE["max_query_length"])
     dev_features = hf_eval_features(tokenizer, dev, sequence_length, overlap)
     labelled = sum(f["start_positions"] != 0 for f in train_features)
-    collate = common.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions"))
+    collate = hf_loop.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions"))
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(
         train_features, batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate
@@ -404,7 +405,7 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
         max_answer_length=RECIPE["max_answer_length"],
     )
     predict_seconds = time.perf_counter() - t
-    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
+    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers, strict=True)}
     write_json(os.path.join(out, "predictions_ours.json"), predictions)
     official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     windows = _train_windows(model, metrics, max_train)
