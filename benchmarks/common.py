@@ -332,25 +332,6 @@ def write_result(
     return path
 
 
-def side_options(parser, root, seeded_dir):
-    """The options of a quality benchmark whose two sides (ours, HF) run one after the other, each in its own
-    process: `--only`, `--root`, `--seed` (results in `seeded_dir`), `--threads`, `--table`, `--no-record`."""
-    parser.add_argument("--only", choices=("ours", "hf"), help="one side only (the other's JSON is kept)")
-    parser.add_argument("--root", default=root)
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="both sides' seed (head initialisation, data order, "
-        f"dropout); results go to ROOT/{seeded_dir} when N is not 0",
-    )
-    parser.add_argument(
-        "--threads", type=int, default=2, help="intra-op threads of each side (1: two runs share 2 cores)"
-    )
-    parser.add_argument("--table", action="store_true", help="print the table of a finished run and exit")
-    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results (smoke runs)")
-
-
 def set_tf_threads(threads):
     """TensorFlow on `threads` intra-op threads and one op at a time (as PyTorch eager), when
     it has not run an op yet in this process."""

@@ -235,25 +235,25 @@ def hf_features(task, examples):
             dict(num_labels=len(data.label_names)),
         )
     if task == "tag":
-        from suite import conll
+        from suite import conll_hf
 
         read_tagged = common.lib("read_tagged")
 
         data = read_tagged(cfg["train"], max_examples=examples)
         names = list(data.label_names)
         index = {n: i for i, n in enumerate(names)}
-        features, _ = conll._encode(tokenizer, data.words, data.tags, index, cfg["sequence_length"])
+        features, _ = conll_hf.encode_words(tokenizer, data.words, data.tags, index, cfg["sequence_length"])
         features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
         return (
             features,
             hf_loop.pad_collate(tokenizer.pad_token_id, pad_labels=True),
             dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id=index),
         )
-    from suite import squad
+    from suite import squad_hf
 
-    data = squad.read_squad(cfg["train"], examples)
-    squad.truncate_questions(tokenizer, data, cfg["options"]["max_query_length"])
-    features = squad.hf_train_features(tokenizer, data, cfg["sequence_length"], cfg["options"]["doc_stride"])
+    data = squad_hf.read_squad(cfg["train"], examples)
+    squad_hf.truncate_questions(tokenizer, data, cfg["options"]["max_query_length"])
+    features = squad_hf.hf_train_features(tokenizer, data, cfg["sequence_length"], cfg["options"]["doc_stride"])
     return features, hf_loop.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions")), {}
 
 

@@ -195,7 +195,7 @@ def run_hf(task, n, seed, threads, autocast=False):
     index = {n_: i for i, n_ in enumerate(names or [])}
 
     def features(texts, labels):
-        from suite import conll
+        from suite import conll_hf
 
         if task == "classify":
             enc = tokenizer(texts, truncation=True, max_length=LENGTH)
@@ -208,7 +208,7 @@ def run_hf(task, n, seed, threads, autocast=False):
                 )
                 for i in range(len(texts))
             ]
-        rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
+        rows, _ = conll_hf.encode_words(tokenizer, texts, labels, index, LENGTH)
         return rows
 
     t, c = time.perf_counter(), time.process_time()  # the whole user script: tokenize, batch, train
