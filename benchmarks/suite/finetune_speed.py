@@ -51,7 +51,6 @@ import subprocess
 import time
 
 import common
-import hf_loop
 from common import (
     git_commit,
     minilm_path,
@@ -62,7 +61,7 @@ from common import (
     versions,
     write_json,
 )
-from hf_loop import hf_optimizer, hf_step
+from suite import finetune_speed_hf, finetune_speed_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
@@ -207,105 +206,6 @@ def ours_round(system):
     return log.train_seconds, system["examples"]
 
 
-# --- HF: its recipe ------------------------------------------------------------------------------------
-def hf_features(task, examples):
-    """HF's training features of the same first `examples` examples, its collate function, the
-    model class's keyword arguments and the number of examples ours read (for the check)."""
-    from transformers import AutoTokenizer
-
-    cfg, minilm = TASKS[task], minilm_path()
-    tokenizer = AutoTokenizer.from_pretrained(minilm)
-    if task == "classify":
-        DataLayout, read_examples = common.lib("DataLayout", "read_examples")
-
-        data = read_examples(cfg["train"], DataLayout.for_task("sst2"), max_examples=examples)
-        enc = tokenizer(*[list(t) for t in data.texts], truncation=True, max_length=cfg["sequence_length"])
-        features = [
-            dict(
-                input_ids=enc["input_ids"][i],
-                token_type_ids=enc["token_type_ids"][i],
-                attention_mask=enc["attention_mask"][i],
-                labels=int(data.labels[i]),
-            )
-            for i in range(len(data))
-        ]
-        return (
-            features,
-            hf_loop.pad_collate(tokenizer.pad_token_id, ("labels",)),
-            dict(num_labels=len(data.label_names)),
-        )
-    if task == "tag":
-        from suite import conll_hf
-
-        read_tagged = common.lib("read_tagged")
-
-        data = read_tagged(cfg["train"], max_examples=examples)
-        names = list(data.label_names)
-        index = {n: i for i, n in enumerate(names)}
-        features, _ = conll_hf.encode_words(tokenizer, data.words, data.tags, index, cfg["sequence_length"])
-        features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
-        return (
-            features,
-            hf_loop.pad_collate(tokenizer.pad_token_id, pad_labels=True),
-            dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id=index),
-        )
-    from suite import squad_hf
-
-    data = squad_hf.read_squad(cfg["train"], examples)
-    squad_hf.truncate_questions(tokenizer, data, cfg["options"]["max_query_length"])
-    features = squad_hf.hf_train_features(tokenizer, data, cfg["sequence_length"], cfg["options"]["doc_stride"])
-    return features, hf_loop.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions")), {}
-
-
-def build_hf(task, examples, total_rounds):
-    import torch
-    import transformers
-    from torch.utils.data import DataLoader
-
-    features, collate, kwargs = hf_features(task, examples)
-    torch.manual_seed(RECIPE["seed"])
-    model = getattr(transformers, TASKS[task]["hf_class"]).from_pretrained(minilm_path(), **kwargs).train()
-    loader = DataLoader(
-        features,
-        batch_size=batch_size(task),
-        shuffle=True,
-        collate_fn=collate,
-        generator=torch.Generator().manual_seed(RECIPE["seed"]),
-    )
-    optimizer, scheduler, _ = hf_optimizer(model, len(loader) * 2 * total_rounds, RECIPE)
-    real = sum(sum(f["attention_mask"]) for f in features)
-    padded = sum(
-        b["attention_mask"].numel()
-        for b in DataLoader(features, batch_size=batch_size(task), shuffle=True, collate_fn=collate)
-    )
-    return dict(
-        model=model,
-        loader=loader,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        examples=len(features),
-        steps_per_epoch=len(loader),
-        real_tokens=real,
-        padded_tokens=padded,
-    )
-
-
-def hf_round(system, threads, max_steps=None):
-    """One epoch (or its first `max_steps` batches) of `hf_loop.hf_train`'s step on `threads`
-    threads; returns (seconds, examples)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    model, optimizer, scheduler = system["model"], system["optimizer"], system["scheduler"]
-    t, examples = time.perf_counter(), 0
-    for step, batch in enumerate(system["loader"]):
-        if max_steps is not None and step >= max_steps:
-            break
-        examples += len(batch["input_ids"])
-        hf_step(model, batch, optimizer, scheduler, RECIPE["clip_norm"])  # reads the loss, as hf_train does
-    return time.perf_counter() - t, examples
-
-
 # --- one task, interleaved rounds --------------------------------------------------------------------------
 def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coarse=True):
     """Interleaved rounds of every system on `task`'s first `examples` examples; writes
@@ -321,56 +221,9 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     torch.set_num_threads(threads)
     cfg = TASKS[task]
     load_before, uptime_before, started = os.getloadavg(), uptime(), now()
-    total = rounds + 1
-    systems = {}  # name -> (kind, system, round function)
-    for batching in cfg["batchings"]:
-        label = (
-            "default batches" + (", packed" if task in ("tag", "qa") else "")
-            if batching == "auto"
-            else f'batching="{batching}"'
-        )
-        for jit in (False, True) if xla else (False,):
-            system = build_ours(task, examples, batching, total, jit_compile=jit)
-            systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
-    if task == "tag" and coarse:
-        system = build_ours(task, examples, "auto", total, coarse=True)
-        systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
-            "ours",
-            system,
-            lambda s=system: ours_round(s),
-        )
-    hf = build_hf(task, examples, total)
-    for n in sorted({threads, 1}, reverse=True):
-        cap = hf_steps if n > 1 else None
-        systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
-            "hf",
-            hf,
-            lambda n=n, cap=cap: hf_round(hf, n, cap),
-        )
-
-    warmup = {}
-    for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
-        t = time.perf_counter()
-        if kind == "ours":
-            ours_round(system)
-        else:
-            hf_round(system, 1, max_steps=2)
-        warmup[name] = time.perf_counter() - t
-        print(f"{task}: warm-up {name}: {warmup[name]:.1f} s", flush=True)
-    times, counts = {name: [] for name in systems}, {name: [] for name in systems}
-    for r in range(rounds):
-        for name, (_, _, round_function) in systems.items():
-            seconds, n = round_function()
-            times[name].append(seconds)
-            counts[name].append(n)
-        print(
-            f"{task}: round {r + 1}/{rounds}: "
-            + ", ".join(f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems)
-            + f" {cfg['unit']}/s; load "
-            f"{os.getloadavg()[0]:.1f}",
-            flush=True,
-        )
-    hf_names = [n for n in systems if systems[n][0] == "hf"]
+    systems = build_systems(task, examples, threads, rounds + 1, xla, hf_steps, coarse)
+    warmup = warm_up(task, systems)
+    times, counts = timed_rounds(task, systems, rounds)
     result = {
         "task": task,
         "data": cfg["data"],
@@ -405,6 +258,79 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
             "transformers": transformers.__version__,
         },
     }
+    add_rates(result, systems, times, counts, warmup)
+    write_json(os.path.join(out, f"{task}.json"), result)
+    finetune_speed_report.print_task(result)
+    return result
+
+
+def build_systems(task, examples, threads, total, xla, hf_steps, coarse):
+    """{name: (kind, system, round function)}: ours per batching (and XLA), the tag diagnostic, HF per threads."""
+    cfg = TASKS[task]
+    systems = {}  # name -> (kind, system, round function)
+    for batching in cfg["batchings"]:
+        label = (
+            "default batches" + (", packed" if task in ("tag", "qa") else "")
+            if batching == "auto"
+            else f'batching="{batching}"'
+        )
+        for jit in (False, True) if xla else (False,):
+            system = build_ours(task, examples, batching, total, jit_compile=jit)
+            systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
+    if task == "tag" and coarse:
+        system = build_ours(task, examples, "auto", total, coarse=True)
+        systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
+            "ours",
+            system,
+            lambda s=system: ours_round(s),
+        )
+    hf = finetune_speed_hf.build_hf(task, cfg, examples, total, RECIPE, batch_size(task))
+    for n in sorted({threads, 1}, reverse=True):
+        cap = hf_steps if n > 1 else None
+        systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
+            "hf",
+            hf,
+            lambda n=n, cap=cap: finetune_speed_hf.hf_round(hf, n, RECIPE["clip_norm"], cap),
+        )
+    return systems
+
+
+def warm_up(task, systems):
+    """{name: seconds of its warm-up}: ours traces every shape of an epoch, HF runs 2 steps."""
+    warmup = {}
+    for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
+        t = time.perf_counter()
+        if kind == "ours":
+            ours_round(system)
+        else:
+            finetune_speed_hf.hf_round(system, 1, RECIPE["clip_norm"], max_steps=2)
+        warmup[name] = time.perf_counter() - t
+        print(f"{task}: warm-up {name}: {warmup[name]:.1f} s", flush=True)
+    return warmup
+
+
+def timed_rounds(task, systems, rounds):
+    """`(times, counts)`: per system the seconds and examples of each round, the systems interleaved."""
+    cfg = TASKS[task]
+    times, counts = {name: [] for name in systems}, {name: [] for name in systems}
+    for r in range(rounds):
+        for name, (_, _, round_function) in systems.items():
+            seconds, n = round_function()
+            times[name].append(seconds)
+            counts[name].append(n)
+        print(
+            f"{task}: round {r + 1}/{rounds}: "
+            + ", ".join(f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems)
+            + f" {cfg['unit']}/s; load "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    return times, counts
+
+
+def add_rates(result, systems, times, counts, warmup):
+    """Each system's rates and, for ours, the per-round ratios to each HF row, into `result["systems"]`."""
+    hf_names = [n for n in systems if systems[n][0] == "hf"]
     rates = {name: [n / t for n, t in zip(counts[name], times[name], strict=True)] for name in systems}
     for name, (kind, system, _) in systems.items():
         row = {
@@ -424,67 +350,9 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
                 ratios = [a / b for a, b in zip(rates[name], rates[hf_name], strict=True)]
                 row.setdefault("ratio_vs", {})[hf_name] = {"median": statistics.median(ratios), "per_round": ratios}
         result["systems"][name] = row
-    write_json(os.path.join(out, f"{task}.json"), result)
-    print_task(result)
-    return result
 
 
-# --- tables, records --------------------------------------------------------------------------------------
-def print_task(result):
-    print(
-        f"\n{result['task']} ({result['data']}, first {result['first_examples']} examples, length "
-        f"{result['sequence_length']}, batch {result['batch_size']}), {result['rounds']} interleaved "
-        f"rounds of one epoch; load {result['loadavg_before'][0]:.1f} -> {result['loadavg_after'][0]:.1f} "
-        f"({result['started'][:16]} to {result['date'][11:16]})\n"
-    )
-    order = result.get("order") or list(result["systems"])
-    hf_names = [n for n in order if result["systems"][n]["kind"] == "hf"]
-    print(
-        f"| system | {result['unit']}/s (median round) | best round | padded / real tokens | "
-        + " | ".join(f"ours / {n.split(', ')[-1]} HF (median of rounds)" for n in hf_names)
-        + " |"
-    )
-    print("|---|---|---|---|" + "---|" * len(hf_names))
-    for name in order:
-        r = result["systems"][name]
-        ratios = " | ".join(f"{r['ratio_vs'][h]['median']:.2f}x" if r["kind"] == "ours" else "" for h in hf_names)
-        print(
-            f"| {name} | {r['median_examples_per_second']:.1f} | {r['best_examples_per_second']:.1f} | "
-            f"{r['padded_over_real_tokens']:.2f} | {ratios} |"
-        )
-
-
-def summary_rows(results):
-    rows = []
-    for result in results:
-        hf = {r: n for n, s in result["systems"].items() if s["kind"] == "hf" for r in [n.split(", ")[-1]]}
-        for name, s in result["systems"].items():
-            if s["kind"] != "ours":
-                continue
-            for threads, hf_name in hf.items():
-                rows.append(
-                    {
-                        "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}, batch {result['batch_size']}), {name}, "
-                        f"vs HF on {threads}",
-                        "unit": f"{result['unit']}/s",
-                        "ours": round(s["median_examples_per_second"], 2),
-                        "peer": round(result["systems"][hf_name]["median_examples_per_second"], 2),
-                        "peer_name": f"HF transformers (PyTorch, {threads})",
-                        "higher_is_better": True,
-                        "note": f"median of per-round ratios {s['ratio_vs'][hf_name]['median']:.2f}x over "
-                        f"{result['rounds']} interleaved rounds; load {result['loadavg_before'][0]:.1f}"
-                        f"->{result['loadavg_after'][0]:.1f}",
-                    }
-                )
-    return rows
-
-
-def write_record(rows, command, source, started, load):
-    """The summary record for `run.py report`."""
-    return common.write_result("finetune_speed", rows, command=command, source=source, started=started, load=load)
-
-
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="run.py finetune_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("all", *TASKS), default="all")
     parser.add_argument(
@@ -514,14 +382,18 @@ def main(argv=None):
     parser.add_argument(
         "--no-record", action="store_true", help="do not write benchmarks/results/finetune_speed.HOSTKIND.json"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     command = common.command_line("finetune_speed", argv)
 
     if args.table:
         for task in TASKS:
             result = read_json(os.path.join(args.out, f"{task}.json"))
             if result:
-                print_task(result)
+                finetune_speed_report.print_task(result)
         return
     if args.task != "all":
         run_task(
@@ -535,6 +407,11 @@ def main(argv=None):
             not args.no_coarse,
         )
         return
+    run_all(args, command)
+
+
+def run_all(args, command):
+    """Every task, each in its own process, then `OUT/finetune_speed.json`, the tables and the record."""
     # Each task in its own process: one task's TensorFlow graphs and PyTorch memory never add to the next's.
     started, load_before, results = now(), os.getloadavg()[0], []
     for task in TASKS:
@@ -574,10 +451,12 @@ def main(argv=None):
     write_json(path, combined)
     print("\n" + "=" * 80)
     for result in results:
-        print_task(result)
+        finetune_speed_report.print_task(result)
     print(f"\nresults: {path}")
     if not args.no_record and results:
-        print(f"summary: {write_record(summary_rows(results), command, path, started, combined['loadavg'])}")
+        print(
+            f"summary: {finetune_speed_report.write_record(finetune_speed_report.summary_rows(results), command, path, started, combined['loadavg'])}"
+        )
 
 
 if __name__ == "__main__":
