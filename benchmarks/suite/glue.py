@@ -237,52 +237,7 @@ def print_tables(root, names=None):
         metric_names = TASK_METRICS[spec["task"]]
         final = _load(root, name, "final")
         if spec["hf"]:
-            hf = HF_REFERENCE[spec["hf"]]
-            hf_speed = hf["examples_per_second"]
-            if final is None:
-                hf_rows.append(
-                    f"| `{name}` | {spec['data']}, {hf['epochs']} ep | (not run) | "
-                    f"{_scores(hf['metrics'], metric_names)} | | | {hf_speed} | | |"
-                )
-            else:
-                m, r, path = final
-                ours_speed = m["train_examples_per_second"]
-                delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
-                note = (
-                    f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
-                    "REFERENCE_RESULTS.md (another session, other load)"
-                )
-                records += [
-                    {
-                        "what": f"{name} dev {metric_names[0]} (end of training)",
-                        "unit": "fraction",
-                        "ours": m[metric_names[0]],
-                        "peer": hf["metrics"][metric_names[0]],
-                        "peer_name": "HF transformers",
-                        "higher_is_better": True,
-                        "command": f"python benchmarks/run.py glue {name}",
-                        "source": path,
-                        "note": note,
-                        "side_by_side": False,
-                    },
-                    {
-                        "what": f"{name} fine-tuning speed",
-                        "unit": "train examples/s",
-                        "ours": ours_speed,
-                        "peer": hf_speed,
-                        "peer_name": "HF transformers",
-                        "higher_is_better": True,
-                        "command": f"python benchmarks/run.py glue {name}",
-                        "source": path,
-                        "note": note,
-                        "side_by_side": False,
-                    },
-                ]
-                hf_rows.append(
-                    f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
-                    f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "
-                    f"{ours_speed / hf_speed:.2f}x | `{path}` ({r['date'][:10]}, {_load_note(r)}) |"
-                )
+            _hf_rows(name, spec, final, metric_names, hf_rows, records)
         else:
             if final is None:
                 other_rows.append(f"| `{name}` | {spec['data']} | (not run) | | | |")
@@ -301,6 +256,61 @@ def print_tables(root, names=None):
                 f"| {_recipe_text(name, r)} | {r['dev_evaluations']} (every {r['eval_every']} steps + epoch ends) | "
                 f"{_scores(m, metric_names)} (step {m['best_step']} of {m['steps']}) | {end} | `{path}` |"
             )
+    _print_tables(hf_rows, other_rows, best_rows)
+    return records
+
+
+def _hf_rows(name, spec, final, metric_names, hf_rows, records):
+    """A recipe HF has a reference figure for: its table row into `hf_rows`, and its record rows into `records`."""
+    hf = HF_REFERENCE[spec["hf"]]
+    hf_speed = hf["examples_per_second"]
+    if final is None:
+        hf_rows.append(
+            f"| `{name}` | {spec['data']}, {hf['epochs']} ep | (not run) | "
+            f"{_scores(hf['metrics'], metric_names)} | | | {hf_speed} | | |"
+        )
+    else:
+        m, r, path = final
+        ours_speed = m["train_examples_per_second"]
+        delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
+        note = (
+            f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
+            "REFERENCE_RESULTS.md (another session, other load)"
+        )
+        records += [
+            {
+                "what": f"{name} dev {metric_names[0]} (end of training)",
+                "unit": "fraction",
+                "ours": m[metric_names[0]],
+                "peer": hf["metrics"][metric_names[0]],
+                "peer_name": "HF transformers",
+                "higher_is_better": True,
+                "command": f"python benchmarks/run.py glue {name}",
+                "source": path,
+                "note": note,
+                "side_by_side": False,
+            },
+            {
+                "what": f"{name} fine-tuning speed",
+                "unit": "train examples/s",
+                "ours": ours_speed,
+                "peer": hf_speed,
+                "peer_name": "HF transformers",
+                "higher_is_better": True,
+                "command": f"python benchmarks/run.py glue {name}",
+                "source": path,
+                "note": note,
+                "side_by_side": False,
+            },
+        ]
+        hf_rows.append(
+            f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
+            f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "
+            f"{ours_speed / hf_speed:.2f}x | `{path}` ({r['date'][:10]}, {_load_note(r)}) |"
+        )
+
+
+def _print_tables(hf_rows, other_rows, best_rows):
     if hf_rows:
         print('\nHF\'s reference recipes, dev score of the model at the end of training (`select="final"`):\n')
         print(
@@ -333,7 +343,6 @@ def print_tables(root, names=None):
         )
         print("|---|---|---|---|---|")
         print("\n".join(best_rows))
-    return records
 
 
 def embeddings(args, command):
