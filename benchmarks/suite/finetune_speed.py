@@ -53,7 +53,6 @@ import time
 import common
 from common import (
     git_commit,
-    minilm_path,
     now,
     read_json,
     set_tf_threads,
@@ -61,7 +60,7 @@ from common import (
     versions,
     write_json,
 )
-from suite import finetune_speed_hf, finetune_speed_report
+from suite import finetune_speed_hf, finetune_speed_ours, finetune_speed_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
@@ -115,95 +114,6 @@ TASKS = {
 
 def batch_size(task):
     return TASKS[task].get("batch_size", RECIPE["batch_size"])
-
-
-# --- ours: finetune's pipeline ---------------------------------------------------------------------------
-def build_ours(task, examples, batching, total_rounds, jit_compile=False, coarse=False):
-    """The model, training dataset and steps per epoch exactly as `finetune` builds them
-    (same calls, same order), plus the examples and padding of one epoch. `coarse` (tag,
-    diagnostic): random batches cut to the coarse buckets 16/32/64/96/128, as before
-    training batches were cut to within 8 pieces of their longest."""
-    import keras
-    import tensorflow as tf
-
-    with_known_cardinality = common.lib("with_known_cardinality")
-    DataLayout = common.lib("DataLayout")
-    get_task = common.lib("get_task")
-    check_vocabulary, vocab_dir_for = common.lib("check_vocabulary", "vocab_dir_for")
-    create_optimizer = common.lib("create_optimizer")
-
-    cfg, spec, minilm = TASKS[task], get_task(task), minilm_path()
-    layout = spec.layout_from_options(DataLayout.for_task("sst2") if task == "classify" else None, **cfg["options"])
-    train_examples = spec.read_data(cfg["train"], layout, max_examples=examples)
-    vocab_dir = vocab_dir_for(minilm)
-    check_vocabulary(minilm, vocab_dir, cfg["sequence_length"])
-    keras.utils.set_random_seed(RECIPE["seed"])
-    preprocessor = spec.make_preprocessor(vocab_dir, cfg["sequence_length"], layout)
-    model = spec.build_model(minilm, train_examples, layout, preprocessor, cfg["sequence_length"])
-    if coarse:
-        default_boundaries = common.lib("default_boundaries")
-        make_tagging_dataset = common.lib("make_tagging_dataset")
-
-        ds = make_tagging_dataset(
-            train_examples,
-            preprocessor,
-            batch_size(task),
-            training=True,
-            seed=RECIPE["seed"],
-            with_labels=True,
-            bucket=True,
-            boundaries=default_boundaries(cfg["sequence_length"]),
-        )
-    else:
-        ds = spec.dataset(
-            train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"], batching=batching
-        )
-    ds, steps_per_epoch = with_known_cardinality(ds)
-    model.compile(
-        optimizer=create_optimizer(
-            RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds, warmup_ratio=RECIPE["warmup_ratio"]
-        ),
-        jit_compile=jit_compile,
-    )
-
-    def count(state, batch):
-        # Examples = sequences: a row's first token, or where a packed row's sequence number changes.
-        mask = batch[0]["padding_mask"]
-        starts = (mask > 0) & tf.not_equal(mask, tf.pad(mask, [[0, 0], [1, 0]])[:, :-1])
-        return (
-            state[0] + tf.reduce_sum(tf.cast(starts, tf.int64)),
-            state[1] + tf.reduce_sum(tf.cast(mask > 0, tf.int64)),
-            state[2] + tf.size(mask, out_type=tf.int64),
-        )
-
-    zero = tf.constant(0, tf.int64)
-    rows, real, padded = (int(x) for x in ds.reduce((zero, zero, zero), count))
-    return dict(
-        model=model,
-        dataset=ds,
-        steps_per_epoch=steps_per_epoch,
-        examples=rows,
-        read=len(train_examples),
-        real_tokens=real,
-        padded_tokens=padded,
-    )
-
-
-def ours_round(system):
-    """One epoch through the library's loop with finetune's StepLog; returns (train seconds, examples)."""
-    StepLog = common.lib("StepLog")
-    train = common.lib("train")
-
-    log = StepLog()
-    train(
-        system["model"],
-        system["dataset"],
-        epochs=1,
-        steps_per_epoch=system["steps_per_epoch"],
-        callbacks=[log],
-        verbose=0,
-    )
-    return log.train_seconds, system["examples"]
 
 
 # --- one task, interleaved rounds --------------------------------------------------------------------------
@@ -275,14 +185,22 @@ def build_systems(task, examples, threads, total, xla, hf_steps, coarse):
             else f'batching="{batching}"'
         )
         for jit in (False, True) if xla else (False,):
-            system = build_ours(task, examples, batching, total, jit_compile=jit)
-            systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
+            system = finetune_speed_ours.build_ours(
+                task, cfg, examples, batching, total, RECIPE, batch_size(task), jit_compile=jit
+            )
+            systems[f"ours ({label}{', XLA' if jit else ''})"] = (
+                "ours",
+                system,
+                lambda s=system: finetune_speed_ours.ours_round(s),
+            )
     if task == "tag" and coarse:
-        system = build_ours(task, examples, "auto", total, coarse=True)
+        system = finetune_speed_ours.build_ours(
+            task, cfg, examples, "auto", total, RECIPE, batch_size(task), coarse=True
+        )
         systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
             "ours",
             system,
-            lambda s=system: ours_round(s),
+            lambda s=system: finetune_speed_ours.ours_round(s),
         )
     hf = finetune_speed_hf.build_hf(task, cfg, examples, total, RECIPE, batch_size(task))
     for n in sorted({threads, 1}, reverse=True):
@@ -301,7 +219,7 @@ def warm_up(task, systems):
     for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
         t = time.perf_counter()
         if kind == "ours":
-            ours_round(system)
+            finetune_speed_ours.ours_round(system)
         else:
             finetune_speed_hf.hf_round(system, 1, RECIPE["clip_norm"], max_steps=2)
         warmup[name] = time.perf_counter() - t
