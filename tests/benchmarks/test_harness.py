@@ -275,7 +275,7 @@ def test_library_internals_come_from_one_table_of_public_names():
 
 @pytest.mark.slow  # ~40 s: MiniLM fine-tuned by HF transformers on 40 sentences, then all of eng.testa
 def test_the_hf_training_loop_runs_epochs_and_reports_floats(tmp_path):
-    """The HF side's loop of conll / squad (`common.hf_train`), as `run.py conll --only hf` runs it: it once
+    """The HF side's loop of conll / squad (`hf_loop.hf_train`), as `run.py conll --only hf` runs it: it once
     crashed at every epoch end (`.item()` on the float `hf_step` returns). Two epochs of two steps each."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
