@@ -209,6 +209,17 @@ CASES = [
         r"t\.conll:2: tag 'O' follows an unfinished MISC entity",
     ),
     (
+        "tag-strict-tags-noisy",
+        lambda w: w.finetune(
+            "--strict-tags",
+            task="tag",
+            train=w.write("t.txt", "北 B-LOC\n京 E-LOC\n\n李 O\n明 M-PER\n人 E-PER\n\n上 S-LOC\n"),
+            dev=w.conll,
+        ),
+        1,
+        r"t\.txt:5: tag 'M-PER' continues no PER entity, which BMES does not allow.*--strict-tags",
+    ),
+    (
         "qa-null-threshold-nan",
         lambda w: qa_finetune(w, "--null-threshold", "nan"),
         2,
