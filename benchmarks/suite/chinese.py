@@ -12,7 +12,7 @@ each (`--threads`):
 - ours (`suite/chinese_ours.py`): `BertTagger.from_preset(DIR, ...)` / `BertClassifier.from_preset(DIR, ...)`,
   `compile(optimizer=create_optimizer(lr))`, `fit` on the raw characters / review strings, the package's readers
   (the MSRA file's BMES tags as the reader detects them);
-- HF (`suite/chinese_hf.py`): the models trained by HF `Trainer`'s recipe written out (`common.hf_train`), MSRA read
+- HF (`suite/chinese_hf.py`): the models trained by HF `Trainer`'s recipe written out (`hf_loop.hf_train`), MSRA read
   as an HF user reads it (`M-` as `I-`: BMES as BIOES), run_ner.py's first-piece labels, dynamic padding.
 
 Recipes (REFERENCE_RESULTS.md): AdamW (epsilon 1e-6, weight decay 0.01 off biases and LayerNorm), 10% linear warm-up

@@ -1,6 +1,6 @@
 """The HF side of the Chinese benchmark (`suite/chinese.py`), in PyTorch without TensorFlow: `BertForTokenClassification`
 on MSRA NER and `BertForSequenceClassification` on the reviews, from the small Chinese checkpoint, trained by the HF
-loop the other benchmarks use (`Trainer`'s AdamW groups, linear warm-up and decay, global clipping).
+loop the other benchmarks use (`hf_loop`: `Trainer`'s AdamW groups, linear warm-up and decay, global clipping).
 
 The MSRA file is read here as an HF user reads it (one `char tag` a line, blank line between sentences; `M-` read as
 `I-`: BMES as BIOES), independently of the package's reader; the run records the sentences and tags it read so the
@@ -14,7 +14,8 @@ import sys
 import time
 
 import common
-from common import git_commit, hf_train, now, uptime, versions, write_json
+from common import git_commit, now, uptime, versions, write_json
+from hf_loop import hf_train, pad_collate
 
 
 def read_msra(path, max_sentences=None):
@@ -54,30 +55,8 @@ def _loader(features, recipe, pad_id, pad_labels):
         batch_size=recipe["batch_size"],
         shuffle=True,
         generator=torch.Generator().manual_seed(recipe["seed"]),
-        collate_fn=common.pad_collate(pad_id, keys=() if pad_labels else ("labels",), pad_labels=pad_labels),
+        collate_fn=pad_collate(pad_id, keys=() if pad_labels else ("labels",), pad_labels=pad_labels),
     )
-
-
-def _predict_words(model, features, collate, names, sentences):
-    """Word-level tags from the first piece of each word (words the model cannot see at the length stay "O")."""
-    import torch
-
-    predicted = [["O"] * len(s) for s in sentences]
-    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(order), 64):
-            ids = order[start : start + 64]
-            batch = collate([{k: v for k, v in features[i].items() if k != "word_ids"} for i in ids])
-            batch.pop("labels")
-            argmax = model(**batch).logits.argmax(-1).numpy()
-            for row, i in enumerate(ids):
-                previous = None
-                for position, w in enumerate(features[i]["word_ids"]):
-                    if w is not None and w != previous:
-                        predicted[i][w] = names[argmax[row, position]]
-                    previous = w
-    return predicted
 
 
 def _finish(record, out, recipe):
@@ -96,7 +75,7 @@ def _finish(record, out, recipe):
 def run_ner(model_dir, train_path, dev_path, recipe, out):
     """HF run_ner.py written out: first piece of each character labelled, -100 elsewhere; seqeval on dev."""
     from seqeval.metrics import f1_score, precision_score, recall_score
-    from suite.conll import _encode  # HF run_ner.py's tokenize_and_align_labels, as the conll benchmark writes it
+    from suite.conll_hf import encode_words, predict_words  # HF run_ner.py's word handling, as conll writes it
     from transformers import AutoTokenizer, BertForTokenClassification
 
     _setup(recipe)
@@ -109,16 +88,17 @@ def run_ner(model_dir, train_path, dev_path, recipe, out):
         model_dir, num_labels=len(names), id2label=dict(enumerate(names)), label2id=index
     )
     t = time.perf_counter()
-    features, train_counts = _encode(tokenizer, words, tags, index, recipe["sequence_length"])
+    features, train_counts = encode_words(tokenizer, words, tags, index, recipe["sequence_length"])
     tokenize_seconds = time.perf_counter() - t
-    dev_features, dev_counts = _encode(tokenizer, dev_words, None, index, recipe["sequence_length"])
+    dev_features, dev_counts = encode_words(tokenizer, dev_words, None, index, recipe["sequence_length"])
     loader = _loader(
         [{k: v for k, v in f.items() if k != "word_ids"} for f in features], recipe, tokenizer.pad_token_id, True
     )
     trained = hf_train(model, loader, 1, f"{model_dir} on {len(words)} MSRA sentences", recipe)
     t = time.perf_counter()
-    collate = common.pad_collate(tokenizer.pad_token_id, pad_labels=True)
-    predicted = _predict_words(model, dev_features, collate, names, dev_words)
+    collate = pad_collate(tokenizer.pad_token_id, pad_labels=True)
+    model.eval()
+    predicted = predict_words(model, collate, dev_features, dev_words, names)
     record = dict(
         system="hf",
         task="ner",
