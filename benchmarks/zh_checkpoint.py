@@ -13,7 +13,7 @@ recipe, not for quality claims: its masked-LM loss ends well below ln(vocabulary
 The folder is `$BERT_ZOO_CACHE/zh_mini-v1` (default `~/.cache/keras_bert_zoo/zh_mini-v1`), written beside it and
 renamed when complete; the version in its name changes with the recipe. PyTorch only (no TensorFlow imported).
 
-    python benchmarks/zh_checkpoint.py            # build (about 10 CPU-minutes on 2 cores) or print the path
+    python benchmarks/zh_checkpoint.py            # build once (about 20 CPU-minutes at load 15-20) or print the path
     python benchmarks/zh_checkpoint.py --steps 4 --out /tmp/zh_smoke   # a smoke build
 """
 
