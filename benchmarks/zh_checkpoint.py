@@ -14,7 +14,7 @@ The folder is `$BERT_ZOO_CACHE/zh_mini-v1` (default `~/.cache/keras_bert_zoo/zh_
 renamed when complete; the version in its name changes with the recipe. PyTorch only (no TensorFlow imported).
 
     python benchmarks/zh_checkpoint.py            # build once (about 20 CPU-minutes at load 15-20) or print the path
-    python benchmarks/zh_checkpoint.py --steps 4 --out /tmp/zh_smoke   # a smoke build
+    python benchmarks/zh_checkpoint.py --steps 4 --out /tmp/zh_ckpt_smoke   # a smoke build
 """
 
 import argparse
