@@ -78,7 +78,9 @@ def _unpad(result, lengths, keys):
     out = {}
     for key in keys:
         value = np.asarray(result[key])
-        out[key] = [[v.decode() if isinstance(v, bytes) else v.item() for v in row[:k]] for row, k in zip(value, n)]
+        out[key] = [
+            [v.decode() if isinstance(v, bytes) else v.item() for v in row[:k]] for row, k in zip(value, n, strict=True)
+        ]
     return out
 
 
@@ -87,7 +89,9 @@ def _entities(result):
     return [
         [
             {"text": t, "type": y, "start": s, "end": e, "score": p}
-            for t, y, s, e, p in zip(*(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")))
+            for t, y, s, e, p in zip(
+                *(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")), strict=True
+            )
         ]
         for i in range(len(cols["start"]))
     ]
@@ -98,7 +102,7 @@ def _exact_scores(model, texts):
     words = [t.split() for t in texts]
     tags, logits = predict_words(model, words, model.preprocessor, label_names=model.label_names, return_logits=True)
     scores = []
-    for sentence_tags, word_logits in zip(tags, logits):
+    for sentence_tags, word_logits in zip(tags, logits, strict=True):
         probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
         best = (probs / probs.sum(-1, keepdims=True)).max(-1)
         scores.append([float(best[a:b].mean()) for _, a, b in entity_spans(sentence_tags, scheme=model.scheme)])
@@ -112,8 +116,8 @@ def _check_against_model(model, texts, tags, entities):
     assert [[{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in entities] == [
         [{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in expected
     ]
-    for text, got_row, want_row, exact_row in zip(texts, entities, expected, exact):
-        for got, want, score in zip(got_row, want_row, exact_row):
+    for text, got_row, want_row, exact_row in zip(texts, entities, expected, exact, strict=True):
+        for got, want, score in zip(got_row, want_row, exact_row, strict=True):
             assert got["text"] == text[got["start"] : got["end"]]
             assert abs(got["score"] - score) <= 1e-5, (got, score)
             assert abs(got["score"] - want["score"]) <= 1e-5, (got, want)
@@ -125,7 +129,7 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     flat = [t for row in tags for t in row]
     # The check means something only if the model tags entities, ill-formed ones included.
     assert {"O", "B-PER", "B-LOC"} <= set(flat) and any(t.startswith("I-") for t in flat)
-    assert any(a == "O" and b.startswith("I-") for row in tags for a, b in zip(["O"] + row, row))
+    assert any(a == "O" and b.startswith("I-") for row in tags for a, b in zip(["O"] + row, row, strict=True))
     assert any(" " in e["text"] for row in model.predict_entities(TEXTS) for e in row)
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f)
@@ -160,7 +164,7 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     result = got["result"]
     words = _unpad(result, "num_words", ("words", "tags", "tag_ids", "word_start", "word_end"))
     assert words["words"] == [t.split() for t in TEXTS]
-    assert [list(zip(s, e)) for s, e in zip(words["word_start"], words["word_end"])] == [
+    assert [list(zip(s, e, strict=True)) for s, e in zip(words["word_start"], words["word_end"], strict=True)] == [
         [(m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in TEXTS
     ]
     assert words["tag_ids"] == [[IOB2.index(t) for t in row] for row in words["tags"]]
@@ -251,7 +255,7 @@ def test_decoder_equals_conlleval_on_random_sequences(scheme, names):
     starts = ids.with_values(tf.range(tf.size(ids.values, out_type=tf.int64)) * 10)
     found = serving.entities(ids, ragged_scores, starts, starts + 3)
     got = [
-        list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word"))))
+        list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word")), strict=True))
         for i in range(len(sentences))
     ]
     got = [[(t.decode(), a, b) for t, a, b in row] for row in got]

@@ -19,7 +19,7 @@ def test_every_form_splits_like_str_split():
         assert as_words(text) == text.split()
         assert [text[a:b] for a, b in word_spans(text)] == text.split()
         assert [w.decode() for w in tokens[i].numpy()] == text.split()
-        assert list(zip(starts[i].numpy().tolist(), ends[i].numpy().tolist())) == word_spans(text)
+        assert list(zip(starts[i].numpy().tolist(), ends[i].numpy().tolist(), strict=True)) == word_spans(text)
 
 
 def test_docstring_examples_run():

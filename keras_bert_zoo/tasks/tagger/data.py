@@ -145,7 +145,7 @@ def _check_transitions(path, lines, tags, scheme):
         return
     open_type, number = None, None  # the type of the entity a B-/I- left open (BIOES)
     previous = "O"
-    for number, tag in zip(lines, tags):
+    for number, tag in zip(lines, tags, strict=True):
         prefix, kind = (tag[0], tag[2:]) if tag != "O" else ("O", None)
         if scheme == "IOB2":
             if prefix == "I" and previous[2:] != kind:
@@ -305,7 +305,7 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
     prefixes = _PREFIXES[detected]
     allowed = "the tag O and the prefixes " + ", ".join(p + "-" for p in prefixes)
     for lines, _, tags in sentences:
-        for number, tag in zip(lines, tags):
+        for number, tag in zip(lines, tags, strict=True):
             if not _is_tag(tag) or (tag != "O" and tag[0] not in prefixes):
                 raise InvalidInputError(f"{path}:{number}: tag {tag!r} does not fit the {detected} scheme ({allowed}).")
         _check_transitions(path, lines, tags, detected)
@@ -318,7 +318,7 @@ def read_tagged(path, scheme=None, label_names=None, max_examples=None):
         names = [str(n) for n in label_names]
         known = set(names)
         for lines, _, tags in sentences:
-            for number, tag in zip(lines, tags):
+            for number, tag in zip(lines, tags, strict=True):
                 if tag not in known:
                     raise InvalidInputError(f"{path}:{number}: tag {tag!r} is not among the model's labels {names}.")
     return TaggedExamples(
@@ -341,7 +341,7 @@ def write_tagged(path, words, tags):
         raise InvalidInputError(
             f"{len(words)} sentences of words but {len(tags)} of tags; give one tag list per sentence."
         )
-    for k, (w, t) in enumerate(zip(words, tags)):
+    for k, (w, t) in enumerate(zip(words, tags, strict=True)):
         if len(w) != len(t):
             raise InvalidInputError(f"sentence {k}: {len(w)} words but {len(t)} tags; give one tag per word.")
         bad = next((x for x in w if not x or any(c.isspace() for c in x)), None)
@@ -352,8 +352,11 @@ def write_tagged(path, words, tags):
             )
     if os.path.splitext(path)[1].lower() in _JSONL_EXTENSIONS:
         text = "".join(
-            json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n" for w, t in zip(words, tags)
+            json.dumps({"tokens": list(w), "tags": list(t)}, ensure_ascii=False) + "\n"
+            for w, t in zip(words, tags, strict=True)
         )
     else:
-        text = "".join("".join(f"{x} {y}\n" for x, y in zip(w, t)) + "\n" for w, t in zip(words, tags))
+        text = "".join(
+            "".join(f"{x} {y}\n" for x, y in zip(w, t, strict=True)) + "\n" for w, t in zip(words, tags, strict=True)
+        )
     write_text(path, text)

@@ -214,7 +214,7 @@ def iob1_to_iob2(tags):
     parsed = _parse(tags, "IOB1")
     out = []
     prev_type = None
-    for (prefix, type_), tag in zip(parsed, tags):
+    for (prefix, type_), tag in zip(parsed, tags, strict=True):
         if prefix == "I" and type_ != prev_type:
             out.append(f"B-{type_}")
         else:
@@ -298,7 +298,7 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             f"{len(true_tag_sequences)} true sentences but {len(pred_tag_sequences)} predicted sentences."
         )
     true_entities, pred_entities = set(), set()
-    for index, (true_tags, pred_tags) in enumerate(zip(true_tag_sequences, pred_tag_sequences)):
+    for index, (true_tags, pred_tags) in enumerate(zip(true_tag_sequences, pred_tag_sequences, strict=True)):
         try:
             if isinstance(true_tags, str) or isinstance(pred_tags, str):
                 raise ArgumentTypeError("expected a list of tags per sentence, got a string.")

@@ -199,7 +199,7 @@ class BertTagger(Task):
         spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(
             self,
-            [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
+            [[t[a:b] for a, b in s] for t, s in zip(texts, spans, strict=True)],
             self.preprocessor,
             label_names=self._names(),
             batch_size=batch_size,
@@ -207,7 +207,7 @@ class BertTagger(Task):
             batching=batching,
         )
         results = []
-        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits):
+        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits, strict=True):
             probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
             probs /= probs.sum(-1, keepdims=True)
             best = probs.max(-1)

@@ -144,7 +144,8 @@ class TagTask(TaskSpec):
 
     def predict(self, model, texts):
         return [
-            {"text": text, "entities": entities} for text, entities in zip(texts, model.predict_entities(list(texts)))
+            {"text": text, "entities": entities}
+            for text, entities in zip(texts, model.predict_entities(list(texts)), strict=True)
         ]
 
     def format_prediction(self, row):
