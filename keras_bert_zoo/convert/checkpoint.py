@@ -14,7 +14,6 @@ import json
 import os
 import re
 
-import keras
 import numpy as np
 
 from keras_bert_zoo.convert.lora_adapters import read_adapter, write_adapter
