@@ -104,12 +104,12 @@ def run_side(task, side, args):
 
 
 def _side_command(task, side, args):
-    return [
-        *common.self_cmd("chinese"),
+    return common.self_cmd(  # every argument a string
+        "chinese",
         *("--task", task, "--only", side, "--root", args.root, "--data-dir", args.data_dir, "--model", args.model),
         *("--seed", args.seed, "--threads", args.threads),
         *(("--max-train", args.max_train) if args.max_train else ()),
-    ]
+    )
 
 
 def _rows(task, ours, hf, command):
