@@ -76,6 +76,14 @@ def add_arguments(parser):
     )
     parser.add_argument("--nsp", choices=("nsp", "sop", "none"), default="nsp")
     parser.add_argument("--whole-word-masking", action="store_true")
+    parser.add_argument(
+        "--whole-word-segmenter",
+        choices=("auto", "wordpiece", "jieba"),
+        default="auto",
+        help="words of --whole-word-masking: wordpiece joins ## pieces (every Chinese character a word); "
+        'jieba cuts Chinese into words (pip install "keras-bert-zoo[chinese]"); auto: jieba when CJK '
+        "ideographs are at least 5%% of the corpus' characters",
+    )
     parser.add_argument("--max-ngram", type=int_in(1, 10), default=1, help=">1: mask spans of 1..N words/tokens")
     parser.add_argument("--no-lowercase", action="store_true", help="cased vocabulary")
     parser.add_argument(

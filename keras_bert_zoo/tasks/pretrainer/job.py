@@ -167,6 +167,7 @@ def pretrain(
     overwrite=False,
     input_shards=1,
     callbacks=(),
+    whole_word_segmenter="auto",
 ):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
@@ -184,6 +185,8 @@ def pretrain(
         learning_rate, warmup_steps (default 10% of steps), recipe (`"linear"`: HF's
             AdamW and schedule; `"bert_original"`: google-research/bert's).
         nsp: `"nsp"`, `"sop"` or `"none"`. whole_word_masking, max_ngram: masking units.
+        whole_word_segmenter: words of whole-word masking: `"auto"` (jieba on Chinese text,
+            else WordPiece), `"wordpiece"` or `"jieba"` (`preprocessing.chinese_words`).
         lowercase: uncased vocabulary and text.
         holdout_every: hold every N-th document out of training (and of the
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
@@ -283,6 +286,7 @@ def pretrain(
         "corpus_format": corpus_format,
         "lowercase": lowercase,
         "whole_word_masking": bool(whole_word_masking),
+        "whole_word_segmenter": whole_word_segmenter,
         "max_ngram": max_ngram,
         "holdout_every": holdout_every,
     }
@@ -492,6 +496,7 @@ def _text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, train_do
             "max_predictions",
             "nsp",
             "whole_word_masking",
+            "whole_word_segmenter",
             "max_ngram",
             "corpus_format",
             "lowercase",
