@@ -4,6 +4,7 @@ The reference for the words is the segmenter itself called on each whole sentenc
 `run_chinese_ref.py` segments whole lines), not the masker's run-by-run segmentation.
 """
 
+import re
 import sys
 
 import numpy as np
@@ -240,3 +241,49 @@ def test_tf_data_map_runs_the_segmenter(chinese_rows):
     for index, out in enumerate(ds):
         eager = masker(rows[index * 32 : (index + 1) * 32], seed=[9, index])
         np.testing.assert_array_equal(out["mask_positions"].numpy(), eager["mask_positions"].numpy())
+
+
+def test_masked_lm_dataset_on_a_chinese_checkpoint_masks_words(tmp_path):
+    """`masked_lm_dataset` (what `continue_pretraining` trains on) with whole-word masking, HF-written Chinese vocab."""
+    jieba = pytest.importorskip("jieba")
+    from keras_bert_zoo import BertPretrainer, masked_lm_dataset
+    from tests.chinese_fixtures import CHINESE_SENTENCES, write_chinese_checkpoint
+
+    pretrainer = BertPretrainer.from_preset(write_chinese_checkpoint(str(tmp_path / "zh"), head="mlm"))
+    vocabulary = pretrainer.preprocessor.tokenizer.get_vocabulary()
+    texts = CHINESE_SENTENCES * 8
+    ds = masked_lm_dataset(pretrainer.preprocessor, texts, batch_size=8, whole_word_masking=True, seed=1)
+    whole = 0
+    for x, y in ds.take(4):
+        original = x["token_ids"].numpy().copy()
+        weights = y["mask_weights"].numpy() > 0
+        for i in range(len(original)):
+            original[i, x["mask_positions"].numpy()[i][weights[i]]] = y["mask_ids"].numpy()[i][weights[i]]
+        chosen = chosen_matrix(
+            {"mask_positions": x["mask_positions"], "mask_weights": y["mask_weights"]}, original.shape
+        )
+        for i, row in enumerate(original):
+            tokens = [vocabulary[t] for t in row]
+            text = "".join(t if len(t) == 1 and is_cjk_ideograph(t) else "\0" for t in tokens)
+            for run_start, run in ((m.start(), m.group()) for m in re.finditer("[^\0]+", text)):
+                position = run_start
+                for word in jieba.lcut(run):
+                    picked = chosen[i, position : position + len(word)]
+                    assert picked.all() or not picked.any(), word
+                    whole += len(word) > 1 and picked.all()
+                    position += len(word)
+    assert whole > 0
+
+
+@pytest.mark.slow
+def test_continue_pretraining_with_chinese_whole_words(tmp_path):
+    """`continue_pretraining(..., whole_word_masking=True)` trains an HF-written Chinese checkpoint."""
+    pytest.importorskip("jieba")
+    from keras_bert_zoo import BertPretrainer, continue_pretraining
+    from tests.chinese_fixtures import CHINESE_SENTENCES, write_chinese_checkpoint
+
+    pretrainer = BertPretrainer.from_preset(write_chinese_checkpoint(str(tmp_path / "zh"), head="mlm"))
+    figures = continue_pretraining(
+        pretrainer, CHINESE_SENTENCES * 8, steps=1, head_steps=0, batch_size=8, verbose=0, whole_word_masking=True
+    )
+    assert figures["steps"] == 1 and figures["mlm_accuracy"] is not None
