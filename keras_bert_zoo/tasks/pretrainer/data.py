@@ -26,6 +26,7 @@ __all__ = [
     "WordPieceIds",
     "tokenize_documents",
     "make_masker",
+    "corpus_segmenter",
     "packed_instances",
     "split_documents",
     "pretraining_dataset",
