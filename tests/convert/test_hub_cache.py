@@ -154,7 +154,7 @@ def test_cli_converts_a_cached_hf_uri(hf_cache, tmp_path, capsys):
     assert "22,713,216 parameters" in capsys.readouterr().out
     assert (out / "vocab.txt").exists()
     a, b = BertBackbone.from_preset(minilm_path()), BertBackbone.from_preset(str(out))
-    for x, y in zip(a.weights, b.weights):
+    for x, y in zip(a.weights, b.weights, strict=True):
         np.testing.assert_array_equal(x.numpy(), y.numpy())
 
 

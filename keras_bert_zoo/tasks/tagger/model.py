@@ -38,7 +38,9 @@ class BertTagger(Task):
             and `predict_entities` take word lists or raw strings.
         dropout: float, dropout on the sequence output (HF's `classifier_dropout`).
         label_names: list of `num_labels` tags in id order (`"O"`, `"B-PER"`, ...).
-        scheme: the tagging scheme of `label_names`: `"IOB2"` (default) or `"BIOES"`.
+        scheme: the tagging scheme of `label_names`: `"IOB2"` (default), `"BIOES"` or
+            `"BMES"` (the Chinese NER sets' BIOES with `M-` for `I-`: the labels keep the
+            file's `M-` tags, and entities read `M-` as `I-`).
         data_layout: optional JSON-able dict of how the training data was read.
 
     Outputs: logits `float32 [batch, seq, num_labels]`.
@@ -79,9 +81,9 @@ class BertTagger(Task):
                 raise UsageError(
                     f"label_names has {len(label_names)} entries but num_labels={num_labels}; give one tag per label."
                 )
-        if scheme not in ("IOB2", "BIOES"):
+        if scheme not in ("IOB2", "BIOES", "BMES"):
             raise UsageError(
-                f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
+                f"scheme={scheme!r}; use 'IOB2', 'BIOES' or 'BMES' (read IOB1 files with "
                 "keras_bert_zoo.tasks.tagger.data.read_tagged, which converts them)."
             )
         # === Layers ===
@@ -161,7 +163,9 @@ class BertTagger(Task):
         return self.label_names or [str(i) for i in range(self.num_labels)]
 
     def predict_tags(self, sentences, batch_size=64, batching="auto"):
-        """One tag per word for each sentence (word lists, or strings split on whitespace).
+        """One tag per word for each sentence: word lists (kept as given), or raw strings split
+        as BERT splits text (`tasks.tagger.words`: at whitespace, and each CJK ideograph and
+        punctuation mark is a word, so a Chinese sentence gets one tag per character).
 
         Sentences longer than the preprocessor's `sequence_length` are read in
         overlapping windows; every word gets exactly one tag. `batching`: `"auto"`
@@ -187,8 +191,15 @@ class BertTagger(Task):
     def predict_entities(self, texts, batch_size=64, batching="auto"):
         """Entity spans of raw texts: per text a list of dicts `text`, `type`, `start`, `end`
         (character offsets into the text, end exclusive) and `score` (the mean probability of the
-        entity's word tags). Words are the text's whitespace-separated tokens; `batching` as
-        for `predict_tags`."""
+        entity's word tags). Words are split as `predict_tags` splits a string; `batching` as
+        for `predict_tags`.
+
+        Examples:
+        >>> from keras_bert_zoo.tasks.tagger.words import word_spans
+        >>> text = "我们在北京天安门广场见到了中国国家主席习近平。"
+        >>> [text[a:b] for a, b in word_spans(text)][:5]  # the words predict_entities tags
+        ['我', '们', '在', '北', '京']
+        """
         import numpy as np
 
         from keras_bert_zoo.tasks.tagger.metrics import entity_spans
@@ -199,7 +210,7 @@ class BertTagger(Task):
         spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(
             self,
-            [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
+            [[t[a:b] for a, b in s] for t, s in zip(texts, spans, strict=True)],
             self.preprocessor,
             label_names=self._names(),
             batch_size=batch_size,
@@ -207,7 +218,7 @@ class BertTagger(Task):
             batching=batching,
         )
         results = []
-        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits):
+        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits, strict=True):
             probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
             probs /= probs.sum(-1, keepdims=True)
             best = probs.max(-1)
