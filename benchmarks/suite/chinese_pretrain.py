@@ -122,9 +122,7 @@ def stage(out, name, fn):
 
 
 def learn_vocab(paths, out):
-    from keras_bert_zoo.tasks.pretrainer.job import learn_vocabulary_file
-
-    vocab = learn_vocabulary_file(paths["corpus"], RECIPE["vocab_size"], os.path.join(out, "vocab.txt"))
+    vocab = common.lib("learn_vocabulary_file")(paths["corpus"], RECIPE["vocab_size"], os.path.join(out, "vocab.txt"))
     return {"vocabulary_size": len(vocab), "path": os.path.join(out, "vocab.txt")}
 
 
@@ -178,8 +176,7 @@ def finetune_run(paths, model_dir, out, seed):
 
 def pipeline_speed(paths, vocab, batches=40):
     """Batches of the pretraining input pipeline per second, with jieba's words and with characters."""
-    from keras_bert_zoo.tasks.pretrainer.data import default_max_predictions, pretraining_dataset
-
+    default_max_predictions, pretraining_dataset = common.lib("default_max_predictions", "pretraining_dataset")
     figures = {}
     for name, whole_word in (("characters", False), ("jieba", True)):
         ds = pretraining_dataset(

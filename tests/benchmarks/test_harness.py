@@ -203,6 +203,7 @@ def test_the_command_line():
         "pretrain",
         "backbone_speed",
         "finetune_speed",
+        "chinese_pretrain",
         "cli_startup",
     } == set(names)
     done = _run("no_such_benchmark", check=False)
