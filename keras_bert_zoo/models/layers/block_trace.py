@@ -150,20 +150,20 @@ def _shared_call(block, x, attention_bias, training):
         mixed = compute_dtype != block.variable_dtype
 
         def forward(values, seed_values, x, attention_bias):
-            mapping = list(zip(template, values)) + list(zip(seed_template, seed_values))
+            mapping = list(zip(template, values, strict=True)) + list(zip(seed_template, seed_values, strict=True))
             with keras.StatelessScope(state_mapping=mapping) as scope:
                 with autocast_scope(compute_dtype) if mixed else contextlib.nullcontext():
                     y = block.call(x, attention_bias, training=training)
                 # The seeds' next values (a dropout of rate 0 draws none: the same seeds).
                 new_seeds = [scope.get_current_value(v) for v in seed_template]
-            return y, [old if new is None else new for old, new in zip(seed_values, new_seeds)]
+            return y, [old if new is None else new for old, new in zip(seed_values, new_seeds, strict=True)]
 
         function = tf.function(forward, autograph=False).get_concrete_function(
             weight_specs, seed_specs, x_spec, bias_spec
         )
         _TRACES[key] = function
     y, new_seeds = _TRACES[key]([v.value for v in weights], [v.value for v in seeds], x, attention_bias)
-    for variable, value in zip(seeds, new_seeds):
+    for variable, value in zip(seeds, new_seeds, strict=True):
         variable.assign(value)
     return y
 
