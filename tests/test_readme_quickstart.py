@@ -5,7 +5,8 @@ cache. This machine has no Hub access, so the test puts a checkpoint in an offli
 the preset's real repo id (`google/bert_uncased_L-2_H-128_A-2`), laid out as huggingface_hub
 writes it: the tiny `TFBertForPreTraining` that HF's own code saved in
 `tests/fixtures/hf_tf_bert/pretraining` (config.json, tf_model.h5, vocab.txt: the files a Turc et
-al. repo ships, the h5 being its only safe weight file). The block is taken from README.md by its
+al. repo ships, the h5 being its only safe weight file); its Chinese line finds a tiny Chinese BERT that HF's classes wrote
+(`tests/chinese_fixtures`) under `google-bert/bert-base-chinese`. The block is taken from README.md by its
 marker and executed unchanged in a temporary directory, then the README's serving block loads
 what it exported.
 """
@@ -16,12 +17,14 @@ import re
 import numpy as np
 
 from keras_bert_zoo.models import presets
+from tests.chinese_fixtures import write_chinese_checkpoint
 from tests.convert.test_hub_cache import cache_repo
 from tests.helpers import REPO_ROOT
 
 README = os.path.join(REPO_ROOT, "README.md")
 MARKER = "<!-- quickstart"
 TEST_COMMAND = 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest'
+CHINESE_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json")
 FIXTURE = os.path.join(REPO_ROOT, "tests", "fixtures", "hf_tf_bert", "pretraining")
 
 
@@ -47,6 +50,9 @@ def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path
         FIXTURE,
         files=("config.json", "tf_model.h5", "vocab.txt"),
     )
+    # The Chinese line loads bert_base_chinese: a tiny Chinese BERT written by HF's classes stands in for it.
+    chinese = write_chinese_checkpoint(str(tmp_path / "zh_source"))
+    cache_repo(hf_cache, presets.PRETRAINED_REPOS["bert_base_chinese"], chinese, files=CHINESE_FILES)
     monkeypatch.chdir(tmp_path)  # the block writes its SavedModel to a relative path
     namespace = {"__name__": "readme_quickstart"}
     exec(compile(code_after(MARKER), "README.md:quickstart", "exec"), namespace)
@@ -60,6 +66,8 @@ def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path
     labels, probabilities = namespace["labels"], np.asarray(namespace["probabilities"])
     assert list(labels) == [["negative", "positive"][int(np.argmax(probabilities[0]))]]
     np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-6)
+    zh_labels, zh_probabilities = namespace["zh"]
+    assert len(zh_labels) == 1 and np.asarray(zh_probabilities).shape == (1, 2)
 
     # The README's serving block loads what the quick start exported, as written.
     served = {"__name__": "readme_serving"}

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from keras_bert_zoo.convert.lora_adapters import read_adapter, write_adapter
-from keras_bert_zoo.convert.safetensors_io import read_safetensors, write_safetensors
+from keras_bert_zoo.convert.safetensors_io import SAFE_FILE_FIXES, read_safetensors, write_safetensors
 from keras_bert_zoo.convert.tf_h5_io import read_tf_h5
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError
 from keras_bert_zoo.files import write_json
@@ -159,9 +159,7 @@ class Checkpoint:
             found = sorted(f for f in files if _is_pickle_name(f))
             raise UnsafeFileError(
                 f"{path} holds only a pickled checkpoint ({', '.join(found)}). "
-                "Pickles can run code when opened, so they are never loaded here. Convert it once "
-                "with safetensors (e.g. `transformers` `save_pretrained(dir, safe_serialization=True)`) "
-                "and load the directory with model.safetensors (or HF's TF tf_model.h5)."
+                f"Pickles can run code when opened, so they are never loaded here. {SAFE_FILE_FIXES}"
             )
         else:
             raise CheckpointError(

@@ -23,6 +23,7 @@ Examples:
 import os
 
 from keras_bert_zoo.convert.checkpoint import HF_WEIGHT_FILES, hf_weights_file
+from keras_bert_zoo.convert.safetensors_io import SAFE_FILE_FIXES
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError, UsageError
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.presets import BACKBONE_PRESETS, pretrained_repo
@@ -143,8 +144,7 @@ def _weights_file(repo_id, revision, what, label):
                 raise UnsafeFileError(
                     f"{what}: {label} holds no {' or '.join(HF_WEIGHT_FILES)} (its files: {', '.join(files[:8])}"
                     f"{', ...' if len(files) > 8 else ''}); a pickle (pytorch_model.bin) can run code when "
-                    "opened, so it is never loaded, and sharded weights are not read. Convert it once with "
-                    "`save_pretrained(dir, safe_serialization=True)` and pass the directory."
+                    f"opened, so it is never loaded, and sharded weights are not read. {SAFE_FILE_FIXES}"
                 )
             return name, None
     for name in HF_WEIGHT_FILES:

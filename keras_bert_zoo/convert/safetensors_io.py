@@ -17,7 +17,18 @@ import numpy as np
 from keras_bert_zoo.errors import CheckpointError
 from keras_bert_zoo.files import output_file
 
-__all__ = ["SafetensorsError", "read_safetensors", "write_safetensors"]
+__all__ = ["SAFE_FILE_FIXES", "SafetensorsError", "read_safetensors", "write_safetensors"]
+
+# How to get a safe file for a repo or directory that holds only `pytorch_model.bin` (many older Hub
+# repos, e.g. some of HFL's Chinese models): the Hub's safetensors conversion opens a pull request
+# with model.safetensors, which loads as a revision; or transformers converts it once, locally.
+SAFE_FILE_FIXES = (
+    "Get a safe file: load the Hub's safetensors conversion pull request as a revision "
+    "(hf://ORG/NAME@refs/pr/N; the Space safetensors/convert opens one if the repo has none), or convert "
+    "once where you trust the file: load it with the transformers class it was saved from (config.json's "
+    "architectures, e.g. BertForMaskedLM), save_pretrained(DIR, safe_serialization=True), copy vocab.txt and "
+    "tokenizer_config.json beside it, and pass DIR."
+)
 
 _DTYPES = {
     "F64": np.float64,

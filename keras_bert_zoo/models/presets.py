@@ -1,15 +1,37 @@
 """The architecture table: every BERT size this package knows by name.
 
-Sizes follow google-research/bert's released models (Turc et al. 2019 for the small
-ones). A preset name loads the official pretrained checkpoint of that size from the
-Hugging Face Hub (`PRETRAINED_REPOS`, resolved by `keras_bert_zoo.convert.hub` through
-`huggingface_hub`'s cache); `load_weights=False` builds the architecture alone, randomly
-initialised, with nothing fetched.
+Sizes follow google-research/bert's released models: base and large (cased, uncased, and
+the whole-word-masking large pair), the 24 miniatures of Turc et al. 2019 ("Well-Read
+Students Learn Better"), the Chinese model and the two multilingual ones. A preset name
+loads the official pretrained checkpoint of that size from the Hugging Face Hub
+(`PRETRAINED_REPOS`, resolved by `keras_bert_zoo.convert.hub` through `huggingface_hub`'s
+cache); `load_weights=False` builds the architecture alone, randomly initialised, with
+nothing fetched.
+
+Each entry also records the tokenizer settings HF's `BertTokenizer` reads from that repo
+(`lowercase`, `strip_accents`, `tokenize_chinese_chars`): `do_lower_case` from the repo's
+`tokenizer_config.json`, HF's defaults for what it leaves out (`strip_accents=None`: accents
+are stripped exactly when lowercasing; `tokenize_chinese_chars=True`). Loading a name reads
+the repo's own files; these entries say what that gives.
+
+Examples:
+>>> from keras_bert_zoo.models.presets import BACKBONE_PRESETS, pretrained_repo
+>>> pretrained_repo("bert_base_chinese"), BACKBONE_PRESETS["bert_base_chinese"]["vocabulary_size"]
+('google-bert/bert-base-chinese', 21128)
+>>> pretrained_repo("bert_l6_h256_uncased")
+'google/bert_uncased_L-6_H-256_A-4'
 """
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
 
-__all__ = ["BACKBONE_PRESETS", "PRETRAINED_REPOS", "pretrained_repo", "backbone_config", "check_architecture"]
+__all__ = [
+    "BACKBONE_PRESETS",
+    "PRETRAINED_REPOS",
+    "pretrained_repo",
+    "tokenizer_settings",
+    "backbone_config",
+    "check_architecture",
+]
 
 _SIZES = {
     # name: (num_layers, hidden_dim, num_heads)
@@ -20,46 +42,80 @@ _SIZES = {
     "base": (12, 768, 12),
     "large": (24, 1024, 16),
 }
+# Google's English WordPiece vocabularies (vocab.txt of uncased_L-12_H-768_A-12 / cased_L-12_H-768_A-12).
 _VOCABULARY_SIZES = {"uncased": 30522, "cased": 28996}
+# Turc et al.'s grid: every depth with every width, heads = width / 64, uncased only. Four have names above.
+_TURC_LAYERS = (2, 4, 6, 8, 10, 12)
+_TURC_WIDTHS = (128, 256, 512, 768)
+
+
+def _entry(layers, hidden, heads, vocab, lowercase, repo):
+    return {
+        "vocabulary_size": vocab,
+        "num_layers": layers,
+        "num_heads": heads,
+        "hidden_dim": hidden,
+        "intermediate_dim": 4 * hidden,
+        "max_sequence_length": 512,
+        "num_segments": 2,
+        # What HF's BertTokenizer reads from the repo (see the module docstring).
+        "lowercase": lowercase,
+        "strip_accents": None,
+        "tokenize_chinese_chars": True,
+        "repo": repo,
+    }
 
 
 def _build_table():
     table = {}
+    named = {}
     for size, (layers, hidden, heads) in _SIZES.items():
         for casing, vocab in _VOCABULARY_SIZES.items():
-            table[f"bert_{size}_{casing}"] = {
-                "vocabulary_size": vocab,
-                "num_layers": layers,
-                "num_heads": heads,
-                "hidden_dim": hidden,
-                "intermediate_dim": 4 * hidden,
-                "max_sequence_length": 512,
-                "num_segments": 2,
-                "lowercase": casing == "uncased",
-            }
+            if size in ("base", "large"):
+                # Google's original release, moved to the `google-bert` org. Their tokenizer_config.json
+                # says {"do_lower_case": true} (uncased) / {"do_lower_case": false} (cased).
+                repo = f"google-bert/bert-{size}-{casing}"
+            elif casing == "uncased":
+                repo = f"google/bert_uncased_L-{layers}_H-{hidden}_A-{heads}"
+                named[(layers, hidden)] = size
+            else:
+                repo = None  # Turc et al. released the small sizes uncased only: an architecture, no checkpoint
+            table[f"bert_{size}_{casing}"] = _entry(layers, hidden, heads, vocab, casing == "uncased", repo)
+    # The rest of the 24 miniatures. Their repos hold no tokenizer_config.json: HF's default
+    # do_lower_case=True applies (their vocab.txt is Google's uncased one, which is also what
+    # this package infers from it).
+    for layers in _TURC_LAYERS:
+        for hidden in _TURC_WIDTHS:
+            if (layers, hidden) in named:
+                continue
+            heads = hidden // 64
+            repo = f"google/bert_uncased_L-{layers}_H-{hidden}_A-{heads}"
+            table[f"bert_l{layers}_h{hidden}_uncased"] = _entry(layers, hidden, heads, 30522, True, repo)
+    # Whole-word masking (google-research/bert, May 2019): BERT-Large only, cased and uncased; no base
+    # release. tokenizer_config.json: {"do_lower_case": true} / {"do_lower_case": false, ...}.
+    for casing, vocab in _VOCABULARY_SIZES.items():
+        repo = f"google-bert/bert-large-{casing}-whole-word-masking"
+        table[f"bert_large_wwm_{casing}"] = _entry(24, 1024, 16, vocab, casing == "uncased", repo)
+    # Chinese (simplified and traditional, character vocabulary). Its tokenizer_config.json is
+    # {"do_lower_case": false}, so HF keeps case (Latin words outside the vocabulary's lowercase
+    # pieces become [UNK]); Google's own run_*.py lowercase it. We follow the repo, as HF does.
+    table["bert_base_chinese"] = _entry(12, 768, 12, 21128, False, "google-bert/bert-base-chinese")
+    # Multilingual, 104 languages: tokenizer_config.json {"do_lower_case": false, "model_max_length": 512}.
+    table["bert_base_multilingual_cased"] = _entry(
+        12, 768, 12, 119547, False, "google-bert/bert-base-multilingual-cased"
+    )
+    # Multilingual, 102 languages, lowercased and accent-stripped: {"do_lower_case": true, "model_max_length": 512}.
+    table["bert_base_multilingual_uncased"] = _entry(
+        12, 768, 12, 105879, True, "google-bert/bert-base-multilingual-uncased"
+    )
     return table
 
 
 BACKBONE_PRESETS = _build_table()
 
-# The official checkpoint of each preset on the Hugging Face Hub. Base and large are
-# Google's original release (moved to the `google-bert` org); tiny/mini/small/medium are
-# Turc et al.'s "Well-Read Students Learn Better" miniatures, released uncased only,
-# so the small cased presets have no checkpoint (None): they exist as architectures.
-PRETRAINED_REPOS = {
-    "bert_tiny_uncased": "google/bert_uncased_L-2_H-128_A-2",
-    "bert_mini_uncased": "google/bert_uncased_L-4_H-256_A-4",
-    "bert_small_uncased": "google/bert_uncased_L-4_H-512_A-8",
-    "bert_medium_uncased": "google/bert_uncased_L-8_H-512_A-8",
-    "bert_base_uncased": "google-bert/bert-base-uncased",
-    "bert_large_uncased": "google-bert/bert-large-uncased",
-    "bert_base_cased": "google-bert/bert-base-cased",
-    "bert_large_cased": "google-bert/bert-large-cased",
-    "bert_tiny_cased": None,
-    "bert_mini_cased": None,
-    "bert_small_cased": None,
-    "bert_medium_cased": None,
-}
+# The official checkpoint of each preset on the Hugging Face Hub, or None where Google released
+# none (the small cased sizes exist as architectures only).
+PRETRAINED_REPOS = {name: entry["repo"] for name, entry in BACKBONE_PRESETS.items()}
 
 
 def pretrained_repo(name):
@@ -74,8 +130,21 @@ def pretrained_repo(name):
     return PRETRAINED_REPOS[name]
 
 
-# Keys of a preset entry that describe the tokenizer, not the backbone.
-_TOKENIZER_KEYS = ("lowercase",)
+# Keys of a preset entry that describe the tokenizer or the source, not the backbone.
+_TOKENIZER_KEYS = ("lowercase", "strip_accents", "tokenize_chinese_chars", "repo")
+
+
+def tokenizer_settings(name):
+    """The `BertTokenizer` options HF reads from a preset's repo (`lowercase`, `strip_accents`,
+    `tokenize_chinese_chars`).
+
+    Examples:
+    >>> from keras_bert_zoo.models.presets import tokenizer_settings
+    >>> tokenizer_settings("bert_base_multilingual_uncased")
+    {'lowercase': True, 'strip_accents': None, 'tokenize_chinese_chars': True}
+    """
+    backbone_config(name)
+    return {k: BACKBONE_PRESETS[name][k] for k in _TOKENIZER_KEYS if k != "repo"}
 
 
 def backbone_config(name):

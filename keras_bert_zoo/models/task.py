@@ -265,7 +265,13 @@ class Task(RawInputs, keras.Model):
         options = {k: layout[k] for k in cls.preprocessor_options if layout.get(k) is not None}
         if "sequence_length" in options:
             options["sequence_length"] = int(options["sequence_length"])
-        return cls.preprocessor_cls.from_preset(checkpoint.path, **options)
+        preprocessor = cls.preprocessor_cls.from_preset(checkpoint.path, **options)
+        # A default longer than the checkpoint's positions (span QA's 384 on a 128-position model) would index
+        # past the position table once windows fill up; the checkpoint's own limit is the default then.
+        limit = checkpoint.backbone_kwargs["max_sequence_length"]
+        if "sequence_length" not in options and (getattr(preprocessor, "sequence_length", None) or 0) > limit:
+            preprocessor = cls.preprocessor_cls.from_preset(checkpoint.path, sequence_length=limit, **options)
+        return preprocessor
 
     def _load_head(self, checkpoint):
         """Fills the head from `checkpoint` when it has all of it; returns whether it did."""

@@ -9,7 +9,7 @@ import tensorflow_text as tf_text
 
 from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import write_text
-from keras_bert_zoo.preprocessing import normalization
+from keras_bert_zoo.preprocessing import normalization, token_offsets
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
 from keras_bert_zoo.preprocessing.tokenizer_options import hf_tokenizer_config, preset_options
 from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, read_vocabulary
@@ -284,7 +284,7 @@ class BertTokenizer(PreprocessingLayer):
         if scalar:
             text = text[None]
         with tf.device("cpu"):
-            ids, starts, ends = self._offsets_fast(text)
+            ids, starts, ends = token_offsets.offsets(self, text)
         if scalar:
             return ids[0], starts[0], ends[0]
         return ids, starts, ends
@@ -306,61 +306,6 @@ class BertTokenizer(PreprocessingLayer):
             tokens_per_row = tf.math.unsorted_segment_sum(n_pieces, pieces.value_rowids(), pieces.nrows())
             word_ids = tf.RaggedTensor.from_row_lengths(tf.repeat(word_index, n_pieces), tokens_per_row)
         return word_ids[0] if scalar else word_ids
-
-    def _offsets_fast(self, text):
-        """Printable-ASCII lines (most) need no alignment: lowercasing keeps every byte in
-        place, so tf-text's end-to-end byte offsets are character offsets. The others
-        take the per-character alignment path; rows are put back in order."""
-        simple = tf.strings.regex_full_match(text, r"[\t\n\r\x20-\x7e]*")
-        if self.keep_special_tokens:
-            simple &= ~tf.strings.regex_full_match(text, normalization.SPECIAL_TOKEN_SEARCH)
-        simple_index, other_index = tf.where(simple)[:, 0], tf.where(~simple)[:, 0]
-        simple_text = tf.gather(text, simple_index)
-        if self.lowercase:
-            simple_text = tf.strings.lower(simple_text)
-        ids_a, starts_a, ends_a = self._wordpiece_end_to_end.tokenize_with_offsets(simple_text)
-        ids_b, starts_b, ends_b, _ = self._tokenize_with_alignment(tf.gather(text, other_index))
-        order = tf.math.invert_permutation(tf.concat([simple_index, other_index], 0))
-        pairs = ((ids_a, ids_b), (starts_a, starts_b), (ends_a, ends_b))
-        return tuple(tf.gather(tf.concat([a, b], 0), order) for a, b in pairs)
-
-    def _tokenize_with_alignment(self, text):
-        """Per-character normalisation so that normalised bytes map back to characters."""
-        prepared = self._prepare(text)
-        chars = tf.strings.unicode_split(prepared, "UTF-8")  # [batch, chars], valid UTF-8 now
-        norm_chars = chars.with_flat_values(self._normalize(chars.flat_values))
-        norm_len = tf.cast(tf.strings.length(norm_chars.flat_values), tf.int64)  # bytes per original char
-        norm_text = tf.strings.reduce_join(norm_chars, axis=-1)
-        words, word_start, word_end = self._split(norm_text, with_offsets=True)
-        flat_words, replaced, extra = self._replace_words(words.flat_values)
-        pieces, piece_start, piece_end = self._wordpiece.tokenize_with_offsets(flat_words)
-        # Normalised byte span of each piece, in a global coordinate over the batch.
-        row_bytes = tf.reduce_sum(tf.RaggedTensor.from_row_splits(norm_len, chars.row_splits), axis=1)
-        row_base = tf.cumsum(row_bytes, exclusive=True)
-        word_base = tf.gather(row_base, words.value_rowids()) + word_start.flat_values
-        n_pieces = pieces.row_lengths()
-        repeat = lambda t: tf.repeat(t, n_pieces)  # noqa: E731  word -> its pieces
-        p_start = repeat(word_base) + piece_start.flat_values
-        p_end = repeat(word_base) + piece_end.flat_values
-        # Replaced words are one piece spanning the whole (normalised) word.
-        rep = repeat(replaced)
-        p_start = tf.where(rep, repeat(word_base), p_start)
-        p_end = tf.where(rep, repeat(word_base + word_end.flat_values - word_start.flat_values), p_end)
-        # Back to characters: the char holding byte b is the last char starting at or before b.
-        char_start = tf.cumsum(norm_len, exclusive=True)
-        start = tf.searchsorted(char_start[None], p_start[None], side="right")[0] - 1
-        end = tf.searchsorted(char_start[None], (p_end - 1)[None], side="right")[0]
-        end = tf.cast(end, tf.int64) + repeat(extra)
-        start = tf.cast(start, tf.int64)
-        tokens_per_row = tf.math.unsorted_segment_sum(n_pieces, words.value_rowids(), words.nrows())
-        char_base = tf.repeat(chars.row_starts(), tokens_per_row)
-        ids = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tokens_per_row)
-        starts = tf.RaggedTensor.from_row_lengths(start - char_base, tokens_per_row)
-        ends = tf.RaggedTensor.from_row_lengths(end - char_base, tokens_per_row)
-        word_ids = tf.RaggedTensor.from_row_lengths(
-            tf.repeat(tf.ragged.range(words.row_lengths()).flat_values, n_pieces), tokens_per_row
-        )
-        return ids, starts, ends, word_ids
 
     def detokenize(self, ids):
         """Ids (ragged, dense or a list) -> text: pieces joined, `##` glued, `[PAD]` dropped."""
@@ -410,7 +355,7 @@ class BertTokenizer(PreprocessingLayer):
         return {
             **super().get_config(),
             "vocabulary_size": self.vocabulary_size(),
-            "special_token_ids": dict(zip(SPECIAL_TOKENS, self.special_token_ids)),
+            "special_token_ids": dict(zip(SPECIAL_TOKENS, self.special_token_ids, strict=True)),
             "lowercase": self.lowercase,
             "strip_accents": self.strip_accents,
             "tokenize_chinese_chars": self.tokenize_chinese_chars,

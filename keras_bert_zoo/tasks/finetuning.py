@@ -7,6 +7,11 @@ in a loop of our own, checkpointed and resumable from `out/checkpoints/`) on the
 task's `tf.data` pipeline, scores the dev file every `eval_every` steps and at each
 epoch end, and writes `out/` as a preset directory with `metrics.json` and
 `training_curve.png`. `bert-zoo finetune` is a thin adapter over it.
+
+The job reads top to bottom in four steps: read the data and build the model
+(`_build_model`), make the batches and the optimizer (`_batches_and_optimizer`),
+train while scoring dev (`_train`), write the output (`_write_output`). The checks it
+runs before all of them are in `tasks.finetuning_checks`.
 """
 
 import os
@@ -14,93 +19,19 @@ import tempfile
 
 import numpy as np
 
-from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import write_metrics
 from keras_bert_zoo.locking import locks_output
+from keras_bert_zoo.tasks.finetuning_checks import check_lora_rank, check_vocabulary, recipe_of, vocab_dir_for
+from keras_bert_zoo.tasks.finetuning_metrics import dev_evaluation, finetuning_metrics, lora_metrics
 from keras_bert_zoo.tasks.registry import get_task
 from keras_bert_zoo.training import curves  # through the module: failure tests replace its functions
-from keras_bert_zoo.training.callbacks import PeriodicEvaluation, StepLog
+from keras_bert_zoo.training.callbacks import StepLog
 
+# vocab_dir_for and check_vocabulary live in finetuning_checks; this module keeps exporting them.
 __all__ = ["vocab_dir_for", "check_vocabulary", "finetune"]
-
-_SELECTIONS = ("final", "best")
-
-
-def vocab_dir_for(model, vocab=None):
-    """The directory holding the `vocab.txt` to use, checked to exist."""
-    from keras_bert_zoo.models.presets import BACKBONE_PRESETS
-
-    if model not in BACKBONE_PRESETS and not os.path.isdir(str(model)):
-        raise MissingPathError(
-            f"--model {model!r} is neither a preset name nor a directory; give a checkpoint "
-            f"directory or one of {', '.join(sorted(BACKBONE_PRESETS))}."
-        )
-    if vocab:
-        path = vocab if os.path.isdir(vocab) else os.path.dirname(os.path.abspath(vocab))
-    else:
-        path = model if os.path.isdir(str(model)) else None
-    if path is None or not os.path.isfile(os.path.join(path, "vocab.txt")):
-        from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
-
-        if path is not None and is_keras_hub_preset(path):
-            raise UsageError(
-                f"--model {model!r} is a KerasHub preset (its vocabulary is in assets/tokenizer/); "
-                f"convert it once (bert-zoo convert --from {model} --out DIR) and pass --model DIR."
-            )
-        raise UsageError(
-            f"no vocab.txt for --model {model!r}: a preset name has only an architecture; pass "
-            "--vocab path/to/vocab.txt (e.g. the checkpoint's) or a --model directory that has one."
-        )
-    return path
-
-
-def check_vocabulary(model, vocab_dir, sequence_length=None):
-    """Raises before training when the vocabulary or the length does not fit the model."""
-    from keras_bert_zoo.convert.checkpoint import read_architecture
-    from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
-
-    arch = read_architecture(model)
-    size = len(read_vocabulary(os.path.join(vocab_dir, "vocab.txt")))
-    if size != arch["vocabulary_size"]:
-        raise CheckpointError(
-            f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "
-            f"{os.path.join(vocab_dir, 'vocab.txt')} has {size} entries: the token ids would not match the "
-            "embedding table. Use the vocabulary the model was trained with (--vocab) or a matching --model."
-        )
-    if sequence_length is not None and sequence_length > arch["max_sequence_length"]:
-        raise UsageError(
-            f"--sequence-length {sequence_length} is longer than the model's {arch['max_sequence_length']} "
-            "learned positions; use at most that."
-        )
-
-
-def _batching_hint(batching):
-    """Which tasks take a batching the chosen task does not, for its error message."""
-    from keras_bert_zoo.tasks.registry import get_task, task_names
-
-    takers = [name for name in task_names(finetunable=True) if batching in get_task(name).batchings]
-    if not takers:
-        return "."
-    return f" ({batching!r} is a batching of {' and '.join(f'`finetune {name}`' for name in takers)})."
 
 
 @locks_output("out")  # one run at a time on one --out (a second run refuses, naming the first)
-def _check_lora_rank(lora_rank):
-    if lora_rank is not None and (isinstance(lora_rank, bool) or not isinstance(lora_rank, int) or lora_rank < 1):
-        raise UsageError(f"--lora-rank {lora_rank!r} must be a positive integer (4 to 16 is usual).")
-
-
-def _lora_metrics(task_model, lora_rank):
-    """`lora_rank` and the model's total and trainable parameter counts, for metrics.json (none without LoRA)."""
-    if not lora_rank:
-        return {}
-    return dict(
-        lora_rank=lora_rank,
-        parameters=task_model.count_params(),
-        trainable_parameters=sum(int(np.prod(w.shape)) for w in task_model.trainable_weights),
-    )
-
-
 def finetune(
     task,
     model,
@@ -219,7 +150,7 @@ def finetune(
 
     require_tensorflow("finetune (the fine-tuning job)")
     spec = get_task(task) if isinstance(task, str) else task
-    _check_lora_rank(lora_rank)
+    check_lora_rank(lora_rank)
     if vocab is None:  # a preset name or hf://ORG/NAME: its cached checkpoint, vocab.txt included
         from keras_bert_zoo.models import loading
 
@@ -237,7 +168,7 @@ def finetune(
         deterministic=deterministic,
         verbose=verbose,
     )
-    epochs, learning_rate, layout, sequence_length = _recipe_of(
+    plan = recipe_of(
         spec,
         select=select,
         batching=batching,
@@ -245,132 +176,150 @@ def finetune(
         batch_size=batch_size,
         learning_rate=learning_rate,
         warmup_ratio=warmup_ratio,
+        optimizer=recipe,
         sequence_length=sequence_length,
         layout=layout,
+        seed=seed,
         task_options=task_options,
     )
     global_batch = job.start(batch_size)  # before any other TF op: --replicas makes logical devices
     # The model's rule for its raw inputs: "auto" may pack; packed pooled rows need one replica.
-    batching = spec.model_class().batching_on_replicas(batching, job.distribution.num_replicas_in_sync)
-    # --- validate everything before the first step ------------------------------------
-    train_examples = spec.read_data(train, layout, max_examples=max_train_examples)
-    dev_examples = spec.read_data(dev, layout, reference=train_examples, max_examples=max_dev_examples)
+    plan.batching = spec.model_class().batching_on_replicas(plan.batching, job.distribution.num_replicas_in_sync)
+    # A TPU (and its dry run) needs one XLA program, so fixed shapes and full batches.
+    static = check_tpu_compat or strategy == "tpu"
+    plan.batching = "fixed" if static else plan.batching
+
+    # 1. Read the data and build the model: everything is validated before the first step.
+    train_examples = spec.read_data(train, plan.layout, max_examples=max_train_examples)
+    dev_examples = spec.read_data(dev, plan.layout, reference=train_examples, max_examples=max_dev_examples)
+    preprocessor, task_model = _build_model(spec, job, model, vocab, train_examples, plan, lora_rank)
+    # 2. The batches and the optimizer.
+    train_ds, dev_ds, steps_per_epoch = _batches_and_optimizer(
+        spec, job, task_model, preprocessor, (train_examples, dev_examples), plan, global_batch, static
+    )
+    if check_tpu_compat:
+        return job.check_tpu_compat(task_model, train_ds)
+    # 3. Train, scoring dev.
+    signature = _signature(spec, model, train, plan, global_batch, len(train_examples), steps_per_epoch)
+    signature["mixed_precision"] = mixed_precision
+    if lora_rank:  # only then: checkpoints of runs without LoRA keep their signature
+        signature["lora_rank"] = lora_rank
+    task_model, metrics, curve = _train(
+        spec, job, task_model, preprocessor, train_ds, (dev_examples, dev_ds), plan, signature, eval_every, callbacks
+    )
+    metrics.update(lora_metrics(task_model, lora_rank))
+    # 4. Write the output.
+    _write_output(job, task_model, metrics, curve)
+    return task_model, metrics
+
+
+def _build_model(spec, job, model, vocab, train_examples, plan, lora_rank):
+    """`(preprocessor, task_model)`: the vocabulary checked against the model, the model built in the job's scope."""
     vocab_dir = vocab_dir_for(model, vocab)
-    check_vocabulary(model, vocab_dir, sequence_length)
-    job.seed(seed)
-    preprocessor = spec.make_preprocessor(vocab_dir, sequence_length, layout)
+    check_vocabulary(model, vocab_dir, plan.sequence_length)
+    job.seed(plan.seed)
+    preprocessor = spec.make_preprocessor(vocab_dir, plan.sequence_length, plan.layout)
     with job.scope():
-        task_model = spec.build_model(model, train_examples, layout, preprocessor, sequence_length)
+        task_model = spec.build_model(model, train_examples, plan.layout, preprocessor, plan.sequence_length)
         if lora_rank:
             task_model.backbone.enable_lora(lora_rank)
+    return preprocessor, task_model
 
-    # --- data: a TPU (and its dry run) needs one XLA program, so fixed shapes and full batches --
-    static = check_tpu_compat or strategy == "tpu"
-    batching = "fixed" if static else batching
+
+def _batches_and_optimizer(spec, job, task_model, preprocessor, examples, plan, global_batch, static):
+    """`(train_ds, dev_ds, steps_per_epoch)`; compiles `task_model` for the run's steps."""
     train_ds, dev_ds, steps_per_epoch, fixed_shapes = _datasets(
-        spec, train_examples, dev_examples, preprocessor, global_batch, seed=seed, batching=batching, static=static
+        spec, *examples, preprocessor, global_batch, seed=plan.seed, batching=plan.batching, static=static
     )
     if static:
         job.jit_compile = True
     job.compile(
         task_model,
-        learning_rate=learning_rate,
-        total_steps=epochs * steps_per_epoch,
-        recipe=recipe,
+        learning_rate=plan.learning_rate,
+        total_steps=plan.epochs * steps_per_epoch,
+        recipe=plan.optimizer,
         fixed_shapes=fixed_shapes,
-        warmup_ratio=warmup_ratio,
+        warmup_ratio=plan.warmup_ratio,
     )
-    if check_tpu_compat:
-        return job.check_tpu_compat(task_model, train_ds)
+    return train_ds, dev_ds, steps_per_epoch
 
-    # --- train, scoring dev ---------------------------------------------------------------
-    primary = spec.primary_metric(layout)
+
+def _signature(spec, model, train, plan, global_batch, train_examples, steps_per_epoch):
+    """What a checkpoint must match to be resumed: the run's data, recipe and sizes."""
+    return {
+        "task": spec.name,
+        "model": str(model),
+        "train": os.path.abspath(train),
+        "epochs": plan.epochs,
+        "global_batch": global_batch,
+        "learning_rate": plan.learning_rate,
+        "warmup_ratio": plan.warmup_ratio,
+        "recipe": plan.optimizer,
+        "sequence_length": plan.sequence_length,
+        "train_examples": train_examples,
+        "steps_per_epoch": steps_per_epoch,
+        "seed": plan.seed,
+        "batching": plan.batching,
+        "select": plan.select,
+    }
+
+
+def _train(spec, job, task_model, preprocessor, train_ds, dev, plan, signature, eval_every, callbacks):
+    """Trains, scoring dev; returns `(the kept model, metrics, the training curve's data)`."""
+    dev_examples, dev_ds = dev
+    primary = spec.primary_metric(plan.layout)
     # With select="best" the best model so far lives in `out/checkpoints/best` (a killed run
     # resumes with it); non-chief workers (multi-worker) write nowhere that anybody reads.
     best_dir = os.path.join(job.checkpoint_dir, "best") if job.chief else tempfile.mkdtemp(prefix="bert-zoo-worker-")
     steps = StepLog()
-    evaluation = _dev_evaluation(
-        spec, lambda: task_model, dev_examples, dev_ds, layout, eval_every, best_dir if select == "best" else None
+    evaluation = dev_evaluation(
+        spec,
+        lambda: task_model,
+        dev_examples,
+        dev_ds,
+        plan.layout,
+        eval_every,
+        best_dir if plan.select == "best" else None,
     )
     print(
-        f"fine-tuning {model} for {spec.name} on {len(train_examples)} examples, dev {len(dev_examples)}, "
-        f"{epochs} epoch(s) of {steps_per_epoch} steps, batch {global_batch}, primary metric {primary}",
+        f"fine-tuning {signature['model']} for {spec.name} on {signature['train_examples']} examples, "
+        f"dev {len(dev_examples)}, {plan.epochs} epoch(s) of {signature['steps_per_epoch']} steps, "
+        f"batch {signature['global_batch']}, primary metric {primary}",
         flush=True,
     )
-    signature = {
-        "task": spec.name,
-        "model": str(model),
-        "train": os.path.abspath(train),
-        "epochs": epochs,
-        "global_batch": global_batch,
-        "learning_rate": learning_rate,
-        "warmup_ratio": warmup_ratio,
-        "recipe": recipe,
-        "sequence_length": sequence_length,
-        "train_examples": len(train_examples),
-        "steps_per_epoch": steps_per_epoch,
-        "seed": seed,
-        "batching": batching,
-        "select": select,
-        "mixed_precision": mixed_precision,
-    }
-    if lora_rank:  # only then: checkpoints of runs without LoRA keep their signature
-        signature["lora_rank"] = lora_rank
     history = job.train(
         task_model,
         train_ds,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
+        epochs=plan.epochs,
+        steps_per_epoch=signature["steps_per_epoch"],
         signature=signature,
         callbacks=[steps, evaluation, *callbacks],
     )
-    if select == "best":  # the returned model is the one saved
+    if plan.select == "best":  # the returned model is the one saved
         task_model = spec.model_class().from_preset(best_dir, preprocessor=preprocessor)
-    metrics = _finetuning_metrics(
+    metrics = finetuning_metrics(
         evaluation,
         primary,
-        select,
+        plan.select,
         steps,
         history,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        train_examples=len(train_examples),
+        epochs=plan.epochs,
+        steps_per_epoch=signature["steps_per_epoch"],
+        train_examples=signature["train_examples"],
         dev_examples=len(dev_examples),
     )
-    metrics.update(_lora_metrics(task_model, lora_rank))
+    return task_model, metrics, (steps.rows, evaluation.history, primary)
+
+
+def _write_output(job, task_model, metrics, curve):
+    """`out/`: the preset, and on the chief `metrics.json` and `training_curve.png`."""
     with job.staged_output() as staged:
         task_model.save_to_preset(staged)
         if job.chief:
             write_metrics(metrics, os.path.join(staged, "metrics.json"))
-            curves.plot_finetuning(steps.rows, evaluation.history, primary, os.path.join(staged, "training_curve.png"))
+            curves.plot_finetuning(*curve, os.path.join(staged, "training_curve.png"))
     if not np.isfinite(metrics["final_train_loss"]):
         print("warning: the training loss is not finite; lower the learning rate.")
-    return task_model, metrics
-
-
-def _recipe_of(
-    spec, *, select, batching, epochs, batch_size, learning_rate, warmup_ratio, sequence_length, layout, task_options
-):
-    """The run's recipe with the task's defaults filled in, every value checked: `(epochs, lr, layout, length)`."""
-    if select not in _SELECTIONS:
-        raise UsageError(f"select={select!r}; use one of {_SELECTIONS}.")
-    learning_rate = spec.default_learning_rate if learning_rate is None else learning_rate
-    epochs = spec.default_epochs if epochs is None else epochs
-    layout = spec.layout_from_options(layout, **task_options)
-    sequence_length = sequence_length or spec.default_sequence_length
-    _check_recipe(
-        epochs=epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        sequence_length=sequence_length,
-        warmup_ratio=warmup_ratio,
-    )
-    if not isinstance(batching, str) or batching not in spec.batchings:
-        raise UsageError(
-            f"batching={batching!r} is not a batching of task {spec.name!r}; use one of "
-            f"{', '.join(map(repr, spec.batchings))}" + _batching_hint(batching)
-        )
-    return epochs, learning_rate, layout, sequence_length
 
 
 def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *, seed, batching, static):
@@ -389,65 +338,3 @@ def _datasets(spec, train_examples, dev_examples, preprocessor, global_batch, *,
     # Batches of one width ("fixed", packed rows) can reuse one XLA program.
     fixed_shapes = all(None not in t.shape[1:] for t in tf.nest.flatten(train_ds.element_spec))
     return train_ds, dev_ds, steps_per_epoch, fixed_shapes
-
-
-def _dev_evaluation(spec, current_model, dev_examples, dev_ds, layout, eval_every, best_dir):
-    """The dev scoring callback; with a `best_dir` (select="best") each new best model is saved there."""
-    primary = spec.primary_metric(layout)
-
-    def on_result(step, metrics):  # evaluation.history holds every result so far (restored on resume)
-        if metrics[primary] > max((m[primary] for _, m in evaluation.history[:-1]), default=-np.inf):
-            if best_dir is not None:
-                current_model().save_to_preset(best_dir)
-                return "best, saved"
-            return "best so far"
-        return None
-
-    evaluation = PeriodicEvaluation(
-        lambda: spec.score(current_model(), dev_examples, dev_ds),
-        eval_every,
-        prefix="dev_",
-        on_result=on_result,
-        label="dev",
-        shown=spec.shown_metrics,
-    )
-    return evaluation
-
-
-def _finetuning_metrics(
-    evaluation, primary, select, steps, history, *, epochs, steps_per_epoch, train_examples, dev_examples
-):
-    """The flat dict of `metrics.json`: the kept model's dev scores, the best evaluation, timing and sizes."""
-    # The first evaluation with the highest score (on_result's rule).
-    best_step, best_metrics = max(evaluation.history, key=lambda r: (r[1][primary], -r[0]))
-    losses = history.history.get("loss", [float("nan")])
-    metrics = dict(best_metrics if select == "best" else evaluation.last)
-    metrics.update(
-        {
-            f"best_dev_{primary}": best_metrics[primary],
-            "best_step": best_step,
-            "selection_best": int(select == "best"),
-            "steps": steps.steps,
-            "epochs": epochs,
-            "train_examples": train_examples,
-            "dev_examples": dev_examples,
-            "train_seconds": steps.train_seconds,
-            "train_examples_per_second": train_examples
-            * steps.steps
-            / max(steps_per_epoch, 1)
-            / max(steps.train_seconds, 1e-9),
-            "final_train_loss": float(losses[-1]),
-        }
-    )
-    return metrics
-
-
-def _check_recipe(**values):
-    """Positive, finite numbers, with a message naming the flag."""
-    for name, value in values.items():
-        bad = value is None or not np.isfinite(value) or value < 0 or (value == 0 and name != "warmup_ratio")
-        if bad or (name == "warmup_ratio" and value > 1):
-            allowed = "within [0, 1]" if name == "warmup_ratio" else "positive"
-            raise UsageError(f"--{name.replace('_', '-')} {value} must be {allowed}.")
-    if values["sequence_length"] < 8:
-        raise UsageError(f"--sequence-length {values['sequence_length']} is too short; use at least 8 (128 is usual).")

@@ -588,6 +588,31 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_writes(models, 
     assert not os.path.exists(out)
 
 
+@pytest.mark.parametrize("job", ["finetune", "pretrain"])
+def test_the_python_jobs_take_the_lock_of_their_out_too(tmp_path, job):
+    """`finetune(...)` and `pretrain(...)` called from Python (not through the CLI, which locks
+    too) refuse an --out another run is writing, before looking at any other argument."""
+    import keras_bert_zoo
+    from keras_bert_zoo.locking import OutputBusyError
+
+    out = str(tmp_path / "out")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, out], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert first.stdout.readline().strip() == "locked"
+        missing = str(tmp_path / "missing")
+        with pytest.raises(OutputBusyError, match="is being written by another run"):
+            if job == "finetune":
+                keras_bert_zoo.finetune("classify", missing, missing, missing, out=out)
+            else:
+                keras_bert_zoo.pretrain(missing, out=out)
+    finally:
+        first.kill()
+        first.wait()
+
+
 def test_the_lock_is_released_and_reentrant_in_one_process(tmp_path):
     from keras_bert_zoo.locking import lock_path, output_lock
 

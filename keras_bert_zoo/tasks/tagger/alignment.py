@@ -40,10 +40,12 @@ MODEL_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 def inside_label_map(label_names):
     """Id of the label later pieces of a word get under `label_all_tokens` (HF run_ner's
-    `b_to_i_label`): `B-X` -> `I-X` when `I-X` is a label, every other label itself."""
+    `b_to_i_label`): `B-X` -> `I-X` when `I-X` is a label (BMES: `M-X`), every other label itself."""
     names = list(label_names)
     index = {n: i for i, n in enumerate(names)}
-    return [index.get("I-" + n[2:], i) if n.startswith("B-") else i for i, n in enumerate(names)]
+    return [
+        index.get("I-" + n[2:], index.get("M-" + n[2:], i)) if n.startswith("B-") else i for i, n in enumerate(names)
+    ]
 
 
 def model_inputs(features):

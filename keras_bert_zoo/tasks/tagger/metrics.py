@@ -23,7 +23,8 @@ Two ways of reading a tag sequence into entities:
 
 Tags are ``"O"`` or ``"<prefix>-<type>"`` (the type may itself contain ``-``).
 ``scheme`` names the prefixes a sequence may use (``IOB1``/``IOB2``: ``B I O``;
-``IOBES``/``BIOES``: ``B I O E S``); anything else raises ``InvalidInputError`` (a ``ValueError``).
+``IOBES``/``BIOES``: ``B I O E S``; ``BMES``: ``B M E S O``, the Chinese NER sets' form of
+BIOES, whose ``M-`` is read as ``I-``); anything else raises ``InvalidInputError`` (a ``ValueError``).
 
 CoNLL-2003's files are IOB1 (``I-X`` starts an entity unless it follows an ``X``
 tag; ``B-X`` only separates two adjacent entities of type ``X``); use
@@ -42,12 +43,15 @@ __all__ = [
     "iob1_to_iob2",
     "iob2_to_bioes",
     "bioes_to_iob2",
+    "bmes_to_bioes",
     "entity_scores",
 ]
 
-SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES"}
+SCHEMES = {"IOB1": "IOB1", "IOB2": "IOB2", "IOBES": "IOBES", "BIOES": "IOBES", "BMES": "BMES"}
 _MODES = ("conlleval", "strict")
-_PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES"}
+_PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES", "BMES": "BMES"}
+# Schemes whose entities close with E- (or are one S- tag).
+_WITH_ENDS = ("IOBES", "BMES")
 
 # The conlleval rule, in one place for both decoders (this module's and the in-graph
 # `tasks.tagger.entity_graph`): between two non-O tags a new chunk starts exactly when the
@@ -55,7 +59,8 @@ _PREFIXES = {"IOB1": "BI", "IOB2": "BI", "IOBES": "BIES"}
 # types differ; O closes any open chunk.
 CHUNK_STARTS = "BS"
 CHUNK_ENDS = "ES"
-PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}  # a tag's prefix as an int (in-graph tables)
+# A tag's prefix as an int (in-graph tables); BMES's M- is I-.
+PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4, "M": 2}
 
 
 def _scheme(scheme):
@@ -71,7 +76,7 @@ def _mode(mode):
     return mode
 
 
-def tag_parts(tag, prefixes="BIES"):
+def tag_parts(tag, prefixes="BIEMS"):
     """`("B", "PER")` for `"B-PER"`: a tag's prefix (one of `prefixes`) and its type;
     None for `"O"` and for anything else.
 
@@ -101,7 +106,7 @@ def _parse(tags, scheme):
                 f"invalid tag {tag!r} at position {position} for scheme {scheme}: "
                 f"expected 'O' or one of {allowed_text}."
             )
-        parsed.append((tag[0], tag[2:]))
+        parsed.append(("I" if tag[0] == "M" else tag[0], tag[2:]))  # (only BMES allows M-)
     return parsed
 
 
@@ -131,7 +136,7 @@ def _strict_spans(parsed, scheme):
     spans = []
     n = len(parsed)
     for i, (prefix, type_) in enumerate(parsed):
-        if scheme == "IOBES" and prefix == "S":
+        if scheme in _WITH_ENDS and prefix == "S":
             spans.append((type_, i, i + 1))
         elif prefix == "B":
             j = i + 1
@@ -139,7 +144,7 @@ def _strict_spans(parsed, scheme):
                 j += 1
             if scheme == "IOB2":
                 spans.append((type_, i, j))
-            elif j < n and parsed[j] == ("E", type_):
+            elif j < n and parsed[j] == ("E", type_):  # IOBES, BMES
                 spans.append((type_, i, j + 1))
     return spans
 
@@ -149,7 +154,8 @@ def entity_spans(tags, scheme="IOB2", mode="conlleval"):
 
     Args:
         tags: the sentence's tags, e.g. ``["B-PER", "I-PER", "O"]``.
-        scheme: ``"IOB1"``, ``"IOB2"``, ``"IOBES"`` or ``"BIOES"`` (same thing).
+        scheme: ``"IOB1"``, ``"IOB2"``, ``"IOBES"`` or ``"BIOES"`` (same thing), or
+            ``"BMES"`` (BIOES with ``M-`` for ``I-``).
         mode: ``"conlleval"`` (the CoNLL evaluation script's rules, which read any
             sequence) or ``"strict"`` (only chunks well formed in `scheme`).
 
@@ -178,6 +184,12 @@ def entity_spans(tags, scheme="IOB2", mode="conlleval"):
     [('LOC', 0, 1), ('PER', 1, 4), ('ORG', 4, 5)]
     >>> entity_spans(bioes, scheme="BIOES", mode="strict")
     [('LOC', 0, 1), ('PER', 1, 4)]
+
+    BMES (MSRA, Resume NER) is BIOES with ``M-``; an ``M-`` continuing no entity starts one,
+    as conlleval reads an ill-formed ``I-``:
+
+    >>> entity_spans(["B-LOC", "M-LOC", "E-LOC", "O", "M-PER", "E-PER", "S-ORG"], scheme="BMES")
+    [('LOC', 0, 3), ('PER', 4, 6), ('ORG', 6, 7)]
     """
     scheme = _scheme(scheme)
     parsed = _parse(tags, scheme)
@@ -188,14 +200,15 @@ def entity_spans(tags, scheme="IOB2", mode="conlleval"):
 
 def _write_tags(spans, length, scheme):
     tags = ["O"] * length
+    inside = "M" if scheme == "BMES" else "I"
     for type_, start, end in spans:
-        if scheme == "IOBES" and end - start == 1:
+        if scheme in _WITH_ENDS and end - start == 1:
             tags[start] = f"S-{type_}"
             continue
         tags[start] = f"B-{type_}"
         for k in range(start + 1, end):
-            tags[k] = f"I-{type_}"
-        if scheme == "IOBES":
+            tags[k] = f"{inside}-{type_}"
+        if scheme in _WITH_ENDS:
             tags[end - 1] = f"E-{type_}"
     return tags
 
@@ -214,7 +227,7 @@ def iob1_to_iob2(tags):
     parsed = _parse(tags, "IOB1")
     out = []
     prev_type = None
-    for (prefix, type_), tag in zip(parsed, tags):
+    for (prefix, type_), tag in zip(parsed, tags, strict=True):
         if prefix == "I" and type_ != prev_type:
             out.append(f"B-{type_}")
         else:
@@ -246,6 +259,20 @@ def bioes_to_iob2(tags):
     ['B-PER', 'I-PER', 'I-PER', 'O', 'B-LOC', 'B-LOC']
     """
     return _write_tags(entity_spans(tags, scheme="IOBES"), len(tags), "IOB2")
+
+
+def bmes_to_bioes(tags):
+    """BMES tags (``M-`` for ``I-``) as BIOES: the same entities, the tag names other tools
+    (seqeval's IOBES) read.
+
+    Examples:
+    >>> from keras_bert_zoo.tasks.tagger.metrics import bmes_to_bioes
+    >>> bmes_to_bioes(["B-PER", "M-PER", "E-PER", "O", "S-LOC"])
+    ['B-PER', 'I-PER', 'E-PER', 'O', 'S-LOC']
+    """
+    return [
+        f"I-{type_}" if prefix == "I" else tag for (prefix, type_), tag in zip(_parse(tags, "BMES"), tags, strict=True)
+    ]
 
 
 def _prf(correct, predicted, true):
@@ -298,7 +325,7 @@ def entity_scores(true_tag_sequences, pred_tag_sequences, scheme="IOB2", mode="c
             f"{len(true_tag_sequences)} true sentences but {len(pred_tag_sequences)} predicted sentences."
         )
     true_entities, pred_entities = set(), set()
-    for index, (true_tags, pred_tags) in enumerate(zip(true_tag_sequences, pred_tag_sequences)):
+    for index, (true_tags, pred_tags) in enumerate(zip(true_tag_sequences, pred_tag_sequences, strict=True)):
         try:
             if isinstance(true_tags, str) or isinstance(pred_tags, str):
                 raise ArgumentTypeError("expected a list of tags per sentence, got a string.")

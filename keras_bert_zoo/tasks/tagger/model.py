@@ -38,7 +38,9 @@ class BertTagger(Task):
             and `predict_entities` take word lists or raw strings.
         dropout: float, dropout on the sequence output (HF's `classifier_dropout`).
         label_names: list of `num_labels` tags in id order (`"O"`, `"B-PER"`, ...).
-        scheme: the tagging scheme of `label_names`: `"IOB2"` (default) or `"BIOES"`.
+        scheme: the tagging scheme of `label_names`: `"IOB2"` (default), `"BIOES"` or
+            `"BMES"` (the Chinese NER sets' BIOES with `M-` for `I-`: the labels keep the
+            file's `M-` tags, and entities read `M-` as `I-`).
         data_layout: optional JSON-able dict of how the training data was read.
 
     Outputs: logits `float32 [batch, seq, num_labels]`.
@@ -79,9 +81,9 @@ class BertTagger(Task):
                 raise UsageError(
                     f"label_names has {len(label_names)} entries but num_labels={num_labels}; give one tag per label."
                 )
-        if scheme not in ("IOB2", "BIOES"):
+        if scheme not in ("IOB2", "BIOES", "BMES"):
             raise UsageError(
-                f"scheme={scheme!r}; use 'IOB2' or 'BIOES' (read IOB1 files with "
+                f"scheme={scheme!r}; use 'IOB2', 'BIOES' or 'BMES' (read IOB1 files with "
                 "keras_bert_zoo.tasks.tagger.data.read_tagged, which converts them)."
             )
         # === Layers ===
@@ -199,7 +201,7 @@ class BertTagger(Task):
         spans = [word_spans(t) for t in texts]
         tags, logits = predict_words(
             self,
-            [[t[a:b] for a, b in s] for t, s in zip(texts, spans)],
+            [[t[a:b] for a, b in s] for t, s in zip(texts, spans, strict=True)],
             self.preprocessor,
             label_names=self._names(),
             batch_size=batch_size,
@@ -207,7 +209,7 @@ class BertTagger(Task):
             batching=batching,
         )
         results = []
-        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits):
+        for text, words, sentence_tags, word_logits in zip(texts, spans, tags, logits, strict=True):
             probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
             probs /= probs.sum(-1, keepdims=True)
             best = probs.max(-1)

@@ -1,7 +1,7 @@
 """Token classification (named entities): `tag`.
 
-Model `BertTagger`; data CoNLL column files (IOB1 read as IOB2), IOB2/BIOES column
-files and JSON Lines (`tasks.tagger.data`); words -> first-piece labels and
+Model `BertTagger`; data CoNLL column files (IOB1 read as IOB2), IOB2/BIOES/BMES column
+files (the Chinese sets' one character a line) and JSON Lines (`tasks.tagger.data`); words -> first-piece labels and
 overlapping windows (`tasks.tagger.preprocessor`); entity-level
 precision/recall/F1 by the conlleval rules (`tasks.tagger.metrics`); serving `text` ->
 entity spans (`tasks.tagger.entity_graph`) and word tags.
@@ -22,6 +22,7 @@ class TaggingLayout:
 
     scheme: str = None
     label_all_tokens: bool = False
+    strict_tags: bool = False
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -32,7 +33,7 @@ class TagTask(TaskSpec):
     model_path = "keras_bert_zoo.tasks.tagger.model.BertTagger"
     serving = TaggerServing  # its SavedModel's inputs and outputs (serving.py)
     shown_metrics = ("precision", "recall", "f1")
-    description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES, JSONL)"
+    description = "token classification / named entities (CoNLL-2003 columns, IOB2/BIOES/BMES, JSONL)"
     # "auto": training batches packed; "bucketed": random batches each cut to their longest, as
     # HF's Trainer; "by_length": batches grouped by length; "fixed": padded to the length.
     batchings = ("auto", "packed", "by_length", "bucketed", "fixed")
@@ -41,14 +42,22 @@ class TagTask(TaskSpec):
             "scheme",
             str,
             None,
-            "tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read as IOB2)",
-            choices=("IOB1", "IOB2", "BIOES"),
+            "tag scheme of the files (default: detect; CoNLL-2003's are IOB1, read as IOB2; the Chinese "
+            "sets' B-/M-/E-/S- are BMES, kept as such)",
+            choices=("IOB1", "IOB2", "BIOES", "BMES"),
         ),
         TaskOption(
             "label_all_tokens",
             bool,
             False,
             "label every word piece (later pieces get the I- tag), as run_ner.py's option",
+        ),
+        TaskOption(
+            "strict_tags",
+            bool,
+            False,
+            "refuse a file whose tags break its scheme (an I-/M-/E- continuing no entity); by default they are "
+            "kept, as conlleval reads them, and one line says how many",
         ),
     )
 
@@ -74,6 +83,7 @@ class TagTask(TaskSpec):
             scheme=layout.scheme,
             max_examples=max_examples,
             label_names=reference.label_names if reference is not None else None,
+            strict=layout.strict_tags,
         )
 
     def make_preprocessor(self, vocab_dir, sequence_length, layout):
@@ -132,10 +142,15 @@ class TagTask(TaskSpec):
         from keras_bert_zoo.tasks.tagger.metrics import entity_scores
 
         model = self.load_model(model_dir)
-        scheme = (model.data_layout or {}).get("scheme")
+        layout = model.data_layout or {}
         words, tags = [], []
         for path in data_paths:
-            examples = read_tagged(path, scheme=scheme, label_names=model.label_names)
+            examples = read_tagged(
+                path,
+                scheme=layout.get("scheme"),
+                label_names=model.label_names,
+                strict=layout.get("strict_tags", False),
+            )
             words += examples.words
             tags += examples.tags
         metrics = entity_scores(tags, model.predict_tags(words, batch_size=batch_size), scheme=model.scheme)
@@ -144,7 +159,8 @@ class TagTask(TaskSpec):
 
     def predict(self, model, texts):
         return [
-            {"text": text, "entities": entities} for text, entities in zip(texts, model.predict_entities(list(texts)))
+            {"text": text, "entities": entities}
+            for text, entities in zip(texts, model.predict_entities(list(texts)), strict=True)
         ]
 
     def format_prediction(self, row):
