@@ -11,6 +11,9 @@ Every benchmark is a module of `benchmarks/suite/` with a `main(argv)`; its syst
 processes (`python benchmarks/run.py NAME --worker SYSTEM ...`, see `common.py`), and it writes its
 record to `benchmarks/results/NAME.HOSTKIND.json` (`common.write_result`: one current record per
 benchmark and host kind; git keeps the earlier ones). The report is generated, never edited by hand.
+A benchmark's parts by purpose sit beside it as `suite/NAME_*.py` (its HF side, its own side, its reporting);
+what several share is `common.py` (workers, hosts, records), `hf_loop.py` (HF's training loop) and
+`two_sides.py` (the quality benchmarks' two sides run one after the other).
 """
 
 import argparse

@@ -187,8 +187,8 @@ def cycle_report():
     return {component: _shortest_cycle(graph, component) for component in _components(graph)}
 
 
-def long_modules():
-    return {path: lines for path, _, lines in SOURCES.values() if lines > MAX_MODULE_LINES}
+def long_modules(sources=None):
+    return {path: lines for path, _, lines in (sources or SOURCES).values() if lines > MAX_MODULE_LINES}
 
 
 def _body_lines(node):
@@ -203,7 +203,7 @@ def _body_lines(node):
     return body[-1].end_lineno - body[0].lineno + 1
 
 
-def long_functions():
+def long_functions(sources=None):
     found = {}
 
     def walk(node, path, prefix):
@@ -219,7 +219,7 @@ def long_functions():
             else:
                 walk(child, path, prefix)
 
-    for path, tree, _ in SOURCES.values():
+    for path, tree, _ in (sources or SOURCES).values():
         walk(tree, path, "")
     return found
 
@@ -422,6 +422,63 @@ def test_the_checks_fail_on_a_cycle_and_on_a_stale_exception():
     assert _components(toy) == [frozenset("abc")]
     with pytest.raises(AssertionError, match="stale exception.*gone.py"):
         _check({}, {"keras_bert_zoo/gone.py": "was long"}, "long", None)
+
+
+# --- benchmarks/: the same size rules ---------------------------------------------------------------------
+# The benchmark scripts are read as the package is (formatted lines, bodies without docstrings), each script split
+# by purpose (measuring, reporting, the HF side); at most MAX_BENCHMARK_EXCEPTIONS of each kind, each with its reason.
+BENCHMARK_LONG_MODULES = {}
+BENCHMARK_LONG_FUNCTIONS = {}
+MAX_BENCHMARK_EXCEPTIONS = 2
+
+
+def benchmark_sources():
+    """{path from the repository root: (that path, parsed tree, line count)} of every script under benchmarks/."""
+    found = {}
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        relative = path.relative_to(ROOT).as_posix()
+        found[relative] = (relative, ast.parse(text, str(path)), len(text.splitlines()))
+    return found
+
+
+def test_benchmark_modules_are_short():
+    _check(
+        long_modules(benchmark_sources()),
+        BENCHMARK_LONG_MODULES,
+        f"over {MAX_MODULE_LINES} lines",
+        lambda path, lines: (
+            f"{path} has {lines} lines (limit {MAX_MODULE_LINES}); split it by purpose (measuring, reporting, "
+            "the HF side) and share what is common through benchmarks/common.py"
+        ),
+    )
+
+
+def test_benchmark_function_bodies_are_short():
+    _check(
+        long_functions(benchmark_sources()),
+        BENCHMARK_LONG_FUNCTIONS,
+        f"over {MAX_BODY_LINES} body lines",
+        lambda name, lines: (
+            f"{name} has a {lines}-line body without its docstring (limit "
+            f"{MAX_BODY_LINES}); extract its steps into named functions"
+        ),
+    )
+
+
+def test_the_benchmark_rules_read_every_script_and_see_a_long_one():
+    sources = benchmark_sources()
+    assert {"benchmarks/run.py", "benchmarks/common.py", "benchmarks/suite/fit_speed.py"} <= set(sources)
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_BODY_LINES + 1))
+    toy = {"benchmarks/toy.py": ("benchmarks/toy.py", ast.parse(f"def main():\n{body}\n"), MAX_MODULE_LINES + 1)}
+    assert long_functions(toy) == {"benchmarks/toy.py::main": MAX_BODY_LINES + 1}
+    assert long_modules(toy) == {"benchmarks/toy.py": MAX_MODULE_LINES + 1}
+
+
+def test_benchmarks_have_at_most_two_exceptions_of_each_kind_each_with_a_reason():
+    for exceptions in (BENCHMARK_LONG_MODULES, BENCHMARK_LONG_FUNCTIONS):
+        assert len(exceptions) <= MAX_BENCHMARK_EXCEPTIONS, sorted(exceptions)
+        assert all(isinstance(reason, str) and reason.strip() for reason in exceptions.values()), exceptions
 
 
 if __name__ == "__main__":

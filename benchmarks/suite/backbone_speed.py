@@ -26,7 +26,6 @@ memory-bound and small in FLOPs). MFU = achieved model FLOP/s / measured matmul 
 
 import argparse
 import os
-import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,22 +33,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import common  # noqa: E402
 import numpy as np  # noqa: E402
 from common import git_commit, now, uptime, versions, write_json  # noqa: E402
+from suite import backbone_speed_report  # noqa: E402
 
 
 def shape_of(preset, layers=None):
     """The backbone constructor arguments of a preset name (no TensorFlow needed); `layers`
     keeps the width and takes that many layers."""
     return {**common.lib("backbone_config")(preset), **({"num_layers": layers} if layers else {})}
-
-
-def train_flops_per_token(shape, seq):
-    """Model (matmul) FLOPs per token of one training step; see the module docstring."""
-    return 3 * forward_flops_per_token(shape, seq)
-
-
-def forward_flops_per_token(shape, seq):
-    h, i, layers = shape["hidden_dim"], shape["intermediate_dim"], shape["num_layers"]
-    return layers * (8 * h * h + 4 * h * i + 4 * seq * h) + 2 * h * h / seq
 
 
 def random_batch(batch, seq, vocabulary_size, seed=0):
@@ -291,7 +281,7 @@ def build_systems(names, shape, batch, seq):
                 label, maker(library), jit, policy, batch, seq, shape["vocabulary_size"], grappler_bf16=grappler
             )
         )
-    for s, n in zip(systems, names):
+    for s, n in zip(systems, names, strict=True):
         s.key = n
     return systems
 
@@ -299,7 +289,7 @@ def build_systems(names, shape, batch, seq):
 def measure(systems, rounds, steps, infer_steps=None, log=print):
     """Interleaved rounds: each system's train and inference tokens/s per round, and the matmul
     peaks (float32, bfloat16) measured between them in the same rounds. Also tokens per
-    CPU-second of training (`measure.train_cpu`): on a machine shared with other jobs the
+    CPU-second of training (the fourth item): on a machine shared with other jobs the
     wall time includes time the process waited for a core; its CPU time does not."""
     train = {s.name: [] for s in systems}
     infer = {s.name: [] for s in systems}
@@ -314,68 +304,10 @@ def measure(systems, rounds, steps, infer_steps=None, log=print):
             if infer_steps:
                 infer[s.name].append(s.infer_tokens_per_second(infer_steps))
         log(f"round {r + 1}/{rounds} done ({uptime()})")
-    measure.train_cpu = train_cpu  # tokens per CPU-second (all threads of the process), same rounds
-    return train, infer, peaks
+    return train, infer, peaks, train_cpu  # train_cpu: tokens per CPU-second (all threads of the process)
 
 
-def summarise(systems, train, infer, peaks, shape, seq):
-    """Rows of medians, ratios to the first system and MFU (against the best peak of the run)."""
-    peak = {dtype: max(values) for dtype, values in peaks.items()}
-    train_flops, infer_flops = train_flops_per_token(shape, seq), forward_flops_per_token(shape, seq)
-    ref = systems[0].name
-    tr_ref = statistics.median(train[ref])
-    in_ref = statistics.median(infer[ref]) if infer[ref] else None
-    rows = []
-    for s in systems:
-        t = statistics.median(train[s.name])
-        i = statistics.median(infer[s.name]) if infer[s.name] else None
-        dtype = "bfloat16" if "bfloat16" in s.policy or getattr(s, "grappler_bf16", False) else "float32"
-        rows.append(
-            {
-                "system": s.name,
-                "key": getattr(s, "key", "hf"),
-                "precision": dtype,
-                "train_tokens_per_s": t,
-                "train_rounds": train[s.name],
-                "first_over_this_train": tr_ref / t,
-                "train_tokens_per_cpu_s_rounds": getattr(measure, "train_cpu", {}).get(s.name),
-                "train_tflops": t * train_flops / 1e12,
-                "train_mfu_fp32_peak": t * train_flops / peak["float32"],
-                "train_mfu_own_peak": t * train_flops / peak[dtype],
-                "infer_tokens_per_s": i,
-                "infer_rounds": infer[s.name],
-                "first_over_this_infer": (in_ref / i) if i else None,
-                "infer_mfu_fp32_peak": (i * infer_flops / peak["float32"]) if i else None,
-                "infer_mfu_own_peak": (i * infer_flops / peak[dtype]) if i else None,
-            }
-        )
-    return rows, peak
-
-
-def print_table(rows, peak, title):
-    print(f"\n{title}")
-    print(
-        f"matmul peak (2048^3 tf.matmul, best of the run): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, "
-        f"bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s"
-    )
-    print(
-        f"{'system':58s} {'train tok/s':>11s} {'1st/this':>8s} {'MFU':>6s} {'infer tok/s':>11s} "
-        f"{'1st/this':>8s} {'MFU':>6s}"
-    )
-    for r in rows:
-        inf = (
-            f"{r['infer_tokens_per_s']:11,.0f} {r['first_over_this_infer']:8.2f} {r['infer_mfu_own_peak']:6.1%}"
-            if r["infer_tokens_per_s"]
-            else f"{'—':>11s} {'':8s} {'':6s}"
-        )
-        print(
-            f"{r['system']:58s} {r['train_tokens_per_s']:11,.0f} {r['first_over_this_train']:8.2f} "
-            f"{r['train_mfu_own_peak']:6.1%} {inf}"
-        )
-    print("MFU: achieved model FLOP/s / the matmul peak of the system's precision (bf16 rows: the bf16 peak).")
-
-
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="run.py backbone_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -392,19 +324,31 @@ def main(argv=None):
     )
     parser.add_argument("--json", default=None, help="detailed results (default /tmp/backbone_speed_PRESET_SEQ.json)")
     parser.add_argument("--no-summary", action="store_true", help="do not write the benchmarks/results/ record")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     started, load_before, uptime_before, machine = now(), os.getloadavg(), uptime(), common.machine_line()
     command = common.command_line("backbone_speed", argv)
     shape = shape_of(args.preset, args.layers)
     names = args.systems.split(",")
     systems = build_systems(names, shape, args.batch, args.seq)
-    train, infer, peaks = measure(systems, args.rounds, args.steps, args.steps)
-    rows, peak = summarise(systems, train, infer, peaks, shape, args.seq)
+    train, infer, peaks, train_cpu = measure(systems, args.rounds, args.steps, args.steps)
+    rows, peak = backbone_speed_report.summarise(
+        systems,
+        train,
+        infer,
+        peaks,
+        backbone_speed_report.train_flops_per_token(shape, args.seq),
+        backbone_speed_report.forward_flops_per_token(shape, args.seq),
+        train_cpu,
+    )
     title = (
         f"{args.preset}{f' ({args.layers} layers)' if args.layers else ''}, batch {args.batch} x {args.seq}, {os.cpu_count()} cores; medians of {args.rounds} "
         f"rounds of {args.steps} steps; load before: {uptime_before}; after: {uptime()}"
     )
-    print_table(rows, peak, title)
+    backbone_speed_report.print_table(rows, peak, title)
     path = args.json or f"/tmp/backbone_speed_{args.preset}_{args.seq}.json"
     write_json(
         path,
@@ -421,8 +365,8 @@ def main(argv=None):
             "seq": args.seq,
             "rounds": args.rounds,
             "steps": args.steps,
-            "train_flops_per_token": train_flops_per_token(shape, args.seq),
-            "forward_flops_per_token": forward_flops_per_token(shape, args.seq),
+            "train_flops_per_token": backbone_speed_report.train_flops_per_token(shape, args.seq),
+            "forward_flops_per_token": backbone_speed_report.forward_flops_per_token(shape, args.seq),
             "matmul_peak_flops": peak,
             "matmul_peak_rounds": peaks,
             "rows": rows,
@@ -436,24 +380,7 @@ def main(argv=None):
     if not args.no_summary:
         # A run with --layers is its own record (it must not replace the full model's).
         layers = f" {args.layers}layer{'s' if args.layers != 1 else ''}" if args.layers else ""
-        ours = rows[0]
-        out = []
-        for r in rows[1:]:
-            for what, key, mfu in (
-                ("train", "train_tokens_per_s", "train_mfu_own_peak"),
-                ("inference", "infer_tokens_per_s", "infer_mfu_own_peak"),
-            ):
-                out.append(
-                    {
-                        "what": f"{args.preset}{layers} {what}, batch {args.batch} x {args.seq}",
-                        "unit": "tokens/s",
-                        "ours": ours[key],
-                        "peer": r[key],
-                        "peer_name": r["system"],
-                        "higher_is_better": True,
-                        "note": f"MFU {ours['system']} {ours[mfu]:.1%}, {r['system']} {r[mfu]:.1%}",
-                    }
-                )
+        out = backbone_speed_report.record_rows(rows, f"{args.preset}{layers}", args.batch, args.seq)
         name = f"backbone_speed_{args.preset}{layers.replace(' ', '_')}_{args.seq}"
         print(
             common.write_result(

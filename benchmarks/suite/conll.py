@@ -48,23 +48,23 @@ a markdown table; RUN is `e{epochs}` (plus `-n{N}` with --max-train-sentences).
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 import common
+import hf_loop
+import two_sides
 from common import (
     git_commit,
-    hf_train,
     minilm_path,
     now,
-    read_json,
     set_tf_threads,
     uptime,
     versions,
     write_json,
-    write_result,
 )
+from hf_loop import hf_train
+from suite import conll_hf, conll_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DATA = os.path.join(common.DATA, "conll2003")
@@ -82,8 +82,6 @@ RECIPE = dict(
     seed=0,
     threads=2,
 )
-# REFERENCE_RESULTS.md: HF transformers, same checkpoint and recipe, another session.
-HF_REFERENCE = {1: dict(f1=0.834, train_seconds=1125, sentences_per_second=12.5)}
 
 
 def run_dir(root, epochs, max_train, seed=0):
@@ -184,45 +182,6 @@ def run_ours(epochs, max_train, out, batching="auto"):
     return record
 
 
-# --- HF transformers (PyTorch) ---------------------------------------------------------------------
-def _encode(tokenizer, words, tags, label_index, max_length):
-    """HF run_ner.py's tokenize_and_align_labels: first piece labelled, -100 elsewhere."""
-    enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
-    full = tokenizer(words, is_split_into_words=True, truncation=False)
-    features = []
-    truncated_sentences = unseen_words = truncated_words = 0
-    for i, sentence in enumerate(words):
-        word_ids = enc.word_ids(i)
-        labels, previous = [], None
-        for w in word_ids:
-            if w is None or w == previous:
-                labels.append(-100)
-            else:
-                labels.append(label_index[tags[i][w]] if tags is not None else 0)
-            previous = w
-        seen = {w for w in word_ids if w is not None}
-        seen_full = {w for w in full.word_ids(i) if w is not None}
-        unseen_words += len(sentence) - len(seen)
-        truncated_words += len(seen_full - seen)
-        truncated_sentences += int(len(full["input_ids"][i]) > max_length)
-        features.append(
-            dict(
-                input_ids=enc["input_ids"][i],
-                token_type_ids=enc["token_type_ids"][i],
-                attention_mask=enc["attention_mask"][i],
-                labels=labels,
-                word_ids=word_ids,
-            )
-        )
-    counts = dict(
-        truncated_sentences=truncated_sentences,
-        words_unseen=unseen_words,
-        words_cut_by_truncation=truncated_words,
-        words_without_pieces=unseen_words - truncated_words,
-    )
-    return features, counts
-
-
 def run_hf(epochs, max_train, out):
     import random
 
@@ -250,10 +209,12 @@ def run_hf(epochs, max_train, out):
     )
 
     t = time.perf_counter()
-    train_features, train_counts = _encode(tokenizer, train.words, train.tags, index, RECIPE["sequence_length"])
+    train_features, train_counts = conll_hf.encode_words(
+        tokenizer, train.words, train.tags, index, RECIPE["sequence_length"]
+    )
     tokenize_seconds = time.perf_counter() - t
-    dev_features, dev_counts = _encode(tokenizer, dev.words, None, index, RECIPE["sequence_length"])
-    collate = common.pad_collate(tokenizer.pad_token_id, pad_labels=True)
+    dev_features, dev_counts = conll_hf.encode_words(tokenizer, dev.words, None, index, RECIPE["sequence_length"])
+    collate = hf_loop.pad_collate(tokenizer.pad_token_id, pad_labels=True)
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(
         [{k: v for k, v in f.items() if k != "word_ids"} for f in train_features],
@@ -268,20 +229,7 @@ def run_hf(epochs, max_train, out):
     # --- dev: word-level predictions from the first piece of each word ---------------------------
     model.eval()
     t = time.perf_counter()
-    predicted = [["O"] * len(s) for s in dev.words]  # words HF cannot see (truncation) stay "O"
-    order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
-    with torch.no_grad():
-        for start in range(0, len(order), 64):
-            ids = order[start : start + 64]
-            batch = collate([{k: v for k, v in dev_features[i].items() if k != "word_ids"} for i in ids])
-            batch.pop("labels")
-            argmax = model(**batch).logits.argmax(-1).numpy()
-            for row, i in enumerate(ids):
-                previous = None
-                for position, w in enumerate(dev_features[i]["word_ids"]):
-                    if w is not None and w != previous:
-                        predicted[i][w] = names[argmax[row, position]]
-                    previous = w
+    predicted = conll_hf.predict_words(model, collate, dev_features, dev.words, names)
     predict_seconds = time.perf_counter() - t
     scores = _seqeval(dev.tags, predicted)
     record = {
@@ -317,134 +265,11 @@ def run_hf(epochs, max_train, out):
     return record
 
 
-# --- both, and the table ------------------------------------------------------------------------------
-def _load_note(r):
-    return f"{r['loadavg_before'][0]:.1f}→{r['loadavg_after'][0]:.1f}"
-
-
-def print_table(out, epochs):
-    ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
-    rows = []
-    for name, r in (("ours (keras_bert_zoo, TF)", ours), (_hf_name(hf), hf)):
-        if r is None:
-            rows.append(f"| {name} | (not run) | | | | | | | |")
-            continue
-        rows.append(
-            f"| {name} | {r['f1']:.4f} | {r['precision']:.4f} / {r['recall']:.4f} | "
-            f"{r['seqeval']['f1']:.4f} | {r['steps']} | {r['train_seconds']:.0f} | "
-            f"{r['sentences_per_second']:.1f} | {_load_note(r)} | {r['date'][:16]} |"
-        )
-    print(f"\nCoNLL-2003, all-MiniLM-L6-v2, {epochs} epoch(s), dev (eng.testa) at the end of training ({out}):\n")
-    print(
-        "| system | dev entity F1 | precision / recall | F1 by seqeval (default mode) | steps | train s "
-        "| train sentences/s | load 1-min (before→after) | date |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    if ours and hf:
-        summary = dict(
-            f1_difference=ours["f1"] - hf["f1"], speed_ratio=ours["sentences_per_second"] / hf["sentences_per_second"]
-        )
-        print(
-            f"\nours − HF dev F1: {summary['f1_difference']:+.4f}; ours/HF training speed: "
-            f"{summary['speed_ratio']:.2f}x. HF could not see {hf['dev_words_unseen']} of {hf['dev_words']} dev "
-            f"words at length 128 ({hf['dev_counts']['truncated_sentences']} dev sentences truncated; those "
-            f'words are predicted "O"); ours reads them in windows. Ours, seqeval on our predictions '
-            f"{ours['seqeval']['f1']:.4f} vs our metric {ours['f1']:.4f}."
-        )
-        ref = HF_REFERENCE.get(epochs)
-        if ref:
-            print(
-                f"REFERENCE_RESULTS.md (HF, another session): dev F1 {ref['f1']}, "
-                f"{ref['sentences_per_second']} sentences/s."
-            )
-        print(
-            f"\n| CoNLL-2003 dev entity F1 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training) "
-            f"| {ours['f1']:.3f} | {hf['f1']:.3f} |"
-        )
-        print(
-            f"| CoNLL-2003 fine-tuning, training sentences/s (MiniLM, same run) | "
-            f"{ours['sentences_per_second']:.1f} | {hf['sentences_per_second']:.1f} |"
-        )
-        return summary
-    return None
-
-
-def _hf_name(hf):
-    threads = (hf or {}).get("torch_threads", RECIPE["threads"])
-    return f"HF transformers (PyTorch, {threads} thread{'s' if threads != 1 else ''})"
-
-
-def _started(record):
-    """When a side's run began: its `date` is written at the end, after training and scoring."""
-    import datetime
-
-    took = record.get("wall_seconds") or (
-        record["train_seconds"] + record.get("dev_predict_seconds", 0) + record.get("tokenize_train_seconds", 0)
-    )
-    end = datetime.datetime.fromisoformat(record["date"])
-    return (end - datetime.timedelta(seconds=took)).isoformat(timespec="seconds")
-
-
-def assemble_results(out, epochs):
-    """`results.json` of a run whose sides ran as separate `--only` commands (e.g. at the
-    same time, one core each), so that `--record` can summarise it."""
-    ours, hf = read_json(os.path.join(out, "ours.json")), read_json(os.path.join(out, "hf.json"))
-    summary = print_table(out, epochs)
-    results = {
-        "ours": ours,
-        "hf": hf,
-        **(summary or {}),
-        "command": f"python benchmarks/run.py conll --epochs {epochs} --only ours|hf (each side separately)",
-        "started": min(_started(r) for r in (ours, hf) if r),
-        "git_commit_start": (ours or {}).get("git_commit"),
-    }
-    write_json(os.path.join(out, "results.json"), results)
-    return results
-
-
-def record_result(out, epochs):
-    """`benchmarks/results/conll.HOSTKIND.json`  from a finished run's results.json."""
-    results = read_json(os.path.join(out, "results.json"))
-    if not results or not results.get("ours"):
-        return None
-    ours, hf = results["ours"], results.get("hf") or {}
-    what = f"CoNLL-2003 (MiniLM, {epochs} epoch{'s' if epochs > 1 else ''}, end of training)"
-    rows = [
-        {
-            "what": f"{what}: dev entity F1",
-            "unit": "F1",
-            "ours": ours["f1"],
-            "peer": hf.get("f1"),
-            "peer_name": "HF transformers",
-            "higher_is_better": True,
-        },
-        {
-            "what": f"{what}: training speed (ours: {ours.get('batching', 'padded')} batches)",
-            "unit": "sentences/s",
-            "ours": ours["sentences_per_second"],
-            "peer": hf.get("sentences_per_second"),
-            "peer_name": _hf_name(hf),
-            "higher_is_better": True,
-        },
-    ]
-    loads = [r[k][0] for r in (ours, hf) if r for k in ("loadavg_before", "loadavg_after")]
-    return write_result(
-        "conll",
-        rows,
-        command=results.get("command", "python benchmarks/run.py conll"),
-        source=os.path.join(out, "results.json"),
-        started=results.get("started"),
-        load=[min(loads), max(loads)],
-        commit=results.get("git_commit_start"),
-    )
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="run.py conll", description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-train-sentences", type=int, help="keep the first N training sentences (smoke tests)")
-    common.side_options(parser, "/tmp/bert_zoo_conll", "e<epochs>-seed<N>")
+    two_sides.side_options(parser, "/tmp/bert_zoo_conll", "e<epochs>-seed<N>")
     parser.add_argument(
         "--record", action="store_true", help="with --table: also write its benchmarks/results/conll.HOSTKIND.json"
     )
@@ -460,11 +285,11 @@ def main(argv=None):
     out = run_dir(args.root, args.epochs, args.max_train_sentences, args.seed)
     if args.table:
         if args.record and not os.path.exists(os.path.join(out, "results.json")):
-            assemble_results(out, args.epochs)
+            conll_report.assemble_results(out, args.epochs, args.threads)
         else:
-            print_table(out, args.epochs)
+            conll_report.print_table(out, args.epochs, args.threads)
         if args.record:
-            print(f"record: {record_result(out, args.epochs)}")
+            print(f"record: {conll_report.record_result(out, args.epochs, args.threads)}")
         return
     if args.only == "ours":
         run_ours(args.epochs, args.max_train_sentences, out, batching=args.batching)
@@ -473,56 +298,19 @@ def main(argv=None):
         run_hf(args.epochs, args.max_train_sentences, out)
         return
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
-    command = common.command_line("conll", argv)
-    started, uptime_start, commit_start = now(), uptime(), git_commit()
-    print(f"{started}: {uptime_start}", flush=True)
-    for side in ("ours", "hf"):
-        subprocess.run(
-            [
-                *common.self_cmd("conll"),
-                "--only",
-                side,
-                "--epochs",
-                str(args.epochs),
-                "--root",
-                args.root,
-                "--seed",
-                str(args.seed),
-                "--threads",
-                str(args.threads),
-            ]
-            + (["--max-train-sentences", str(args.max_train_sentences)] if args.max_train_sentences else [])
-            + ["--batching", args.batching],
-            check=True,
-        )
-    summary = print_table(out, args.epochs)
-    write_json(
-        os.path.join(out, "results.json"),
-        {
-            "ours": read_json(os.path.join(out, "ours.json")),
-            "hf": read_json(os.path.join(out, "hf.json")),
-            **(summary or {}),
-            "recipe": {
-                **RECIPE,
-                "epochs": args.epochs,
-                "max_train_sentences": args.max_train_sentences,
-                "train": TRAIN,
-                "dev": DEV,
-                "model": minilm_path(),
-            },
-            "command": command,
-            "started": started,
-            "finished": now(),
-            "uptime_start": uptime_start,
-            "uptime_end": uptime(),
-            "cpus": os.cpu_count(),
-            "git_commit_start": commit_start,
-            "git_commit_end": git_commit(),
-        },
+    side_args = ["--epochs", args.epochs, "--root", args.root, "--seed", args.seed, "--threads", args.threads]
+    side_args += ["--max-train-sentences", args.max_train_sentences] if args.max_train_sentences else []
+    recipe = dict(RECIPE, epochs=args.epochs, max_train_sentences=args.max_train_sentences, train=TRAIN, dev=DEV)
+    two_sides.run_both_sides(
+        "conll",
+        [*map(str, side_args), "--batching", args.batching],
+        out,
+        lambda: conll_report.print_table(out, args.epochs, args.threads),
+        dict(recipe, model=minilm_path()),
+        common.command_line("conll", argv),
     )
-    print(f"\nresults: {os.path.join(out, 'results.json')}")
     if not args.no_record:
-        print(f"record: {record_result(out, args.epochs)}")
+        print(f"record: {conll_report.record_result(out, args.epochs, args.threads)}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ For each task, the same first N real training examples go through:
   (classify: `truncation=True, max_length=128`; tag: run_ner.py's first-piece labels,
   `benchmarks/conll.py`; qa: run_qa.py's windows, `benchmarks/squad.py`), random batches
   (`DataLoader(shuffle=True)`) padded to the batch's longest, torch `AdamW` + linear
-  warm-up/decay + clipping at 1.0 (`common.hf_optimizer`, the loop of `common.hf_train`);
+  warm-up/decay + clipping at 1.0 (`hf_loop.hf_optimizer`, the loop of `hf_loop.hf_train`);
   one round is one epoch over the same N examples, timed end to end (batches included).
   Rows at 1 thread (whole epochs) and at 2 threads (`torch.set_num_threads(2)`; only the
   first `--hf-steps` random batches of each round: on this shared 2-core machine
@@ -53,9 +53,6 @@ import time
 import common
 from common import (
     git_commit,
-    hf_optimizer,
-    hf_step,
-    minilm_path,
     now,
     read_json,
     set_tf_threads,
@@ -63,6 +60,7 @@ from common import (
     versions,
     write_json,
 )
+from suite import finetune_speed_hf, finetune_speed_ours, finetune_speed_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # PyTorch's OpenMP workers spin while waiting by default; on a shared 2-core machine they then
@@ -118,190 +116,6 @@ def batch_size(task):
     return TASKS[task].get("batch_size", RECIPE["batch_size"])
 
 
-# --- ours: finetune's pipeline ---------------------------------------------------------------------------
-def build_ours(task, examples, batching, total_rounds, jit_compile=False, coarse=False):
-    """The model, training dataset and steps per epoch exactly as `finetune` builds them
-    (same calls, same order), plus the examples and padding of one epoch. `coarse` (tag,
-    diagnostic): random batches cut to the coarse buckets 16/32/64/96/128, as before
-    training batches were cut to within 8 pieces of their longest."""
-    import keras
-    import tensorflow as tf
-
-    with_known_cardinality = common.lib("with_known_cardinality")
-    DataLayout = common.lib("DataLayout")
-    get_task = common.lib("get_task")
-    check_vocabulary, vocab_dir_for = common.lib("check_vocabulary", "vocab_dir_for")
-    create_optimizer = common.lib("create_optimizer")
-
-    cfg, spec, minilm = TASKS[task], get_task(task), minilm_path()
-    layout = spec.layout_from_options(DataLayout.for_task("sst2") if task == "classify" else None, **cfg["options"])
-    train_examples = spec.read_data(cfg["train"], layout, max_examples=examples)
-    vocab_dir = vocab_dir_for(minilm)
-    check_vocabulary(minilm, vocab_dir, cfg["sequence_length"])
-    keras.utils.set_random_seed(RECIPE["seed"])
-    preprocessor = spec.make_preprocessor(vocab_dir, cfg["sequence_length"], layout)
-    model = spec.build_model(minilm, train_examples, layout, preprocessor, cfg["sequence_length"])
-    if coarse:
-        default_boundaries = common.lib("default_boundaries")
-        make_tagging_dataset = common.lib("make_tagging_dataset")
-
-        ds = make_tagging_dataset(
-            train_examples,
-            preprocessor,
-            batch_size(task),
-            training=True,
-            seed=RECIPE["seed"],
-            with_labels=True,
-            bucket=True,
-            boundaries=default_boundaries(cfg["sequence_length"]),
-        )
-    else:
-        ds = spec.dataset(
-            train_examples, preprocessor, batch_size(task), training=True, seed=RECIPE["seed"], batching=batching
-        )
-    ds, steps_per_epoch = with_known_cardinality(ds)
-    model.compile(
-        optimizer=create_optimizer(
-            RECIPE["learning_rate"], total_steps=steps_per_epoch * total_rounds, warmup_ratio=RECIPE["warmup_ratio"]
-        ),
-        jit_compile=jit_compile,
-    )
-
-    def count(state, batch):
-        # Examples = sequences: a row's first token, or where a packed row's sequence number changes.
-        mask = batch[0]["padding_mask"]
-        starts = (mask > 0) & tf.not_equal(mask, tf.pad(mask, [[0, 0], [1, 0]])[:, :-1])
-        return (
-            state[0] + tf.reduce_sum(tf.cast(starts, tf.int64)),
-            state[1] + tf.reduce_sum(tf.cast(mask > 0, tf.int64)),
-            state[2] + tf.size(mask, out_type=tf.int64),
-        )
-
-    zero = tf.constant(0, tf.int64)
-    rows, real, padded = (int(x) for x in ds.reduce((zero, zero, zero), count))
-    return dict(
-        model=model,
-        dataset=ds,
-        steps_per_epoch=steps_per_epoch,
-        examples=rows,
-        read=len(train_examples),
-        real_tokens=real,
-        padded_tokens=padded,
-    )
-
-
-def ours_round(system):
-    """One epoch through the library's loop with finetune's StepLog; returns (train seconds, examples)."""
-    StepLog = common.lib("StepLog")
-    train = common.lib("train")
-
-    log = StepLog()
-    train(
-        system["model"],
-        system["dataset"],
-        epochs=1,
-        steps_per_epoch=system["steps_per_epoch"],
-        callbacks=[log],
-        verbose=0,
-    )
-    return log.train_seconds, system["examples"]
-
-
-# --- HF: its recipe ------------------------------------------------------------------------------------
-def hf_features(task, examples):
-    """HF's training features of the same first `examples` examples, its collate function, the
-    model class's keyword arguments and the number of examples ours read (for the check)."""
-    from transformers import AutoTokenizer
-
-    cfg, minilm = TASKS[task], minilm_path()
-    tokenizer = AutoTokenizer.from_pretrained(minilm)
-    if task == "classify":
-        DataLayout, read_examples = common.lib("DataLayout", "read_examples")
-
-        data = read_examples(cfg["train"], DataLayout.for_task("sst2"), max_examples=examples)
-        enc = tokenizer(*[list(t) for t in data.texts], truncation=True, max_length=cfg["sequence_length"])
-        features = [
-            dict(
-                input_ids=enc["input_ids"][i],
-                token_type_ids=enc["token_type_ids"][i],
-                attention_mask=enc["attention_mask"][i],
-                labels=int(data.labels[i]),
-            )
-            for i in range(len(data))
-        ]
-        return features, common.pad_collate(tokenizer.pad_token_id, ("labels",)), dict(num_labels=len(data.label_names))
-    if task == "tag":
-        from suite import conll
-
-        read_tagged = common.lib("read_tagged")
-
-        data = read_tagged(cfg["train"], max_examples=examples)
-        names = list(data.label_names)
-        index = {n: i for i, n in enumerate(names)}
-        features, _ = conll._encode(tokenizer, data.words, data.tags, index, cfg["sequence_length"])
-        features = [{k: v for k, v in f.items() if k != "word_ids"} for f in features]
-        return (
-            features,
-            common.pad_collate(tokenizer.pad_token_id, pad_labels=True),
-            dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id=index),
-        )
-    from suite import squad
-
-    data = squad.read_squad(cfg["train"], examples)
-    squad.truncate_questions(tokenizer, data, cfg["options"]["max_query_length"])
-    features = squad.hf_train_features(tokenizer, data, cfg["sequence_length"], cfg["options"]["doc_stride"])
-    return features, common.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions")), {}
-
-
-def build_hf(task, examples, total_rounds):
-    import torch
-    import transformers
-    from torch.utils.data import DataLoader
-
-    features, collate, kwargs = hf_features(task, examples)
-    torch.manual_seed(RECIPE["seed"])
-    model = getattr(transformers, TASKS[task]["hf_class"]).from_pretrained(minilm_path(), **kwargs).train()
-    loader = DataLoader(
-        features,
-        batch_size=batch_size(task),
-        shuffle=True,
-        collate_fn=collate,
-        generator=torch.Generator().manual_seed(RECIPE["seed"]),
-    )
-    optimizer, scheduler, _ = hf_optimizer(model, len(loader) * 2 * total_rounds, RECIPE)
-    real = sum(sum(f["attention_mask"]) for f in features)
-    padded = sum(
-        b["attention_mask"].numel()
-        for b in DataLoader(features, batch_size=batch_size(task), shuffle=True, collate_fn=collate)
-    )
-    return dict(
-        model=model,
-        loader=loader,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        examples=len(features),
-        steps_per_epoch=len(loader),
-        real_tokens=real,
-        padded_tokens=padded,
-    )
-
-
-def hf_round(system, threads, max_steps=None):
-    """One epoch (or its first `max_steps` batches) of `common.hf_train`'s step on `threads`
-    threads; returns (seconds, examples)."""
-    import torch
-
-    torch.set_num_threads(threads)
-    model, optimizer, scheduler = system["model"], system["optimizer"], system["scheduler"]
-    t, examples = time.perf_counter(), 0
-    for step, batch in enumerate(system["loader"]):
-        if max_steps is not None and step >= max_steps:
-            break
-        examples += len(batch["input_ids"])
-        hf_step(model, batch, optimizer, scheduler, RECIPE["clip_norm"])  # reads the loss, as hf_train does
-    return time.perf_counter() - t, examples
-
-
 # --- one task, interleaved rounds --------------------------------------------------------------------------
 def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coarse=True):
     """Interleaved rounds of every system on `task`'s first `examples` examples; writes
@@ -317,56 +131,9 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
     torch.set_num_threads(threads)
     cfg = TASKS[task]
     load_before, uptime_before, started = os.getloadavg(), uptime(), now()
-    total = rounds + 1
-    systems = {}  # name -> (kind, system, round function)
-    for batching in cfg["batchings"]:
-        label = (
-            "default batches" + (", packed" if task in ("tag", "qa") else "")
-            if batching == "auto"
-            else f'batching="{batching}"'
-        )
-        for jit in (False, True) if xla else (False,):
-            system = build_ours(task, examples, batching, total, jit_compile=jit)
-            systems[f"ours ({label}{', XLA' if jit else ''})"] = ("ours", system, lambda s=system: ours_round(s))
-    if task == "tag" and coarse:
-        system = build_ours(task, examples, "auto", total, coarse=True)
-        systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
-            "ours",
-            system,
-            lambda s=system: ours_round(s),
-        )
-    hf = build_hf(task, examples, total)
-    for n in sorted({threads, 1}, reverse=True):
-        cap = hf_steps if n > 1 else None
-        systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
-            "hf",
-            hf,
-            lambda n=n, cap=cap: hf_round(hf, n, cap),
-        )
-
-    warmup = {}
-    for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
-        t = time.perf_counter()
-        if kind == "ours":
-            ours_round(system)
-        else:
-            hf_round(system, 1, max_steps=2)
-        warmup[name] = time.perf_counter() - t
-        print(f"{task}: warm-up {name}: {warmup[name]:.1f} s", flush=True)
-    times, counts = {name: [] for name in systems}, {name: [] for name in systems}
-    for r in range(rounds):
-        for name, (_, _, round_function) in systems.items():
-            seconds, n = round_function()
-            times[name].append(seconds)
-            counts[name].append(n)
-        print(
-            f"{task}: round {r + 1}/{rounds}: "
-            + ", ".join(f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems)
-            + f" {cfg['unit']}/s; load "
-            f"{os.getloadavg()[0]:.1f}",
-            flush=True,
-        )
-    hf_names = [n for n in systems if systems[n][0] == "hf"]
+    systems = build_systems(task, examples, threads, rounds + 1, xla, hf_steps, coarse)
+    warmup = warm_up(task, systems)
+    times, counts = timed_rounds(task, systems, rounds)
     result = {
         "task": task,
         "data": cfg["data"],
@@ -401,7 +168,88 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
             "transformers": transformers.__version__,
         },
     }
-    rates = {name: [n / t for n, t in zip(counts[name], times[name])] for name in systems}
+    add_rates(result, systems, times, counts, warmup)
+    write_json(os.path.join(out, f"{task}.json"), result)
+    finetune_speed_report.print_task(result)
+    return result
+
+
+def build_systems(task, examples, threads, total, xla, hf_steps, coarse):
+    """{name: (kind, system, round function)}: ours per batching (and XLA), the tag diagnostic, HF per threads."""
+    cfg = TASKS[task]
+    systems = {}  # name -> (kind, system, round function)
+    for batching in cfg["batchings"]:
+        label = (
+            "default batches" + (", packed" if task in ("tag", "qa") else "")
+            if batching == "auto"
+            else f'batching="{batching}"'
+        )
+        for jit in (False, True) if xla else (False,):
+            system = finetune_speed_ours.build_ours(
+                task, cfg, examples, batching, total, RECIPE, batch_size(task), jit_compile=jit
+            )
+            systems[f"ours ({label}{', XLA' if jit else ''})"] = (
+                "ours",
+                system,
+                lambda s=system: finetune_speed_ours.ours_round(s),
+            )
+    if task == "tag" and coarse:
+        system = finetune_speed_ours.build_ours(
+            task, cfg, examples, "auto", total, RECIPE, batch_size(task), coarse=True
+        )
+        systems["diagnostic: ours, random batches cut to coarse buckets (before)"] = (
+            "ours",
+            system,
+            lambda s=system: finetune_speed_ours.ours_round(s),
+        )
+    hf = finetune_speed_hf.build_hf(task, cfg, examples, total, RECIPE, batch_size(task))
+    for n in sorted({threads, 1}, reverse=True):
+        cap = hf_steps if n > 1 else None
+        systems[f"HF {cfg['hf_class']}, {n} thread{'s' if n > 1 else ''}"] = (
+            "hf",
+            hf,
+            lambda n=n, cap=cap: finetune_speed_hf.hf_round(hf, n, RECIPE["clip_norm"], cap),
+        )
+    return systems
+
+
+def warm_up(task, systems):
+    """{name: seconds of its warm-up}: ours traces every shape of an epoch, HF runs 2 steps."""
+    warmup = {}
+    for name, (kind, system, _) in systems.items():  # warm-up: ours traces every shape of an epoch
+        t = time.perf_counter()
+        if kind == "ours":
+            finetune_speed_ours.ours_round(system)
+        else:
+            finetune_speed_hf.hf_round(system, 1, RECIPE["clip_norm"], max_steps=2)
+        warmup[name] = time.perf_counter() - t
+        print(f"{task}: warm-up {name}: {warmup[name]:.1f} s", flush=True)
+    return warmup
+
+
+def timed_rounds(task, systems, rounds):
+    """`(times, counts)`: per system the seconds and examples of each round, the systems interleaved."""
+    cfg = TASKS[task]
+    times, counts = {name: [] for name in systems}, {name: [] for name in systems}
+    for r in range(rounds):
+        for name, (_, _, round_function) in systems.items():
+            seconds, n = round_function()
+            times[name].append(seconds)
+            counts[name].append(n)
+        print(
+            f"{task}: round {r + 1}/{rounds}: "
+            + ", ".join(f"{n} {counts[n][-1] / times[n][-1]:.2f}" for n in systems)
+            + f" {cfg['unit']}/s; load "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    return times, counts
+
+
+def add_rates(result, systems, times, counts, warmup):
+    """Each system's rates and, for ours, the per-round ratios to each HF row, into `result["systems"]`."""
+    hf_names = [n for n in systems if systems[n][0] == "hf"]
+    rates = {name: [n / t for n, t in zip(counts[name], times[name], strict=True)] for name in systems}
     for name, (kind, system, _) in systems.items():
         row = {
             "kind": kind,
@@ -417,70 +265,12 @@ def run_task(task, examples, rounds, threads, out, xla=False, hf_steps=None, coa
         if kind == "ours":
             row["examples_read"] = system["read"]
             for hf_name in hf_names:  # per-round ratio: > 1 is ours faster
-                ratios = [a / b for a, b in zip(rates[name], rates[hf_name])]
+                ratios = [a / b for a, b in zip(rates[name], rates[hf_name], strict=True)]
                 row.setdefault("ratio_vs", {})[hf_name] = {"median": statistics.median(ratios), "per_round": ratios}
         result["systems"][name] = row
-    write_json(os.path.join(out, f"{task}.json"), result)
-    print_task(result)
-    return result
 
 
-# --- tables, records --------------------------------------------------------------------------------------
-def print_task(result):
-    print(
-        f"\n{result['task']} ({result['data']}, first {result['first_examples']} examples, length "
-        f"{result['sequence_length']}, batch {result['batch_size']}), {result['rounds']} interleaved "
-        f"rounds of one epoch; load {result['loadavg_before'][0]:.1f} -> {result['loadavg_after'][0]:.1f} "
-        f"({result['started'][:16]} to {result['date'][11:16]})\n"
-    )
-    order = result.get("order") or list(result["systems"])
-    hf_names = [n for n in order if result["systems"][n]["kind"] == "hf"]
-    print(
-        f"| system | {result['unit']}/s (median round) | best round | padded / real tokens | "
-        + " | ".join(f"ours / {n.split(', ')[-1]} HF (median of rounds)" for n in hf_names)
-        + " |"
-    )
-    print("|---|---|---|---|" + "---|" * len(hf_names))
-    for name in order:
-        r = result["systems"][name]
-        ratios = " | ".join(f"{r['ratio_vs'][h]['median']:.2f}x" if r["kind"] == "ours" else "" for h in hf_names)
-        print(
-            f"| {name} | {r['median_examples_per_second']:.1f} | {r['best_examples_per_second']:.1f} | "
-            f"{r['padded_over_real_tokens']:.2f} | {ratios} |"
-        )
-
-
-def summary_rows(results):
-    rows = []
-    for result in results:
-        hf = {r: n for n, s in result["systems"].items() if s["kind"] == "hf" for r in [n.split(", ")[-1]]}
-        for name, s in result["systems"].items():
-            if s["kind"] != "ours":
-                continue
-            for threads, hf_name in hf.items():
-                rows.append(
-                    {
-                        "what": f"fine-tuning {result['unit']}/s, {result['task']} ({result['data']}, batch {result['batch_size']}), {name}, "
-                        f"vs HF on {threads}",
-                        "unit": f"{result['unit']}/s",
-                        "ours": round(s["median_examples_per_second"], 2),
-                        "peer": round(result["systems"][hf_name]["median_examples_per_second"], 2),
-                        "peer_name": f"HF transformers (PyTorch, {threads})",
-                        "higher_is_better": True,
-                        "note": f"median of per-round ratios {s['ratio_vs'][hf_name]['median']:.2f}x over "
-                        f"{result['rounds']} interleaved rounds; load {result['loadavg_before'][0]:.1f}"
-                        f"->{result['loadavg_after'][0]:.1f}",
-                    }
-                )
-    return rows
-
-
-def write_record(rows, command, source, started, load):
-    """The summary record for `run.py report`."""
-    return common.write_result("finetune_speed", rows, command=command, source=source, started=started, load=load)
-
-
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="run.py finetune_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("all", *TASKS), default="all")
     parser.add_argument(
@@ -510,14 +300,18 @@ def main(argv=None):
     parser.add_argument(
         "--no-record", action="store_true", help="do not write benchmarks/results/finetune_speed.HOSTKIND.json"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     command = common.command_line("finetune_speed", argv)
 
     if args.table:
         for task in TASKS:
             result = read_json(os.path.join(args.out, f"{task}.json"))
             if result:
-                print_task(result)
+                finetune_speed_report.print_task(result)
         return
     if args.task != "all":
         run_task(
@@ -531,6 +325,11 @@ def main(argv=None):
             not args.no_coarse,
         )
         return
+    run_all(args, command)
+
+
+def run_all(args, command):
+    """Every task, each in its own process, then `OUT/finetune_speed.json`, the tables and the record."""
     # Each task in its own process: one task's TensorFlow graphs and PyTorch memory never add to the next's.
     started, load_before, results = now(), os.getloadavg()[0], []
     for task in TASKS:
@@ -570,10 +369,12 @@ def main(argv=None):
     write_json(path, combined)
     print("\n" + "=" * 80)
     for result in results:
-        print_task(result)
+        finetune_speed_report.print_task(result)
     print(f"\nresults: {path}")
     if not args.no_record and results:
-        print(f"summary: {write_record(summary_rows(results), command, path, started, combined['loadavg'])}")
+        print(
+            f"summary: {finetune_speed_report.write_record(finetune_speed_report.summary_rows(results), command, path, started, combined['loadavg'])}"
+        )
 
 
 if __name__ == "__main__":

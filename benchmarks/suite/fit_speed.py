@@ -49,236 +49,19 @@ Writes `benchmarks/results/fit_speed_TASK.HOSTKIND.json` (rows + every run) and 
 """
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import common
+from suite import fit_speed_systems
+from suite.fit_speed_systems import BATCH, FILES, KERAS_BACKENDS, LENGTH, READ, SYSTEMS, read
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch's spinning OpenMP workers, see finetune_speed.py
-
-DATA = common.DATA
-FILES = {
-    "classify": (os.path.join(DATA, "sst2", "train.tsv"), os.path.join(DATA, "sst2", "dev.tsv")),
-    "tag": (os.path.join(DATA, "conll2003", "eng.train"), os.path.join(DATA, "conll2003", "eng.testa")),
-}
-BATCH, LENGTH, EVAL_BATCH = 32, 128, 64
-DEV_EXAMPLES = None  # all; a worker's `--dev-examples`
-READ = {}  # path -> what `read` returns, for a worker on an older package (`--data FILE`, read by today's)
-
-
-def read(task, path, n=None):
-    """Raw examples: (texts, labels, label_names) for classify, (words, tags, names) for tag."""
-    if path in READ:
-        return READ[path]
-    if task == "classify":
-        DataLayout, read_examples = common.lib("DataLayout", "read_examples")
-
-        data = read_examples(path, DataLayout.for_task("sst2"), max_examples=n)
-        return list(data.texts[0]), [int(v) for v in data.labels], list(data.label_names)
-    read_tagged = common.lib("read_tagged")
-
-    data = read_tagged(path, max_examples=n)
-    return data.words, data.tags, list(data.label_names)
-
-
-def accuracy(task, true, pred):
-    if task == "classify":
-        return sum(int(a == b) for a, b in zip(true, pred)) / len(true)
-    from seqeval.metrics import f1_score
-
-    return float(f1_score(true, pred))
-
-
-# --- workers: one system, one process -----------------------------------------------------------------
-def run_ours(task, n, seed, batching="auto", jit_compile=None, eval_batching="auto", policy=None):
-    import keras
-    import numpy as np
-
-    if policy:  # what a user writes for bf16: the global policy, before the model is built
-        keras.mixed_precision.set_global_policy(policy)
-
-    from keras_bert_zoo import BertClassifier, BertPreprocessor, BertTagger, TaggingPreprocessor
-
-    minilm = common.minilm_path()
-    x, y, names = read(task, FILES[task][0], n)
-    dev_x, dev_y, _ = read(task, FILES[task][1], DEV_EXAMPLES)
-    keras.utils.set_random_seed(seed)
-    if task == "classify":
-        model = BertClassifier.from_preset(
-            minilm, num_classes=2, preprocessor=BertPreprocessor.from_preset(minilm, sequence_length=LENGTH)
-        )
-    else:
-        model = BertTagger.from_preset(
-            minilm,
-            num_labels=len(names),
-            label_names=names,
-            preprocessor=TaggingPreprocessor.from_preset(minilm, sequence_length=LENGTH),
-        )
-    model.compile(**({} if jit_compile is None else {"jit_compile": jit_compile}))
-    _, fit_s, fit_cpu_s = common.timed(model.fit, x, y, batch_size=BATCH, epochs=1, verbose=0, batching=batching)
-    _, evaluate_s, evaluate_cpu_s = common.timed(
-        model.evaluate, dev_x, dev_y, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching
-    )
-    if task == "classify":
-        pred, predict_s, predict_cpu_s = common.timed(
-            model.predict, dev_x, batch_size=EVAL_BATCH, verbose=0, batching=eval_batching
-        )
-        pred = np.argmax(pred, -1).tolist()
-    else:
-        pred, predict_s, predict_cpu_s = common.timed(model.predict_tags, dev_x, batch_size=EVAL_BATCH)
-    return dict(
-        fit_s=fit_s,
-        evaluate_s=evaluate_s,
-        predict_s=predict_s,
-        fit_cpu_s=fit_cpu_s,
-        evaluate_cpu_s=evaluate_cpu_s,
-        predict_cpu_s=predict_cpu_s,
-        train_examples=len(y),
-        dev_examples=len(dev_y),
-        dev_score=accuracy(task, dev_y, pred),
-    )
-
-
-def run_keras_hub(task, n, seed):
-    import keras
-    import keras_hub
-
-    x, y, _ = read(task, FILES[task][0], n)
-    keras.utils.set_random_seed(seed)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=30522,
-        num_layers=6,
-        num_heads=12,
-        hidden_dim=384,
-        intermediate_dim=1536,
-        max_sequence_length=512,
-    )
-    tokenizer = keras_hub.models.BertTokenizer(
-        vocabulary=os.path.join(common.minilm_path(), "vocab.txt"), lowercase=True
-    )
-    pre = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=LENGTH)
-    model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=pre)
-    model.compile()
-    t = time.perf_counter()
-    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
-    return dict(fit_s=time.perf_counter() - t, train_examples=len(y))
-
-
-def run_hf(task, n, seed, threads, autocast=False):
-    import torch
-    import transformers
-    from torch.utils.data import DataLoader
-
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    # HF at its best on a bf16 host: one `torch.autocast` around the forward passes (train and dev).
-    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
-    minilm = common.minilm_path()
-    x, y, names = read(task, FILES[task][0], n)
-    dev_x, dev_y, _ = read(task, FILES[task][1], DEV_EXAMPLES)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
-    recipe = dict(learning_rate=5e-5, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1)
-    if task == "classify":
-        model = transformers.BertForSequenceClassification.from_pretrained(minilm, num_labels=2)
-        collate = transformers.DataCollatorWithPadding(tokenizer)
-    else:
-        model = transformers.BertForTokenClassification.from_pretrained(minilm, num_labels=len(names))
-        collate = transformers.DataCollatorForTokenClassification(tokenizer)
-    index = {n_: i for i, n_ in enumerate(names or [])}
-
-    def features(texts, labels):
-        from suite import conll
-
-        if task == "classify":
-            enc = tokenizer(texts, truncation=True, max_length=LENGTH)
-            return [
-                dict(
-                    input_ids=enc["input_ids"][i],
-                    token_type_ids=enc["token_type_ids"][i],
-                    attention_mask=enc["attention_mask"][i],
-                    labels=labels[i],
-                )
-                for i in range(len(texts))
-            ]
-        rows, _ = conll._encode(tokenizer, texts, labels, index, LENGTH)
-        return rows
-
-    t, c = time.perf_counter(), time.process_time()  # the whole user script: tokenize, batch, train
-    train = features(x, y)
-    train = [{k: v for k, v in f.items() if k != "word_ids"} for f in train]
-    loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
-    optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
-    model.train()
-    for batch in loader:
-        common.hf_step(model, batch, optimizer, scheduler, 1.0, precision=precision)
-    fit_s, fit_cpu_s = time.perf_counter() - t, time.process_time() - c
-
-    t, c = (
-        time.perf_counter(),
-        time.process_time(),
-    )  # dev: tokenizer + model, no_grad, dynamic padding (predict's and evaluate's work)
-    model.eval()
-    dev = features(dev_x, dev_y)
-    word_ids = [f.pop("word_ids", None) for f in dev]
-    pred = []
-    with torch.no_grad():
-        for start in range(0, len(dev), EVAL_BATCH):
-            batch = collate(dev[start : start + EVAL_BATCH])
-            with precision():
-                out = model(**batch)
-            out.loss.item()
-            pred.extend(out.logits.argmax(-1).tolist())
-    eval_s, eval_cpu_s = time.perf_counter() - t, time.process_time() - c
-    if task == "tag":  # first piece of each word; words cut by truncation get "O"
-        tags = []
-        for ids, row, words in zip(word_ids, pred, dev_x):
-            seen, out = {}, ["O"] * len(words)
-            for pos, w in enumerate(ids):
-                if w is not None and w not in seen:
-                    seen[w] = True
-                    out[w] = names[row[pos]]
-            tags.append(out)
-        pred = tags
-    return dict(
-        fit_s=fit_s,
-        evaluate_s=eval_s,
-        predict_s=eval_s,
-        fit_cpu_s=fit_cpu_s,
-        evaluate_cpu_s=eval_cpu_s,
-        predict_cpu_s=eval_cpu_s,
-        train_examples=len(y),
-        dev_examples=len(dev_y),
-        dev_score=accuracy(task, dev_y, pred),
-        threads=threads,
-    )
-
-
-SYSTEMS = {
-    "ours": lambda task, n, seed: run_ours(task, n, seed),
-    "ours_bucketed": lambda task, n, seed: run_ours(task, n, seed, batching="bucketed"),
-    "ours_packed": lambda task, n, seed: run_ours(task, n, seed, batching="packed"),
-    "ours_by_length": lambda task, n, seed: run_ours(task, n, seed, batching="by_length"),
-    "ours_xla": lambda task, n, seed: run_ours(task, n, seed, jit_compile=True),
-    "ours_packed_everywhere": lambda task, n, seed: run_ours(task, n, seed, batching="packed", eval_batching="packed"),
-    "ours_bf16": lambda task, n, seed: run_ours(task, n, seed, policy="mixed_bfloat16"),
-    "keras_hub": run_keras_hub,
-    "hf": lambda task, n, seed: run_hf(task, n, seed, threads=2),
-    "hf1": lambda task, n, seed: run_hf(task, n, seed, threads=1),
-    "hf_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=2, autocast=True),
-    "hf1_bf16": lambda task, n, seed: run_hf(task, n, seed, threads=1, autocast=True),
-}
-# `ours` / `ours_bf16` on Keras' other backends: the worker sets KERAS_BACKEND before anything imports
-# keras (every other system runs on TensorFlow, whatever the caller's environment says).
-KERAS_BACKENDS = {"ours_jax": "jax", "ours_torch": "torch", "ours_jax_bf16": "jax", "ours_torch_bf16": "torch"}
-for _name, _backend in KERAS_BACKENDS.items():
-    SYSTEMS[_name] = SYSTEMS["ours_bf16" if _name.endswith("_bf16") else "ours"]
 
 
 def dump_data(args):
@@ -290,8 +73,7 @@ def dump_data(args):
 
 
 def worker(args):
-    global DEV_EXAMPLES
-    DEV_EXAMPLES = args.dev_examples
+    fit_speed_systems.DEV_EXAMPLES = args.dev_examples
     if args.data:
         READ.update(common.read_json(args.data))
     load = os.getloadavg()
@@ -305,7 +87,7 @@ def worker(args):
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="run.py fit_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(FILES), default="classify")
     parser.add_argument("--systems", default="ours,keras_hub,hf,hf1", help=f"comma-separated, of {', '.join(SYSTEMS)}")
@@ -326,7 +108,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # a worker's examples, read by today's package
     parser.add_argument("--dump-data", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.table:
         return table(args.table, args.record)
     if args.dump_data:
@@ -337,6 +123,12 @@ def main(argv=None):
     if args.smoke:
         args.examples, args.dev_examples, args.rounds = 64, 64, 1
         args.systems = args.systems if "--systems" in (sys.argv if argv is None else argv) else ",".join(SYSTEMS)
+    measure(args, argv)
+
+
+def workers(args):
+    """The systems to run, their seeds, the environments of `SYSTEM@REF` systems, the dev option and the file
+    of today's reading of the examples (for those environments)."""
     systems, seeds = args.systems.split(","), [int(s) for s in args.seeds.split(",")]
     unknown = [s for s in systems if s.partition("@")[0] not in SYSTEMS]
     if unknown:
@@ -359,6 +151,12 @@ def main(argv=None):
             "bfloat16 here, slower than float32; compare them on a bf16 host",
             flush=True,
         )
+    return systems, seeds, envs, dev, data
+
+
+def measure(args, argv):
+    """Every system in interleaved rounds, each in its worker process; the table and (unless --smoke) the record."""
+    systems, seeds, envs, dev, data = workers(args)
     started, info_before = common.now(), common.machine_line()
 
     def run_one(system, k):
@@ -391,7 +189,7 @@ def main(argv=None):
         started=started,
         machine_before=info_before,
         versions=common.versions("tensorflow", "keras", "keras-hub", "torch", "transformers", "jax"),
-        bf16_hardware=bf16_hardware,
+        bf16_hardware=common.bf16_hardware(),
         runs=runs,
         reference=args.reference,
         summary=summarize(runs, systems, args.reference),

@@ -44,11 +44,11 @@ runs) under each pooling, the cosine correlated with the gold score (Spearman, a
 """
 
 import argparse
-import json
 import os
 import time
 
 import common
+from suite import glue_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 DATA = common.DATA
@@ -112,32 +112,6 @@ RECIPES = {
     ),
 }
 
-HF_SOURCE = "HF transformers, same checkpoint and recipe, end of training, REFERENCE_RESULTS.md"
-# HF transformers fine-tuning all-MiniLM-L6-v2 on this kind of machine, same recipe, end of training
-# (REFERENCE_RESULTS.md; measured in a different session: the examples/s ratio crosses sessions).
-HF_REFERENCE = {
-    "sst2": dict(metrics={"accuracy": 0.872}, train_seconds=448, examples_per_second=44.7, epochs=1),
-    "mrpc": dict(metrics={"accuracy": 0.789, "f1": 0.856}, train_seconds=491, examples_per_second=22.4, epochs=3),
-    "rte": dict(metrics={"accuracy": 0.563}, train_seconds=519, examples_per_second=14.4, epochs=3),
-}
-# Dev metrics shown per GLUE task (the first one is the task's primary metric).
-TASK_METRICS = {
-    "sst2": ("accuracy",),
-    "mrpc": ("f1", "accuracy"),
-    "rte": ("accuracy",),
-    "stsb": ("spearman", "pearson"),
-}
-# Context only, not like-for-like (other models, GLUE test set): Turc et al., google-research/bert README.
-PUBLISHED = {
-    "sst2": "BERT-Mini 0.859, BERT-Small 0.897 (accuracy)",
-    "mrpc": "BERT-Mini 0.811, BERT-Small 0.834 (F1)",
-    "rte": "BERT-Mini 0.579, BERT-Small 0.618 (accuracy)",
-}
-
-
-def run_dir(root, name, select):
-    return os.path.join(root, name if select == "final" else f"{name}-best")
-
 
 def count_evaluations(steps, epochs, eval_every):
     """Dev evaluations `finetune` made: every `eval_every` steps and at each epoch end."""
@@ -161,7 +135,7 @@ def run_recipe(name, root, command, select="final", **overrides):
     }
     minilm = common.minilm_path()
     model = minilm if spec["model"] == "minilm" else spec["model"]
-    out = run_dir(root, name, select)
+    out = glue_report.run_dir(root, name, select)
     train, dev = (os.path.join(DATA, spec["task"], f) for f in spec.get("files", ("train.tsv", "dev.tsv")))
     print(f"== {name} (select={select}): {args}", flush=True)
     load_before, started = os.getloadavg(), common.now()
@@ -202,138 +176,8 @@ def run_recipe(name, root, command, select="final", **overrides):
         "command": command,
     }
     common.write_json(os.path.join(out, "recipe.json"), record)
-    print_tables(root, [name])
+    glue_report.print_tables(root, RECIPES, [name])
     return metrics
-
-
-def _load(root, name, select):
-    out = run_dir(root, name, select)
-    paths = [os.path.join(out, f) for f in ("metrics.json", "recipe.json")]
-    if not all(os.path.exists(p) for p in paths):
-        return None
-    with open(paths[0]) as f, open(paths[1]) as g:
-        return json.load(f), json.load(g), paths[0]
-
-
-def _scores(metrics, names):
-    return " / ".join(f"{n} {metrics[n]:.3f}" for n in names if n in metrics)
-
-
-def _recipe_text(name, recipe):
-    mods = ", ".join(f"{k}={recipe[k]}" for k in recipe.get("modified", []))
-    return f"`{name}`" + (f" (MODIFIED: {mods}; not the named recipe)" if mods else "")
-
-
-def _load_note(recipe):
-    before, after = recipe.get("loadavg_before"), recipe.get("loadavg_after")
-    return f"load {before[0]:.1f}→{after[0]:.1f}" if before and after else ""
-
-
-def print_tables(root, names=None):
-    names = names or [n for n in RECIPES if n != "stsb" or _load(root, n, "final")]
-    hf_rows, other_rows, best_rows, records = [], [], [], []
-    for name in names:
-        spec = RECIPES[name]
-        metric_names = TASK_METRICS[spec["task"]]
-        final = _load(root, name, "final")
-        if spec["hf"]:
-            hf = HF_REFERENCE[spec["hf"]]
-            hf_speed = hf["examples_per_second"]
-            if final is None:
-                hf_rows.append(
-                    f"| `{name}` | {spec['data']}, {hf['epochs']} ep | (not run) | "
-                    f"{_scores(hf['metrics'], metric_names)} | | | {hf_speed} | | |"
-                )
-            else:
-                m, r, path = final
-                ours_speed = m["train_examples_per_second"]
-                delta = m[metric_names[0]] - hf["metrics"][metric_names[0]]
-                note = (
-                    f"ours: commit {r.get('git_commit', '?')}, {r.get('date', '?')[:16]}; HF figure from "
-                    "REFERENCE_RESULTS.md (another session, other load)"
-                )
-                records += [
-                    {
-                        "what": f"{name} dev {metric_names[0]} (end of training)",
-                        "unit": "fraction",
-                        "ours": m[metric_names[0]],
-                        "peer": hf["metrics"][metric_names[0]],
-                        "peer_name": "HF transformers",
-                        "higher_is_better": True,
-                        "command": f"python benchmarks/run.py glue {name}",
-                        "source": path,
-                        "note": note,
-                        "side_by_side": False,
-                    },
-                    {
-                        "what": f"{name} fine-tuning speed",
-                        "unit": "train examples/s",
-                        "ours": ours_speed,
-                        "peer": hf_speed,
-                        "peer_name": "HF transformers",
-                        "higher_is_better": True,
-                        "command": f"python benchmarks/run.py glue {name}",
-                        "source": path,
-                        "note": note,
-                        "side_by_side": False,
-                    },
-                ]
-                hf_rows.append(
-                    f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
-                    f"{_scores(hf['metrics'], metric_names)} | {delta:+.3f} | {ours_speed:.1f} | {hf_speed} | "
-                    f"{ours_speed / hf_speed:.2f}x | `{path}` ({r['date'][:10]}, {_load_note(r)}) |"
-                )
-        else:
-            if final is None:
-                other_rows.append(f"| `{name}` | {spec['data']} | (not run) | | | |")
-            else:
-                m, r, path = final
-                other_rows.append(
-                    f"| {_recipe_text(name, r)} | {spec['data']}, {r['epochs']} ep | {_scores(m, metric_names)} | "
-                    f"{m['train_seconds']:.0f} | {m['train_examples_per_second']:.1f} | "
-                    f"`{path}` ({r['date'][:10]}, {_load_note(r)}) |"
-                )
-        best = _load(root, name, "best")
-        if best is not None:
-            m, r, path = best
-            end = _scores(final[0], metric_names) if final else "(no `select=final` run)"
-            best_rows.append(
-                f"| {_recipe_text(name, r)} | {r['dev_evaluations']} (every {r['eval_every']} steps + epoch ends) | "
-                f"{_scores(m, metric_names)} (step {m['best_step']} of {m['steps']}) | {end} | `{path}` |"
-            )
-    if hf_rows:
-        print('\nHF\'s reference recipes, dev score of the model at the end of training (`select="final"`):\n')
-        print(
-            f"| recipe | training data | ours, end of training (dev) | {HF_SOURCE} | ours − HF "
-            "(primary) | ours train ex/s | HF train ex/s | ours/HF speed | our run (metrics.json) |"
-        )
-        print("|---|---|---|---|---|---|---|---|---|")
-        print("\n".join(hf_rows))
-        print(
-            "\nHF's examples/s are from REFERENCE_RESULTS.md (another session): the speed ratio crosses sessions "
-            "and machine load. Context only, not like-for-like (other models, GLUE test set): "
-            + "; ".join(f"{t.upper()} {v}" for t, v in PUBLISHED.items())
-        )
-    if other_rows:
-        print("\nOther budgets (different recipes: no HF figure exists for them), end of training:\n")
-        print(
-            "| recipe | training data | ours, end of training (dev) | train s | train ex/s | our run (metrics.json) |"
-        )
-        print("|---|---|---|---|---|---|")
-        print("\n".join(other_rows))
-    if best_rows:
-        print(
-            "\nBest-of-dev selection (`--select best`): the kept model is the best of N dev evaluations, "
-            "chosen on the dev set it is scored on (optimistic; not comparable with HF's end-of-training "
-            "figure):\n"
-        )
-        print(
-            "| recipe | N dev evaluations | ours, best of N dev evaluations (selection on dev) | "
-            "ours, end of training (same recipe, `select=final` run) | our run (metrics.json) |"
-        )
-        print("|---|---|---|---|---|")
-        print("\n".join(best_rows))
-    return records
 
 
 def embeddings(args, command):
@@ -423,7 +267,7 @@ def main(argv=None):
     if args.recipe == "embeddings":
         return embeddings(args, command)
     if args.recipe == "table":
-        records = print_tables(args.root)
+        records = glue_report.print_tables(args.root, RECIPES)
         if args.record and records:  # each recipe ran at its own commit and time (in its row's note)
             print(
                 "record:", common.write_result("glue", records, command=command, source=args.root, commit="(per row)")

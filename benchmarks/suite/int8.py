@@ -34,7 +34,7 @@ import statistics
 import time
 
 import common
-from suite import fit_speed
+from suite import fit_speed_systems
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -45,10 +45,10 @@ SYSTEMS = ("float32", "int8", "int8_keras", "hf_float32", "hf_int8")
 
 
 def _data(train=False):
-    files = fit_speed.FILES["classify"]
+    files = fit_speed_systems.FILES["classify"]
     if train:
-        return fit_speed.read("classify", files[0], TRAIN_EXAMPLES)
-    return fit_speed.read("classify", files[1], DEV_EXAMPLES)  # the dev file (all 872, or --smoke's first 64)
+        return fit_speed_systems.read("classify", files[0], TRAIN_EXAMPLES)
+    return fit_speed_systems.read("classify", files[1], DEV_EXAMPLES)  # the dev file (all 872, or --smoke's first 64)
 
 
 def finetune(seed=0):

@@ -15,7 +15,7 @@ training scored on the whole dev set (872 sentences):
 - `peft_lora`: HF `BertForSequenceClassification` + PEFT `LoraConfig(r=R, lora_alpha=R,
   target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS")` (KerasHub's
   choice of trainable weights, the same scale alpha / r = 1 as Keras'), torch AdamW and
-  `get_linear_schedule_with_warmup` (`common.hf_optimizer`), shuffled batches padded to their
+  `get_linear_schedule_with_warmup` (`hf_loop.hf_optimizer`), shuffled batches padded to their
   longest (`DataCollatorWithPadding`), 2 threads, the same lr as `ours_lora`;
 - `hf_full` (not run by default): HF full fine-tuning with the same loop, lr 5e-5.
 
@@ -44,6 +44,7 @@ import tempfile
 import time
 
 import common
+import hf_loop
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -130,11 +131,11 @@ def run_hf(n, seed, rank, lr):
     loader = DataLoader(train, batch_size=BATCH, shuffle=True, collate_fn=collate)
     recipe = dict(learning_rate=lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer, scheduler, _ = common.hf_optimizer(model, len(loader), recipe)
+    optimizer, scheduler, _ = hf_loop.hf_optimizer(model, len(loader), recipe)
     model.train()
     t = time.perf_counter()
     for batch in loader:
-        loss = common.hf_step(model, batch, optimizer, scheduler, 1.0)
+        loss = hf_loop.hf_step(model, batch, optimizer, scheduler, 1.0)
     train_seconds = time.perf_counter() - t
     model.eval()
     correct = 0
@@ -248,7 +249,7 @@ def write_summary(paths):
             higher_is_better=True,
         )
     ]
-    for record, path in zip(records, paths):
+    for record, path in zip(records, paths, strict=True):
         s = record["summary"]
         if "ours_lora" not in s:
             continue

@@ -34,6 +34,7 @@ import tempfile
 import time
 
 import common
+from suite import pretrain_speed
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 WIKITEXT = os.path.join(common.DATA, "pretrain_text", "wikitext-2.valid.tokens.txt")
@@ -131,7 +132,7 @@ def read_curve(out, prefix="heldout/"):
     return [(s, p) for s, p in sorted(points.items())]
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="run.py pretrain", description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=600.0, help="training seconds per run (wall clock, 2 cores)")
     parser.add_argument("--mini-steps", type=int, default=500, help="schedule length of the from-scratch run")
@@ -154,14 +155,18 @@ def main(argv=None):
         help="--only speed: intra-op threads of both TensorFlow and PyTorch (1: least sensitive to "
         "other jobs on a loaded machine)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     out_dir = args.out or tempfile.mkdtemp(prefix="pretrain_wikitext_")
     os.makedirs(out_dir, exist_ok=True)
     default_max_predictions = common.lib("default_max_predictions")
 
     seq, pred = args.sequence_length, default_max_predictions(args.sequence_length)
     if args.only == "speed":  # random ids: no corpus needed
-        speed_vs_hf(
+        pretrain_speed.speed_vs_hf(
             args.batch_size,
             seq,
             pred,
@@ -190,6 +195,14 @@ def main(argv=None):
         learning_rate=1e-4 * 5,
         seed=12345,
     )
+    results = run_models(args, files, out_dir, shared)
+    print_results(results, out_dir)
+
+
+def run_models(args, files, out_dir, shared):
+    """The from-scratch and the continued run (or the one `--only` names): {title: (output dir, metrics with
+    their baselines)}."""
+    seq, pred = shared["sequence_length"], shared["max_predictions"]
     results = {}
     if args.only in (None, "mini"):
         out, m = run(
@@ -235,11 +248,16 @@ def main(argv=None):
         )
         results["all-MiniLM-L6-v2 continued"] = (out, m)
 
+    return results
+
+
+def print_results(results, out_dir):
+    """The table of both runs, their throughput ratio and their held-out and training curves; `results.json`."""
     print(
         "\n| run | steps | train s | tokens/s | held-out MLM acc | most-frequent baseline | held-out NSP acc | NSP baseline (majority) |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for name, (out, m) in results.items():
+    for name, (_, m) in results.items():
         print(
             f"| {name} | {m['steps']} | {m['train_seconds']:.0f} | {m['tokens_per_second']:.0f} | "
             f"{m['mlm_accuracy']:.4f} | {m['mlm_most_frequent']:.4f} ({m['most_frequent_token']!r}) | "
@@ -281,247 +299,6 @@ def print_train_curves(outs):
             p = curves[n].get(step)
             cells.append(f"{p['mlm_loss']:.3f} / {p['nsp_loss']:.3f}" if p else "")
         print(f"| {step} | " + " | ".join(cells) + " |")
-
-
-def speed_vs_hf(
-    batch_size=32,
-    sequence_length=128,
-    max_predictions=20,
-    vocab=8000,
-    rounds=8,
-    steps=5,
-    out_dir=None,
-    xla_only=False,
-    threads=2,
-    hf_one_thread=True,
-    command="",
-    record=True,
-):
-    """Train-step throughput of our BertPretrainer vs HF BertForPreTraining doing the same work.
-
-    bert_mini shape, random ids, `max_predictions` masked positions per sequence. Our
-    pretrainer gathers the masked positions and computes vocabulary logits only there;
-    HF's `BertForPreTraining.forward` computes them at every position. So HF is timed
-    twice: "HF, MLM head at the masked positions only" runs `hf.bert(...)`, gathers the
-    same positions of `sequence_output`, applies `hf.cls.predictions` to them and
-    `hf.cls.seq_relationship` to the pooled output, with the same loss (mean MLM
-    cross-entropy over the masked positions + NSP cross-entropy): the same work as ours.
-    "HF default, logits at all positions" is `BertForPreTraining(**inputs, labels=...)`
-    as users call it (labels -100 off the masked positions: the same loss value, more
-    work). Same batch, length, inputs, AdamW (eps 1e-6, weight decay 0.01 off
-    LayerNorm/bias), linear warm-up/decay schedule and clipping at 1.0 for all; `threads`
-    (2) intra-op threads for both (TensorFlow: 2 intra-op, 1 inter-op; PyTorch:
-    `torch.set_num_threads(2)`). The systems run in interleaved rounds of `steps` steps,
-    so each sees the same load; we report the median and the best round and the median of
-    the per-round ratios. With `hf_one_thread`, a diagnostic row runs HF's same-work step
-    on 1 thread: on an oversubscribed machine PyTorch's 2-thread OpenMP regions can wait
-    on a descheduled thread, and this row shows how much of the gap that is.
-    """
-    import statistics
-
-    import keras
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-    import transformers
-
-    from keras_bert_zoo import BertBackbone, BertPretrainer
-
-    create_optimizer = common.lib("create_optimizer")
-
-    import tensorflow as tf
-
-    # Same thread count for both: 2 intra-op threads, ops one at a time (PyTorch eager runs
-    # them in sequence). Only possible before TensorFlow runs its first op in this process.
-    from common import set_tf_threads
-
-    set_tf_threads(threads)
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    b, s, p = batch_size, sequence_length, max_predictions
-    total_steps, warmup = 1000, 100
-    ids = rng.integers(5, vocab, size=(b, s)).astype("int32")
-    pos = np.sort(np.stack([rng.choice(np.arange(1, s), p, replace=False) for _ in range(b)]), 1).astype("int32")
-    segments = np.zeros((b, s), "int32")
-    segments[:, s // 2 :] = 1
-    x = {"token_ids": ids, "segment_ids": segments, "padding_mask": np.ones((b, s), "int32"), "mask_positions": pos}
-    y = {
-        "mask_ids": np.take_along_axis(ids, pos, 1),
-        "mask_weights": np.ones((b, p), "float32"),
-        "next_sentence_labels": rng.integers(0, 2, b).astype("int32"),
-    }
-    load_before = os.getloadavg()
-
-    systems = {}
-    for jit in (True,) if xla_only else (True, False):
-        keras.utils.set_random_seed(0)
-        ours = BertPretrainer(
-            backbone=BertBackbone(
-                vocabulary_size=vocab, num_layers=4, num_heads=4, hidden_dim=256, intermediate_dim=1024
-            )
-        )
-        ours.compile(optimizer=create_optimizer(1e-4, total_steps=total_steps, warmup_steps=warmup), jit_compile=jit)
-        systems[f"ours, Keras 3 / TF, {'XLA' if jit else 'no XLA'} (MLM head at the {p} masked positions)"] = (
-            lambda model=ours: model.train_on_batch(x, y)
-        )
-
-    config = transformers.BertConfig(
-        vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
-    )
-    t_ids = torch.tensor(ids, dtype=torch.long)
-    t_common = dict(
-        input_ids=t_ids,
-        token_type_ids=torch.tensor(segments, dtype=torch.long),
-        attention_mask=torch.ones((b, s), dtype=torch.long),
-    )
-    t_pos = torch.tensor(pos, dtype=torch.long)
-    t_mask_ids = torch.tensor(y["mask_ids"], dtype=torch.long)
-    t_weights = torch.tensor(y["mask_weights"])
-    t_nsp = torch.tensor(y["next_sentence_labels"], dtype=torch.long)
-    labels = np.full((b, s), -100)
-    np.put_along_axis(labels, pos, y["mask_ids"], 1)
-    t_labels = torch.tensor(labels, dtype=torch.long)
-
-    def make_hf():
-        torch.manual_seed(0)
-        model = transformers.BertForPreTraining(config).train()
-        decay = [q for n, q in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
-        no_decay = [q for n, q in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6
-        )
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda i: min((i + 1) / warmup, max(0.0, (total_steps - i) / (total_steps - warmup)))
-        )
-        return model, opt, sched
-
-    def gathered_loss(model):
-        """Ours' work: logits only at the masked positions."""
-        out = model.bert(**t_common, return_dict=True)
-        hidden = out.last_hidden_state
-        masked = torch.gather(hidden, 1, t_pos[:, :, None].expand(-1, -1, hidden.shape[-1]))  # [b, p, hidden]
-        mlm_logits = model.cls.predictions(masked)  # [b, p, vocab]
-        nsp_logits = model.cls.seq_relationship(out.pooler_output)
-        per_token = F.cross_entropy(mlm_logits.reshape(-1, vocab), t_mask_ids.reshape(-1), reduction="none")
-        mlm = (per_token * t_weights.reshape(-1)).sum() / t_weights.sum()
-        return mlm + F.cross_entropy(nsp_logits, t_nsp)
-
-    def default_loss(model):
-        """HF as users call it: logits at all positions, labels -100 off the masked ones."""
-        return model(**t_common, labels=t_labels, next_sentence_label=t_nsp).loss
-
-    def make_step(model, opt, sched, loss_fn):
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss_fn(model).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-
-        return step
-
-    hf_gathered, hf_default = make_hf(), make_hf()
-    # Same loss value: the gathered head computes the default loss (dropout off, same weights).
-    hf_gathered[0].eval()
-    with torch.no_grad():
-        a, c = float(gathered_loss(hf_gathered[0])), float(default_loss(hf_gathered[0]))
-    hf_gathered[0].train()
-    assert abs(a - c) < 1e-4 * max(1.0, abs(c)), (a, c)
-    hf_names = (
-        f"HF BertForPreTraining, PyTorch eager, MLM head at the {p} masked positions (same work as ours)",
-        f"HF BertForPreTraining default forward, PyTorch eager, vocabulary logits at all {s} positions",
-    )
-    systems[hf_names[0]] = make_step(*hf_gathered, gathered_loss)
-    systems[hf_names[1]] = make_step(*hf_default, default_loss)
-    if hf_one_thread:
-        one = make_hf()
-        same_work_step = make_step(*one, gathered_loss)
-
-        def one_thread_step():
-            torch.set_num_threads(1)
-            try:
-                same_work_step()
-            finally:
-                torch.set_num_threads(threads)
-
-        systems["diagnostic: HF same work as ours, PyTorch on 1 thread"] = one_thread_step
-
-    for step in systems.values():  # compile / warm up
-        for _ in range(2):
-            step()
-    times = {k: [] for k in systems}
-    for _ in range(rounds):
-        for name, step in systems.items():
-            t = time.perf_counter()
-            for _ in range(steps):
-                step()
-            times[name].append(time.perf_counter() - t)
-    tokens = steps * b * s
-    base = hf_names[0]
-    result = {
-        "systems": {},
-        "batch_size": b,
-        "sequence_length": s,
-        "max_predictions": p,
-        "vocab": vocab,
-        "rounds": rounds,
-        "steps_per_round": steps,
-        "torch_threads": torch.get_num_threads(),
-        "tf_threads": {
-            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-        },
-        "cpus": os.cpu_count(),
-        "loadavg_before": list(load_before),
-        "loadavg_after": list(os.getloadavg()),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "loss_check": {"gathered": a, "default": c},
-        "versions": {"keras": keras.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
-    }
-    for name, ts in times.items():
-        per_round_ratio = [hf_t / t for t, hf_t in zip(ts, times[base])]  # >1: faster than HF (same work)
-        result["systems"][name] = {
-            "median_tokens_per_second": tokens / statistics.median(ts),
-            "best_tokens_per_second": tokens / min(ts),
-            "median_ratio_vs_hf_same_work": statistics.median(per_round_ratio),
-            "round_seconds": ts,
-        }
-    print(
-        f"\nTrain-step throughput, bert_mini shape (4 layers, hidden 256), vocab {vocab}, batch {b} x {s}, "
-        f"{p} masked positions per sequence; {rounds} interleaved rounds of {steps} steps; torch threads "
-        f"{torch.get_num_threads()}, TF intra-op {tf.config.threading.get_intra_op_parallelism_threads()} / inter-op "
-        f"{tf.config.threading.get_inter_op_parallelism_threads()}, {os.cpu_count()} cores; load average {load_before[0]:.1f} -> "
-        f"{os.getloadavg()[0]:.1f}; training loss of the two HF variants on the same weights: {a:.5f} / {c:.5f}\n"
-    )
-    print(
-        "| system | tokens/s (median round) | tokens/s (best round) | ratio to HF same work (median of per-round ratios) |"
-    )
-    print("|---|---|---|---|")
-    for name, r in result["systems"].items():
-        print(
-            f"| {name} | {r['median_tokens_per_second']:,.0f} | {r['best_tokens_per_second']:,.0f} | "
-            f"{r['median_ratio_vs_hf_same_work']:.2f}x |"
-        )
-    if out_dir:
-        common.write_json(os.path.join(out_dir, "speed.json"), result)
-        rows = [
-            dict(
-                what=f"MLM+NSP train step, bert_mini shape, batch {b} x {s}: {name}",
-                unit="tokens/s",
-                ours=round(r["median_tokens_per_second"]),
-                peer=round(tokens / statistics.median(times[base])),
-                peer_name=base,
-                higher_is_better=True,
-                note=f"median of per-round ratios {r['median_ratio_vs_hf_same_work']:.2f}",
-            )
-            for name, r in result["systems"].items()
-            if name.startswith("ours")
-        ]
-        if record:
-            print(common.write_result("pretrain_speed", rows, command, source=os.path.join(out_dir, "speed.json")))
-    keras.utils.clear_session()
-    return result
 
 
 if __name__ == "__main__":

@@ -41,36 +41,15 @@ import json
 import os
 import statistics
 import subprocess
-import time
 
 import common
-from common import git_commit, machine_line, minilm_path, now, uptime, versions, write_json, write_result
+from common import git_commit, machine_line, minilm_path, now, uptime, versions, write_json
+from suite import serving_report, serving_sides
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-DATA = common.DATA
 CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 SST2_LABELS = ["negative", "positive"]
-
-
-def sentences(task, limit=None):
-    """The real sentences each task serves (standard library only: the HF worker has no TF)."""
-    if task == "classify":
-        with open(os.path.join(DATA, "sst2", "dev.tsv"), encoding="utf-8") as f:
-            out = [line.rstrip("\n").split("\t")[0] for line in f.readlines()[1:] if line.strip()]
-    else:
-        out, words = [], []
-        with open(os.path.join(DATA, "conll2003", "eng.testa"), encoding="utf-8") as f:
-            for line in f:
-                parts = line.split()
-                if not parts or parts[0] == "-DOCSTART-":
-                    if words:
-                        out.append(" ".join(words))
-                    words = []
-                else:
-                    words.append(parts[0])
-        out += [" ".join(words)] if words else []
-    return out[:limit] if limit else out
 
 
 def prepare(task, out, sequence_length, seed):
@@ -97,113 +76,6 @@ def prepare(task, out, sequence_length, seed):
     model.save_to_preset(model_dir)
     export_saved_model(spec.load_model(model_dir), saved)
     return model_dir, saved
-
-
-# --- the two sides (each in its own process) ---------------------------------------------
-def ours_call(task, saved, threads, inter_op):
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph uses)
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-    fn = tf.saved_model.load(saved).signatures["serving_default"]
-
-    if task == "classify":
-
-        def call(batch):
-            out = fn(text=tf.constant(batch))
-            return [s.decode() for s in out["labels"].numpy()], out["probabilities"].numpy()
-    else:
-
-        def call(batch):
-            out = fn(text=tf.constant(batch))
-            tags, n = out["tags"].numpy(), out["num_words"].numpy()
-            return [[t.decode() for t in row[:k]] for row, k in zip(tags, n)], np.zeros(0)
-
-    return call
-
-
-def hf_call(task, model_dir, threads):
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
-
-    torch.set_num_threads(threads)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if task == "classify":
-        model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-        names = [model.config.id2label[i] for i in range(model.config.num_labels)]
-
-        def call(batch):
-            with torch.no_grad():
-                enc = tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
-                probs = torch.softmax(model(**enc).logits, dim=-1)
-                return [names[int(i)] for i in probs.argmax(-1)], probs.numpy()
-
-        return call
-    model = AutoModelForTokenClassification.from_pretrained(model_dir).eval()
-    names = [model.config.id2label[i] for i in range(model.config.num_labels)]
-
-    def call(batch):
-        words = [t.split() for t in batch]
-        with torch.no_grad():
-            enc = tokenizer(
-                words, is_split_into_words=True, padding=True, truncation=True, max_length=128, return_tensors="pt"
-            )
-            ids = model(**enc).logits.argmax(-1).tolist()
-        out = []
-        for row, tag_ids in enumerate(ids):
-            tags, seen = ["O"] * len(words[row]), set()
-            for pos, w in enumerate(enc.word_ids(row)):
-                if w is not None and w not in seen:
-                    seen.add(w)
-                    tags[w] = names[tag_ids[pos]]
-            out.append(tags)
-        return out, None
-
-    return call
-
-
-def measure(call, texts, batch_size, latency_n, warmup=3):
-    """Sentences/s at `batch_size` over all `texts` (in order) and per-call seconds at batch 1."""
-    batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
-    for b in batches[:warmup]:
-        call(b)
-    start = time.perf_counter()
-    for b in batches:
-        call(b)
-    throughput = len(texts) / (time.perf_counter() - start)
-    for t in texts[:warmup]:
-        call([t])
-    latencies = []
-    for t in texts[:latency_n]:
-        s = time.perf_counter()
-        call([t])
-        latencies.append(time.perf_counter() - s)
-    return throughput, latencies
-
-
-def run_worker(args):
-    texts = sentences(args.task, args.max_sentences)
-    if args.worker == "ours":
-        call = ours_call(args.task, args.saved, args.threads[0], args.tf_inter_op or args.threads[0])
-    else:
-        call = hf_call(args.task, args.model, args.threads[0])
-    if args.answers:  # the agreement check: answers on all sentences at batch 64
-        labels, probs = [], []
-        for i in range(0, len(texts), args.batch_size):
-            got, p = call(texts[i : i + args.batch_size])
-            labels += got
-            probs += [] if p is None else p.tolist()
-        print(json.dumps({"answers": labels, "probabilities": probs}))
-        return
-    load = os.getloadavg()[0]
-    throughput, latencies = measure(call, texts, args.batch_size, args.latency_sentences)
-    print(
-        json.dumps(
-            {"throughput": throughput, "latencies": latencies, "load_before": load, "load_after": os.getloadavg()[0]}
-        )
-    )
 
 
 # --- the driver -------------------------------------------------------------------------
@@ -245,13 +117,18 @@ def agreement(task, ours, hf):
         import numpy as np
 
         diff = float(np.abs(np.array(ours["probabilities"]) - np.array(hf["probabilities"])).max())
-        same = sum(a == b for a, b in zip(ours["answers"], hf["answers"])) / len(ours["answers"])
+        same = sum(a == b for a, b in zip(ours["answers"], hf["answers"], strict=True)) / len(ours["answers"])
         return {"max_abs_probability_difference": diff, "same_label_fraction": same}
-    pairs = [(a, b) for x, y in zip(ours["answers"], hf["answers"]) if len(x) == len(y) for a, b in zip(x, y)]
+    pairs = [
+        (a, b)
+        for x, y in zip(ours["answers"], hf["answers"], strict=True)
+        if len(x) == len(y)
+        for a, b in zip(x, y, strict=True)
+    ]
     same = sum(a == b for a, b in pairs) / max(1, len(pairs))
     return {
         "same_word_tag_fraction": same,
-        "sentences_compared": sum(len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"])),
+        "sentences_compared": sum(len(x) == len(y) for x, y in zip(ours["answers"], hf["answers"], strict=True)),
     }
 
 
@@ -267,23 +144,6 @@ def _sides(args):
 def _round_order(sides, r):
     """The configurations of round `r`: forward in even rounds, reversed in odd ones (all see the same load)."""
     return sides if r % 2 == 0 else sides[::-1]
-
-
-def best_of(figures, names):
-    """The best of `names`' figures on each measure, and which configuration gave it."""
-    pick = {"throughput": max, "p50_ms": min, "p99_ms": min}
-    best = {key: choose(figures[n][key] for n in names) for key, choose in pick.items()}
-    best["configs"] = {key: choose(names, key=lambda n, k=key: figures[n][k]) for key, choose in pick.items()}
-    return best
-
-
-def sides_at_best(figures):
-    """(ours, HF) each at its best configuration on each figure: few threads win at batch 1 (a
-    small matmul does not pay for a second thread's hand-off), more at batch 64."""
-    return (
-        best_of(figures, [n for n in figures if n.startswith("ours")]),
-        best_of(figures, [n for n in figures if n.startswith("hf")]),
-    )
 
 
 def bench_task(args, task):
@@ -316,12 +176,12 @@ def bench_task(args, task):
         }
 
     figures = {name: summary(name) for name in rounds}
-    ours, best = sides_at_best(figures)
+    ours, best = serving_report.sides_at_best(figures)
     return {
         "task": task,
         "model": model_dir,
         "saved_model": saved,
-        "sentences": len(sentences(task, args.max_sentences)),
+        "sentences": len(serving_sides.sentences(task, args.max_sentences)),
         "agreement": check,
         "figures": figures,
         "ours": ours,
@@ -332,7 +192,7 @@ def bench_task(args, task):
     }
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="run.py serving", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", choices=("classify", "tag"), default=["classify", "tag"])
     parser.add_argument("--out", default="/tmp/bert_zoo_serving")
@@ -381,20 +241,31 @@ def main(argv=None):
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--saved", help=argparse.SUPPRESS)
     parser.add_argument("--answers", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.worker:
-        return run_worker(args)
+        return serving_sides.run_worker(args)
     if args.plan:
         for r in range(args.rounds):
-            print(f"round {r}: " + "; ".join(_config_name(name) for name, _, _ in _round_order(_sides(args), r)))
+            print(
+                f"round {r}: "
+                + "; ".join(serving_report.config_name(name) for name, _, _ in _round_order(_sides(args), r))
+            )
         return
     if args.table:
         detail = os.path.join(args.out, "serving.json")
         with open(detail, encoding="utf-8") as f:
-            print_table(json.load(f))
-        print(f"summary: {record_result(detail, args.results)}")
+            serving_report.print_table(json.load(f))
+        print(f"summary: {serving_report.record_result(detail, args.results)}")
         return
+    run(args, argv)
 
+
+def run(args, argv):
+    """Every task's configurations in rounds, then `OUT/serving.json`, the table and the record."""
     command = common.command_line("serving", argv)
     started, uptime_start, machine_before = now(), uptime(), machine_line()
     print(f"{started} {uptime_start}", flush=True)
@@ -419,78 +290,10 @@ def main(argv=None):
     detail = os.path.join(args.out, "serving.json")
     write_json(detail, record)
 
-    print_table(record)
+    serving_report.print_table(record)
     print(f"\ndetails: {detail}")
     if not args.no_result:
-        print(f"summary: {record_result(detail, args.results)}")
-
-
-def print_table(record):
-    print(
-        f"\n| task | ours sentences/s (batch {record['batch_size']}) | HF best | ours/HF | ours p50 / p99 ms "
-        "(batch 1) | HF best p50 / p99 ms | HF p50 / ours p50 |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for task, t in record["tasks"].items():
-        o, h = sides_at_best(t["figures"])
-        print(
-            f"| {task} | {o['throughput']:.1f} | {h['throughput']:.1f} | {o['throughput'] / h['throughput']:.2f}x | "
-            f"{o['p50_ms']:.1f} / {o['p99_ms']:.1f} | {h['p50_ms']:.1f} / {h['p99_ms']:.1f} | "
-            f"{h['p50_ms'] / o['p50_ms']:.2f}x |"
-        )
-
-
-def _config_name(config):  # "hf_1_threads" -> "HF transformers, 1 thread"
-    side, n = config.split("_")[:2]
-    return f"{'ours' if side == 'ours' else 'HF transformers'}, {n} thread{'s' if int(n) > 1 else ''}"
-
-
-def record_result(detail, directory=None):
-    """`benchmarks/results/serving.HOSTKIND.json` (for `run.py report`; `directory` overrides the folder)
-    from a run's `OUT/serving.json`, each side at its best configuration of the run's figures."""
-    with open(detail, encoding="utf-8") as f:
-        record = json.load(f)
-    rows, loads = [], []
-    # The run's thread settings in the command, so it reproduces the run whatever the defaults are now.
-    threads, inter_op = record.get("threads"), record.get("tf_inter_op")
-    command = record["command"]
-    for flag, value in (("--threads", threads), ("--tf-inter-op", inter_op)):
-        if value is not None and flag not in command:
-            command += f" {flag} {' '.join(map(str, value)) if isinstance(value, list) else value}"
-    inter = f"TF inter-op {inter_op}" if inter_op else "TF inter-op = intra-op"
-    for task, t in record["tasks"].items():
-        o, h = sides_at_best(t["figures"])
-        loads += [x for runs in t["rounds"].values() for r in runs for x in (r["load_before"], r["load_after"])]
-        what = "SST-2 dev, MiniLM classifier" if task == "classify" else "CoNLL eng.testa, MiniLM tagger"
-        for key, title, unit, higher in (
-            ("throughput", f"batch {record['batch_size']}", "sentences/s", True),
-            ("p50_ms", "batch 1 p50", "ms", False),
-            ("p99_ms", "batch 1 p99", "ms", False),
-        ):
-            each = "; ".join(f"{_config_name(n)}: {f[key]:.1f}" for n, f in t["figures"].items())
-            rows.append(
-                {
-                    "what": f"serving {task}: {what}, {title}",
-                    "unit": unit,
-                    "ours": o[key],
-                    "peer": h[key],
-                    "peer_name": f"{_config_name(h['configs'][key])} (its best)",
-                    "higher_is_better": higher,
-                    "note": f"each side at its best thread setting, ours here "
-                    f"{_config_name(o['configs'][key]).split(', ')[1]} ({inter}); every setting: {each}",
-                }
-            )
-    return write_result(
-        "serving",
-        rows,
-        command=command,
-        source=detail,
-        started=record["started"],
-        load=[min(loads), max(loads)] if loads else None,
-        commit=record.get("commit"),
-        directory=directory,
-        machine_info=record.get("machine_after", ""),
-    )  # "" before 54284f9: unknown
+        print(f"summary: {serving_report.record_result(detail, args.results)}")
 
 
 if __name__ == "__main__":

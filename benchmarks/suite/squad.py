@@ -32,17 +32,15 @@ Writes `ROOT/RUN/{ours,hf,results}.json` and `predictions_*.json` (RUN: `s{lengt
 """
 
 import argparse
-import collections
-import json
 import os
-import subprocess
 import sys
 import time
 
 import common
+import hf_loop
+import two_sides
 from common import (
     git_commit,
-    hf_train,
     minilm_path,
     now,
     read_json,
@@ -52,6 +50,8 @@ from common import (
     write_json,
     write_result,
 )
+from hf_loop import hf_train
+from suite import squad_hf
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 TRAIN, DEV = (os.path.join(common.DATA, "squad", f"{split}.json") for split in ("train", "dev"))
@@ -86,184 +86,16 @@ def run_dir(root, sequence_length, epochs, max_train, seed=0):
     )
 
 
-def read_squad(path, max_questions=None):
-    """SQuAD v1.1 JSON -> flat examples, as HF `datasets`' squad loader builds them (context not stripped)."""
-    with open(path, encoding="utf-8") as f:
-        examples = [
-            dict(
-                id=qa["id"],
-                question=qa["question"],
-                context=paragraph["context"],
-                answers=dict(
-                    text=[a["text"] for a in qa["answers"]], answer_start=[a["answer_start"] for a in qa["answers"]]
-                ),
-            )
-            for article in json.load(f)["data"]
-            for paragraph in article["paragraphs"]
-            for qa in paragraph["qas"]
-        ]
-    return examples[:max_questions] if max_questions else examples
-
-
 def score(dataset_path, predictions, ids=None):
     """SQuAD v1.1 exact match and F1 (`keras_bert_zoo.tasks.span_qa.metrics`, the official script's rules) of
     `predictions` ({id: text}) over the file's questions, or over `ids` (the first N dev questions)."""
     squad_scores = common.lib("squad_scores")
     keep = set(ids) if ids is not None else None
-    golds = {e["id"]: e["answers"]["text"] for e in read_squad(dataset_path) if keep is None or e["id"] in keep}
+    golds = {
+        e["id"]: e["answers"]["text"] for e in squad_hf.read_squad(dataset_path) if keep is None or e["id"] in keep
+    }
     scores = squad_scores(predictions, golds)
     return dict(exact_match=float(scores["exact_match"]), f1=float(scores["f1"]), questions=len(golds))
-
-
-# --- HF transformers (PyTorch): run_qa.py's features, loop and post-processing ---------------------------
-def truncate_questions(tokenizer, examples, max_query_length):
-    """Cuts each question after its `max_query_length`-th word piece (Google's max_query_length;
-    run_qa.py itself never truncates the question). Returns the number of questions cut."""
-    enc = tokenizer([e["question"].lstrip() for e in examples], add_special_tokens=False, return_offsets_mapping=True)
-    cut = 0
-    for e, offsets in zip(examples, enc["offset_mapping"]):
-        if len(offsets) > max_query_length:
-            q = e["question"].lstrip()
-            e["question"] = q[: offsets[max_query_length - 1][1]]
-            cut += 1
-    return cut
-
-
-def _tokenize(tokenizer, examples, sequence_length, overlap):
-    return tokenizer(
-        [e["question"].lstrip() for e in examples],
-        [e["context"] for e in examples],
-        truncation="only_second",
-        max_length=sequence_length,
-        stride=overlap,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding=False,
-    )
-
-
-def hf_train_features(tokenizer, examples, sequence_length, overlap):
-    """run_qa.py's `prepare_train_features` (pad_on_right; first gold answer)."""
-    enc = _tokenize(tokenizer, examples, sequence_length, overlap)
-    features = []
-    for i, offsets in enumerate(enc["offset_mapping"]):
-        input_ids = enc["input_ids"][i]
-        cls_index = input_ids.index(tokenizer.cls_token_id)
-        sequence_ids = enc.sequence_ids(i)
-        answers = examples[enc["overflow_to_sample_mapping"][i]]["answers"]
-        start_position = end_position = cls_index
-        if answers["answer_start"]:
-            start_char = answers["answer_start"][0]
-            end_char = start_char + len(answers["text"][0])
-            token_start_index = 0
-            while sequence_ids[token_start_index] != 1:
-                token_start_index += 1
-            token_end_index = len(input_ids) - 1
-            while sequence_ids[token_end_index] != 1:
-                token_end_index -= 1
-            if offsets[token_start_index][0] <= start_char and offsets[token_end_index][1] >= end_char:
-                while token_start_index < len(offsets) and offsets[token_start_index][0] <= start_char:
-                    token_start_index += 1
-                start_position = token_start_index - 1
-                while offsets[token_end_index][1] >= end_char:
-                    token_end_index -= 1
-                end_position = token_end_index + 1
-        features.append(
-            dict(
-                input_ids=input_ids,
-                token_type_ids=enc["token_type_ids"][i],
-                attention_mask=enc["attention_mask"][i],
-                start_positions=start_position,
-                end_positions=end_position,
-            )
-        )
-    return features
-
-
-def hf_eval_features(tokenizer, examples, sequence_length, overlap):
-    """run_qa.py's `prepare_validation_features`: offsets kept for passage tokens only."""
-    enc = _tokenize(tokenizer, examples, sequence_length, overlap)
-    features = []
-    for i, offsets in enumerate(enc["offset_mapping"]):
-        sequence_ids = enc.sequence_ids(i)
-        features.append(
-            dict(
-                input_ids=enc["input_ids"][i],
-                token_type_ids=enc["token_type_ids"][i],
-                attention_mask=enc["attention_mask"][i],
-                example_id=examples[enc["overflow_to_sample_mapping"][i]]["id"],
-                offset_mapping=[o if sequence_ids[k] == 1 else None for k, o in enumerate(offsets)],
-            )
-        )
-    return features
-
-
-def postprocess_qa_predictions(
-    examples, features, all_start_logits, all_end_logits, n_best_size=20, max_answer_length=30
-):
-    """utils_qa.py's `postprocess_qa_predictions`, SQuAD v1.1 branch: {id: answer text}."""
-    import numpy as np
-
-    features_per_example = collections.defaultdict(list)
-    for i, feature in enumerate(features):
-        features_per_example[feature["example_id"]].append(i)
-    all_predictions = collections.OrderedDict()
-    for example in examples:
-        prelim_predictions = []
-        for feature_index in features_per_example[example["id"]]:
-            start_logits = all_start_logits[feature_index]
-            end_logits = all_end_logits[feature_index]
-            offset_mapping = features[feature_index]["offset_mapping"]
-            start_indexes = np.argsort(start_logits)[-1 : -n_best_size - 1 : -1].tolist()
-            end_indexes = np.argsort(end_logits)[-1 : -n_best_size - 1 : -1].tolist()
-            for start_index in start_indexes:
-                for end_index in end_indexes:
-                    if (
-                        start_index >= len(offset_mapping)
-                        or end_index >= len(offset_mapping)
-                        or offset_mapping[start_index] is None
-                        or len(offset_mapping[start_index]) < 2
-                        or offset_mapping[end_index] is None
-                        or len(offset_mapping[end_index]) < 2
-                    ):
-                        continue
-                    if end_index < start_index or end_index - start_index + 1 > max_answer_length:
-                        continue
-                    prelim_predictions.append(
-                        {
-                            "offsets": (offset_mapping[start_index][0], offset_mapping[end_index][1]),
-                            "score": float(start_logits[start_index] + end_logits[end_index]),
-                        }
-                    )
-        predictions = sorted(prelim_predictions, key=lambda x: x["score"], reverse=True)[:n_best_size]
-        context = example["context"]
-        texts = [context[p["offsets"][0] : p["offsets"][1]] for p in predictions]
-        if not texts or (len(texts) == 1 and texts[0] == ""):
-            texts.insert(0, "empty")
-        all_predictions[example["id"]] = texts[0]
-    return all_predictions
-
-
-def hf_dev_predictions(model, tokenizer, dev, dev_features):
-    """HF's side of dev: `BertForQuestionAnswering` logits per window (dynamic padding), then
-    run_qa.py's post-processing -> `{id: answer}`."""
-    import torch
-
-    model.eval()
-    starts, ends = [None] * len(dev_features), [None] * len(dev_features)
-    order = sorted(range(len(dev_features)), key=lambda i: len(dev_features[i]["input_ids"]))
-    eval_collate = common.pad_collate(tokenizer.pad_token_id, ())
-    with torch.no_grad():
-        for b in range(0, len(order), 64):
-            ids = order[b : b + 64]
-            output = model(**eval_collate([dev_features[i] for i in ids]))
-            for row, i in enumerate(ids):
-                n = len(dev_features[i]["input_ids"])
-                starts[i] = output.start_logits[row, :n].numpy()
-                ends[i] = output.end_logits[row, :n].numpy()
-    return postprocess_qa_predictions(
-        dev, dev_features, starts, ends, RECIPE["n_best_size"], RECIPE["max_answer_length"]
-    )
 
 
 def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
@@ -280,19 +112,19 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
     transformers.set_seed(seed)
     minilm = minilm_path()
-    train, dev = read_squad(TRAIN, max_train), read_squad(DEV, max_dev)
+    train, dev = squad_hf.read_squad(TRAIN, max_train), squad_hf.read_squad(DEV, max_dev)
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     assert tokenizer.is_fast and tokenizer.padding_side == "right"
     model = BertForQuestionAnswering.from_pretrained(minilm)
 
     t = time.perf_counter()
-    cut_train = truncate_questions(tokenizer, train, RECIPE["max_query_length"])
-    train_features = hf_train_features(tokenizer, train, sequence_length, overlap)
+    cut_train = squad_hf.truncate_questions(tokenizer, train, RECIPE["max_query_length"])
+    train_features = squad_hf.hf_train_features(tokenizer, train, sequence_length, overlap)
     tokenize_seconds = time.perf_counter() - t
-    cut_dev = truncate_questions(tokenizer, dev, RECIPE["max_query_length"])
-    dev_features = hf_eval_features(tokenizer, dev, sequence_length, overlap)
+    cut_dev = squad_hf.truncate_questions(tokenizer, dev, RECIPE["max_query_length"])
+    dev_features = squad_hf.hf_eval_features(tokenizer, dev, sequence_length, overlap)
     labelled = sum(f["start_positions"] != 0 for f in train_features)
-    collate = common.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions"))
+    collate = hf_loop.pad_collate(tokenizer.pad_token_id, ("start_positions", "end_positions"))
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(
         train_features, batch_size=RECIPE["batch_size"], shuffle=True, generator=generator, collate_fn=collate
@@ -310,7 +142,9 @@ def run_hf(sequence_length, overlap, epochs, max_train, max_dev, out):
 
     # --- dev: logits per window, run_qa.py's post-processing, official scoring -----------------------
     t = time.perf_counter()
-    predictions = hf_dev_predictions(model, tokenizer, dev, dev_features)
+    predictions = squad_hf.hf_dev_predictions(
+        model, tokenizer, dev, dev_features, RECIPE["n_best_size"], RECIPE["max_answer_length"]
+    )
     predict_seconds = time.perf_counter() - t
     write_json(os.path.join(out, "predictions_hf.json"), predictions)
     scores = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
@@ -369,7 +203,7 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
     from keras_bert_zoo import finetune
 
     minilm = minilm_path()
-    dev = read_squad(DEV, max_dev)
+    dev = squad_hf.read_squad(DEV, max_dev)
     load_before, uptime_before = os.getloadavg(), uptime()
     start = time.perf_counter()
     model, metrics = finetune(
@@ -404,7 +238,7 @@ def run_ours(sequence_length, overlap, epochs, max_train, max_dev, out):
         max_answer_length=RECIPE["max_answer_length"],
     )
     predict_seconds = time.perf_counter() - t
-    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers)}
+    predictions = {e["id"]: a["answer"] for e, a in zip(dev, answers, strict=True)}
     write_json(os.path.join(out, "predictions_ours.json"), predictions)
     official = score(DEV, predictions, ids=[e["id"] for e in dev] if max_dev else None)
     windows = _train_windows(model, metrics, max_train)
@@ -442,7 +276,7 @@ def _train_windows(model, metrics, max_train):
         return int(metrics["train_windows"])
     make_qa_windows = common.lib("make_qa_windows")
 
-    train = read_squad(TRAIN, max_train)
+    train = squad_hf.read_squad(TRAIN, max_train)
     return len(make_qa_windows(model.preprocessor, [e["question"] for e in train], [e["context"] for e in train]))
 
 
@@ -493,7 +327,7 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-train-questions", type=int, help="keep the first N training questions (smoke tests)")
     parser.add_argument("--max-dev-questions", type=int, help="keep the first N dev questions (smoke tests)")
-    common.side_options(parser, "/tmp/bert_zoo_squad", "s<len>-e<epochs>-seed<N>")
+    two_sides.side_options(parser, "/tmp/bert_zoo_squad", "s<len>-e<epochs>-seed<N>")
     args = parser.parse_args(argv)
     RECIPE.update(seed=args.seed, threads=args.threads)
     out = run_dir(args.root, args.sequence_length, args.epochs, args.max_train_questions, args.seed)
@@ -504,39 +338,24 @@ def main(argv=None):
         return (run_ours if args.only == "ours" else run_hf)(*side_args)
     # Both, one after the other, each in a fresh process (TF and PyTorch thread pools never mixed).
     passed = [a for a in (sys.argv[2:] if argv is None else argv) if a not in ("--table", "--no-record")]
-    started, uptime_start, commit_start = now(), uptime(), git_commit()
-    print(f"{started}: {uptime_start}", flush=True)
-    for side in ("ours", "hf"):
-        subprocess.run([*common.self_cmd("squad"), *passed, "--only", side], check=True)
-    summary = print_table(out, args.sequence_length, args.epochs)
-    write_json(
-        os.path.join(out, "results.json"),
-        {
-            "ours": read_json(os.path.join(out, "ours.json")),
-            "hf": read_json(os.path.join(out, "hf.json")),
-            **summary,
-            "recipe": {
-                **RECIPE,
-                "epochs": args.epochs,
-                "sequence_length": args.sequence_length,
-                "overlap": args.overlap,
-                "max_train_questions": args.max_train_questions,
-                "max_dev_questions": args.max_dev_questions,
-                "train": TRAIN,
-                "dev": DEV,
-                "model": minilm_path(),
-            },
-            "command": common.command_line("squad", passed),
-            "started": started,
-            "finished": now(),
-            "uptime_start": uptime_start,
-            "uptime_end": uptime(),
-            "cpus": os.cpu_count(),
-            "git_commit_start": commit_start,
-            "git_commit_end": git_commit(),
-        },
+    recipe = dict(
+        RECIPE,
+        epochs=args.epochs,
+        sequence_length=args.sequence_length,
+        overlap=args.overlap,
+        max_train_questions=args.max_train_questions,
+        max_dev_questions=args.max_dev_questions,
+        train=TRAIN,
+        dev=DEV,
     )
-    print(f"\nresults: {os.path.join(out, 'results.json')}")
+    two_sides.run_both_sides(
+        "squad",
+        passed,
+        out,
+        lambda: print_table(out, args.sequence_length, args.epochs),
+        dict(recipe, model=minilm_path()),
+        common.command_line("squad", passed),
+    )
     if not args.no_record:
         print(f"record: {record_result(out)}")
 

@@ -55,12 +55,13 @@ def test_docs_benchmarks_md_is_what_the_generator_writes(tmp_path):
     assert done.returncode != 0 and "python benchmarks/run.py report" in done.stderr
 
 
-def test_the_suite_is_at_most_12_scripts_of_at_most_400_lines():
-    scripts = [os.path.join(d, f) for d, _, files in os.walk(BENCHMARKS) for f in files if f.endswith(".py")]
-    assert 0 < len(scripts) <= 12, scripts
-    for path in scripts:
-        with open(path, encoding="utf-8") as f:
-            assert sum(1 for _ in f) <= 400, path
+def test_the_suite_is_at_most_12_benchmarks():
+    # Module and function sizes under benchmarks/ are tests/test_architecture.py's (the package's limits);
+    # here the number of benchmarks `run.py list` names (the shared and helper modules are not benchmarks).
+    listed = [line.split()[0] for line in _run("list").stdout.splitlines() if line.startswith("  ") and line.strip()]
+    assert 0 < len(listed) <= 12, listed
+    for name in listed:
+        assert name == "cli_startup" or os.path.exists(os.path.join(BENCHMARKS, "suite", f"{name}.py")), name
 
 
 def test_records_are_named_by_host_kind_and_cite_existing_details():
@@ -274,7 +275,7 @@ def test_library_internals_come_from_one_table_of_public_names():
 
 @pytest.mark.slow  # ~40 s: MiniLM fine-tuned by HF transformers on 40 sentences, then all of eng.testa
 def test_the_hf_training_loop_runs_epochs_and_reports_floats(tmp_path):
-    """The HF side's loop of conll / squad (`common.hf_train`), as `run.py conll --only hf` runs it: it once
+    """The HF side's loop of conll / squad (`hf_loop.hf_train`), as `run.py conll --only hf` runs it: it once
     crashed at every epoch end (`.item()` on the float `hf_step` returns). Two epochs of two steps each."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
