@@ -265,7 +265,7 @@ def summarize(runs, systems, reference="ours"):
                 out[s][key] = statistics.median(r[key] for r in mine)
         if all("dev_score" in r for r in mine):
             out[s]["dev_scores"] = [round(r["dev_score"], 4) for r in mine]
-        for key in ("fit", "evaluate", "predict", "fit_cpu", "evaluate_cpu", "predict_cpu"):
+        for key in ("fit", "evaluate", "predict", "predict2", "fit_cpu", "evaluate_cpu", "predict_cpu", "predict2_cpu"):
             ratio = common.paired_ratios(runs, reference, s, f"{key}_s") if s != reference else None
             if ratio is not None:
                 out[s][f"ours_{key}_speedup"] = ratio
@@ -304,16 +304,16 @@ def rows(record):
                         )
                     )
             continue
-        for key, unit in (("fit", "examples/s"), ("evaluate", "s"), ("predict", "s")):
+        for key, unit in (("fit", "examples/s"), ("evaluate", "s"), ("predict", "s"), ("predict2", "s")):
             figure = "fit_examples_per_s" if key == "fit" else f"{key}_s"
             if figure in mine and figure in v:
                 wall, cpu = v.get(f"ours_{key}_speedup"), v.get(f"ours_{key}_cpu_speedup")
                 out.append(
                     dict(
-                        what=f"{task} {key}, {ref} vs {setting}",
+                        what=f"{task} {key.replace('predict2', 'predict (second call)')}, {ref} vs {setting}",
                         unit=unit,
-                        ours=round(mine[figure], 1),
-                        peer=round(v[figure], 1),
+                        ours=round(mine[figure], 2),
+                        peer=round(v[figure], 2),
                         peer_name=s,
                         higher_is_better=key == "fit",
                         note=wall
