@@ -114,10 +114,8 @@ def classify_setup(tmp_path_factory):
     (root / "model" / "vocab.txt").write_text("\n".join(words) + "\n")
     rng = np.random.default_rng(0)
     rows = ["sentence\tlabel"]
-    # Sentences of 4 to 11 words in rows of 32: packed, a batch of 8 fills 3 to 8 rows, so steps see
-    # batches of several shapes, as real text gives. A graph traced for one shape rounds otherwise
-    # than the shape-generic one; a resumed run that met other shapes first than the uninterrupted
-    # run ended 6e-8 away from it (`training.loop.train_function`).
+    # Sentences of 4 to 11 words: batches of several shapes, as real text gives (a graph traced for one
+    # shape rounds otherwise than the shape-generic one; `test_loop_trace.py` checks the loop runs one).
     for _ in range(96):
         label = int(rng.integers(2))
         filler = " ".join(rng.choice(fillers, int(rng.integers(0, 8))))
