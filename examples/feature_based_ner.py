@@ -121,7 +121,7 @@ def main(argv=None):
     scores = entity_scores(dev.tags, predicted)
     print(f"dev entity F1 {scores['f1']:.4f} (precision {scores['precision']:.4f}, recall {scores['recall']:.4f})")
     sentence = "Angela Merkel met Emmanuel Macron in Paris .".split()
-    print(list(zip(sentence, predict_words(model, [sentence], preprocessor, label_names=names)[0])))
+    print(list(zip(sentence, predict_words(model, [sentence], preprocessor, label_names=names)[0], strict=True)))
     print(f"RESULT f1={scores['f1']:.4f}")
 
 

@@ -88,7 +88,7 @@ def main(argv=None):
     train = read_tagged(os.path.join(folder, "eng.train"), max_examples=limit)
     dev = read_tagged(os.path.join(folder, "eng.testa"), label_names=train.label_names, max_examples=dev_limit)
     print(f"{len(train)} training sentences, {len(dev)} dev; tags: {train.label_names}")
-    print(list(zip(train.words[0], train.tags[0])))
+    print(list(zip(train.words[0], train.tags[0], strict=True)))
 
     # ## Words to pieces
     # "Schwarzenegger" is several pieces: its tag (I-PER) goes on the first, the others get
@@ -100,7 +100,11 @@ def main(argv=None):
     pieces = preprocessor.tokenizer.get_vocabulary()
     ids, labels = shown["token_ids"].numpy()[0], shown["labels"].numpy()[0]
     print(
-        [(pieces[i], train.label_names[label] if label >= 0 else int(label)) for i, label in zip(ids, labels) if i != 0]
+        [
+            (pieces[i], train.label_names[label] if label >= 0 else int(label))
+            for i, label in zip(ids, labels, strict=True)
+            if i != 0
+        ]
     )
 
     # ## The model: a Dense layer over every piece's vector

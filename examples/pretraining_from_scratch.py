@@ -75,7 +75,10 @@ def parse_args(argv=None):
 
 def top_words(model):
     """The three most likely pieces at the `[MASK]` of each probe sentence."""
-    return {text: [word for word, _ in answer[0]] for text, answer in zip(PROBES, model.fill_mask(PROBES, top_k=3))}
+    return {
+        text: [word for word, _ in answer[0]]
+        for text, answer in zip(PROBES, model.fill_mask(PROBES, top_k=3), strict=True)
+    }
 
 
 def main(argv=None):
@@ -129,7 +132,10 @@ def main(argv=None):
         [
             (int(p), vocabulary[int(t)])
             for p, t, w in zip(
-                masked["mask_positions"].numpy()[0], masked["mask_ids"].numpy()[0], masked["mask_weights"].numpy()[0]
+                masked["mask_positions"].numpy()[0],
+                masked["mask_ids"].numpy()[0],
+                masked["mask_weights"].numpy()[0],
+                strict=True,
             )
             if w
         ],
@@ -181,7 +187,7 @@ def main(argv=None):
     )
 
     # The loss curve (training loss per epoch, held-out loss after each epoch).
-    for epoch, (loss, val) in enumerate(zip(history.history["loss"], history.history["val_loss"]), 1):
+    for epoch, (loss, val) in enumerate(zip(history.history["loss"], history.history["val_loss"], strict=True), 1):
         print(
             f"epoch {epoch}: train loss {loss:.3f}  held-out loss {val:.3f}  "
             f"held-out MLM acc {history.history['val_mlm_accuracy'][epoch - 1]:.3f}"

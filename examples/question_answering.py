@@ -114,7 +114,10 @@ def main(argv=None):
     # `predict_answers` windows each passage, scores every window and searches the best
     # span over all of them, as google-research/bert's run_squad.py does.
     answers = model.predict_answers(dev.questions, dev.contexts)
-    scores = squad_scores({qid: a["answer"] for qid, a in zip(dev.ids, answers)}, dict(zip(dev.ids, dev.answers)))
+    scores = squad_scores(
+        {qid: a["answer"] for qid, a in zip(dev.ids, answers, strict=True)},
+        dict(zip(dev.ids, dev.answers, strict=True)),
+    )
     print(f"dev exact match {scores['exact_match']:.4f}, F1 {scores['f1']:.4f} ({scores['total']} questions)")
 
     # ## A new passage

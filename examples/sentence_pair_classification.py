@@ -86,7 +86,7 @@ def main(argv=None):
     pieces = preprocessor.tokenizer.get_vocabulary()
     ids, segments = np.asarray(shown["token_ids"])[0], np.asarray(shown["segment_ids"])[0]
     real = int(np.asarray(shown["padding_mask"])[0].sum())
-    print(" ".join(f"{pieces[i]}/{s}" for i, s in zip(ids[:real], segments[:real])))
+    print(" ".join(f"{pieces[i]}/{s}" for i, s in zip(ids[:real], segments[:real], strict=True)))
 
     # ## Fine-tuning on pairs
     # Same model as single-sentence classification: the pooled `[CLS]` vector sees both

@@ -133,7 +133,7 @@ def main(argv=None):
     new = ["A gripping, beautifully acted film.", "Two hours of my life I will never get back."]
     # `predict` gives logits; `predict_labels` turns them into label names and probabilities.
     labels, probabilities = model.predict_labels(new, verbose=0)
-    for text, label, p in zip(new, labels, probabilities):
+    for text, label, p in zip(new, labels, probabilities, strict=True):
         print(f"{label:>8} {p.max():.2f}  {text}")
 
     # ## Saving and loading

@@ -104,7 +104,8 @@ def _started_as_command():
     if script in ("bert-zoo", "bert-zoo.exe", "bert-zoo-script.py", "bert-zoo-script.pyw"):
         return True
     argv = getattr(_sys, "orig_argv", [])
-    return any(a == "-m" and b == "keras_bert_zoo.cli" for a, b in zip(argv, argv[1:]))
+    # Consecutive pairs: argv[1:] is one shorter, its last item pairs with nothing.
+    return any(a == "-m" and b == "keras_bert_zoo.cli" for a, b in zip(argv, argv[1:], strict=False))
 
 
 if _started_as_command():

@@ -64,7 +64,7 @@ def _to_numpy(tree):
 def assert_allclose_tree(a, b, atol=1e-6, rtol=1e-6):
     a, b = _to_numpy(a), _to_numpy(b)
     tf.nest.assert_same_structure(a, b)
-    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b), strict=True):
         np.testing.assert_allclose(x, y, atol=atol, rtol=rtol)
 
 

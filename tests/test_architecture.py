@@ -178,7 +178,7 @@ def _shortest_cycle(graph, component):
                 if nxt in component and nxt not in came_from:
                     came_from[nxt] = node
                     queue.append(nxt)
-    steps = [f"{SOURCES[a][0]}:{graph[a][b]} imports {b}" for a, b in zip(best, best[1:] + best[:1])]
+    steps = [f"{SOURCES[a][0]}:{graph[a][b]} imports {b}" for a, b in zip(best, best[1:] + best[:1], strict=True)]
     return "\n    ".join(steps)
 
 

@@ -73,7 +73,7 @@ def test_tagger_fit_and_predict_tags_on_raw_words(tiny):
 
 def _tsv(path, n, seed):
     texts, labels = _sentences(n, seed)
-    path.write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in zip(texts, labels)))
+    path.write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in zip(texts, labels, strict=True)))
     return str(path)
 
 
@@ -119,7 +119,7 @@ def test_finetune_export_and_serve(tiny, tmp_path):
 def test_convert_an_hf_layout_checkpoint(tiny, tmp_path):
     out = str(tmp_path / "converted")
     assert cli.main(["convert", "--from", tiny, "--out", out]) == 0
-    for a, b in zip(BertBackbone.from_preset(tiny).weights, BertBackbone.from_preset(out).weights):
+    for a, b in zip(BertBackbone.from_preset(tiny).weights, BertBackbone.from_preset(out).weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

@@ -136,7 +136,7 @@ def test_backbone_with_lora(tmp_path):
     restored = _save_load(model, tmp_path, "backbone_lora")
     tf.nest.map_structure(np.testing.assert_array_equal, model.predict(x, verbose=0), restored.predict(x, verbose=0))
     assert restored.get_config() == model.get_config() and restored.get_config()["lora"]["rank"] == 4
-    for a, b in zip(model.weights, restored.weights):
+    for a, b in zip(model.weights, restored.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

@@ -75,27 +75,8 @@ def add_arguments(parser):
     )
 
 
-def _signature_summary(path):
-    """`{signature: ([inputs], [outputs])}` of a SavedModel, read back with TensorFlow."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(path)
-    return {
-        name: (sorted(fn.structured_input_signature[1]), sorted(fn.structured_outputs))
-        for name, fn in loaded.signatures.items()
-    }
-
-
-def _export_info(path):
-    import json
-    import os
-
-    with open(os.path.join(path, "assets", "export_info.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
 def run(args):
-    from keras_bert_zoo.export.saved_model import export_saved_model
+    from keras_bert_zoo.export.saved_model import export_saved_model, read_export_info, signature_summary
     from keras_bert_zoo.files import check_output
     from keras_bert_zoo.keras_compat import all_layers
     from keras_bert_zoo.tasks import task_of_model_dir
@@ -115,12 +96,12 @@ def run(args):
         model, args.out, overwrite=args.overwrite, precision=args.precision, int8_kernel=args.int8_kernel, **options
     )
     print(f"wrote {args.out} ({type(model).__name__}, {time.perf_counter() - start:.1f} s)")
-    if _export_info(args.out).get("int8_kernel") == "onednn":
+    if read_export_info(args.out).get("int8_kernel") == "onednn":
         print(
             "  its int8 layers run oneDNN's VNNI kernel: serve it on CPUs with AVX512-VNNI, AVX-VNNI or AMX "
             "(or export with --int8-kernel portable for any CPU)"
         )
-    for name, (inputs, outputs) in sorted(_signature_summary(args.out).items()):
+    for name, (inputs, outputs) in sorted(signature_summary(args.out).items()):
         print(f"  {name}({', '.join(inputs)}) -> {', '.join(outputs)}")
     print("load it with: import tensorflow as tf, tensorflow_text; tf.saved_model.load(PATH)")
     return 0

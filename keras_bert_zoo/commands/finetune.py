@@ -10,19 +10,22 @@ Examples:
 """
 
 from keras_bert_zoo.commands.common import (
-    add_checkpoint_arguments,
-    add_distribution_arguments,
     add_overwrite_argument,
     batch_int,
-    checkpoint_options,
     count_int,
-    jit_flag,
+    flag_values,
     learning_rate_float,
     length_int,
-    outputs_epilog,
     ratio_float,
     seed_int,
     steps_int,
+)
+from keras_bert_zoo.commands.training_flags import (
+    add_recipe_argument,
+    add_run_arguments,
+    checkpoint_options,
+    distribution_options,
+    outputs_epilog,
 )
 from keras_bert_zoo.flags import positive_int
 from keras_bert_zoo.tasks.options import BATCHINGS
@@ -57,13 +60,7 @@ def _add_recipe_arguments(parser, spec):
     parser.add_argument("--batch-size", type=batch_int, default=32, help="per replica")
     parser.add_argument("--learning-rate", type=learning_rate_float, default=spec.default_learning_rate)
     parser.add_argument("--warmup-ratio", type=ratio_float, default=0.1)
-    parser.add_argument(
-        "--recipe",
-        choices=("linear", "bert_original"),
-        default="linear",
-        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
-        "bert_original = google-research/bert's (no Adam bias correction)",
-    )
+    add_recipe_argument(parser)
     parser.add_argument("--sequence-length", type=length_int, default=spec.default_sequence_length)
     parser.add_argument("--max-train-examples", type=steps_int, default=None)
     parser.add_argument("--max-dev-examples", type=steps_int, default=None)
@@ -91,16 +88,7 @@ def _add_recipe_arguments(parser, spec):
         help="train LoRA adapters of rank R on the query and value projections (and the head), "
         "the rest frozen; use a higher --learning-rate (2e-3 measured on SST-2)",
     )
-    add_distribution_arguments(parser)
-    add_checkpoint_arguments(parser)
-    parser.add_argument(
-        "--jit-compile",
-        choices=("auto", "true", "false"),
-        default="auto",
-        help="XLA compilation of the train step; auto: no XLA for varying-width "
-        "batches, multi-worker on CPUs, bf16 on a CPU or short runs, else the faster of "
-        "both timed on the first batch (see docs/scaling.md)",
-    )
+    add_run_arguments(parser, "varying-width batches, multi-worker on CPUs, bf16 on a CPU or short runs")
 
 
 def run(args):
@@ -110,32 +98,11 @@ def run(args):
     spec = get_task(args.task)
     _, metrics = finetune(
         spec,
-        model=args.model,
-        train=args.train,
-        dev=args.dev,
-        out=args.out,
         layout=spec.layout_from_args(args),
-        vocab=args.vocab,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_ratio=args.warmup_ratio,
-        recipe=args.recipe,
-        sequence_length=args.sequence_length,
-        max_train_examples=args.max_train_examples,
-        max_dev_examples=args.max_dev_examples,
-        eval_every=args.eval_every,
-        select=args.select,
-        seed=args.seed,
-        batching=args.batching,
-        jit_compile=jit_flag(args.jit_compile),
-        strategy=args.strategy,
-        tpu=args.tpu,
-        replicas=args.replicas,
-        check_tpu_compat=args.check_tpu_compat,
-        mixed_precision=args.mixed_precision,
-        overwrite=args.overwrite,
-        lora_rank=args.lora_rank,
+        **flag_values(args, "model", "train", "dev", "out", "vocab", "overwrite", "lora_rank"),
+        **flag_values(args, "epochs", "batch_size", "learning_rate", "warmup_ratio", "recipe", "sequence_length"),
+        **flag_values(args, "max_train_examples", "max_dev_examples", "eval_every", "select", "seed", "batching"),
+        **distribution_options(args),
         **checkpoint_options(args),
     )
     print(", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))

@@ -9,20 +9,22 @@ Examples:
 
 from keras_bert_zoo.commands.common import (
     MAX_VOCABULARY,
-    add_checkpoint_arguments,
-    add_distribution_arguments,
     add_overwrite_argument,
     batch_int,
-    checkpoint_options,
     count_int,
     float_in,
     int_in,
-    jit_flag,
     learning_rate_float,
     length_int,
-    outputs_epilog,
     seed_int,
     steps_int,
+)
+from keras_bert_zoo.commands.training_flags import (
+    add_recipe_argument,
+    add_run_arguments,
+    checkpoint_options,
+    jit_flag,
+    outputs_epilog,
 )
 
 __all__ = ["add_arguments", "run"]
@@ -56,6 +58,18 @@ def add_arguments(parser):
     model.add_argument("--model", default=None, help="checkpoint directory to continue pretraining (HF, Google, ours)")
     parser.add_argument("--out", required=True, help="output directory (becomes a preset directory)")
     add_overwrite_argument(parser)
+    _add_recipe_arguments(parser)
+    add_run_arguments(parser, "multi-worker on CPUs, bf16 on a CPU or runs under 1,000 steps")
+    parser.add_argument(
+        "--time-budget",
+        type=float_in(0.0, 1e9),
+        default=None,
+        help="stop after this many seconds of training (benchmarks)",
+    )
+
+
+def _add_recipe_arguments(parser):
+    """The pretraining recipe: lengths, batch, steps, optimizer, masking, held-out evaluation, seed."""
     parser.add_argument("--sequence-length", type=length_int, default=128)
     parser.add_argument(
         "--max-predictions",
@@ -67,13 +81,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=steps_int, default=1000, help="optimizer steps (exactly)")
     parser.add_argument("--learning-rate", type=learning_rate_float, default=1e-4)
     parser.add_argument("--warmup-steps", type=count_int, default=None, help="default: 10%% of --steps")
-    parser.add_argument(
-        "--recipe",
-        choices=("linear", "bert_original"),
-        default="linear",
-        help="optimizer recipe: linear = HF's AdamW and warm-up/decay schedule; "
-        "bert_original = google-research/bert's (no Adam bias correction)",
-    )
+    add_recipe_argument(parser)
     parser.add_argument("--nsp", choices=("nsp", "sop", "none"), default="nsp")
     parser.add_argument("--whole-word-masking", action="store_true")
     parser.add_argument("--max-ngram", type=int_in(1, 10), default=1, help=">1: mask spans of 1..N words/tokens")
@@ -96,22 +104,6 @@ def add_arguments(parser):
         default=1,
         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
         "under --strategy multi_worker each worker reads only its shards' files",
-    )
-    parser.add_argument(
-        "--jit-compile",
-        choices=("auto", "true", "false"),
-        default="auto",
-        help="XLA compilation of the train step; auto: no XLA for multi-worker on CPUs, bf16 on a "
-        "CPU or runs under 1,000 steps, else the faster of both timed on the first batch "
-        "(see docs/scaling.md)",
-    )
-    add_distribution_arguments(parser)
-    add_checkpoint_arguments(parser)
-    parser.add_argument(
-        "--time-budget",
-        type=float_in(0.0, 1e9),
-        default=None,
-        help="stop after this many seconds of training (benchmarks)",
     )
 
 

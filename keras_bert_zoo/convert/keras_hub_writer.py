@@ -30,11 +30,9 @@ from keras_bert_zoo.convert.keras_hub_format import (
     TOKENIZER_FILE,
     VOCABULARY_ASSET,
     WEIGHTS_FILE,
-    _snake_numbered,
-    backbone_layer_order,
-    backbone_table,
     is_keras_hub_preset,
 )
+from keras_bert_zoo.convert.keras_hub_names import backbone_layer_order, backbone_table, snake_numbered
 from keras_bert_zoo.errors import CheckpointError, OutputError
 from keras_bert_zoo.files import write_json, write_text
 from keras_bert_zoo.models import loading
@@ -73,14 +71,14 @@ def _write_backbone_h5(path, backbone):
     tensors = _backbone_tensors(backbone)
     table = backbone_table(backbone.num_layers)
     by_layer = {}
-    for name, (layer, sub), index, _ in table:
+    for name, (layer, sub), _, _ in table:
         by_layer.setdefault((layer, sub), []).append(name)
     heads = backbone.num_heads
     order = backbone_layer_order(backbone.num_layers)
-    keys = _snake_numbered([cls for cls, _ in order])
+    keys = snake_numbered([cls for cls, _ in order])
     with h5py.File(path, "w") as h5:
         layers = h5.create_group("layers")
-        for key, (_, name) in zip(keys, order):
+        for key, (_, name) in zip(keys, order, strict=True):
             if name.startswith("transformer_layer_"):
                 group = _group(layers, key, name)
                 for sub, sub_name in (

@@ -50,7 +50,7 @@ from keras_bert_zoo.models.layers import int8
 from keras_bert_zoo.models.precision import precision_name, with_precision
 from keras_bert_zoo.tasks.options import option_values
 
-__all__ = ["export_saved_model"]
+__all__ = ["export_saved_model", "read_export_info", "signature_summary"]
 
 _VOCAB_ASSET = "vocab.txt"
 _INFO_ASSET = "export_info.json"
@@ -281,3 +281,18 @@ def export_saved_model(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return path
+
+
+def read_export_info(path):
+    """The facts an exported SavedModel records about itself (`assets/export_info.json`: task, labels, kernel)."""
+    with open(os.path.join(path, "assets", _INFO_ASSET), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def signature_summary(path):
+    """`{signature: ([inputs], [outputs])}` of a SavedModel, read back with TensorFlow."""
+    loaded = tf.saved_model.load(path)
+    return {
+        name: (sorted(fn.structured_input_signature[1]), sorted(fn.structured_outputs))
+        for name, fn in loaded.signatures.items()
+    }

@@ -131,13 +131,13 @@ def load_lora_weights(backbone, filepath):
                 "from a model with fewer layers."
             )
         values = [group[s.name][()] for s in specs]
-    for spec, value in zip(specs, values):
+    for spec, value in zip(specs, values, strict=True):
         if tuple(value.shape) != tuple(spec.variable.shape):
             raise CheckpointError(
                 f"{filepath}: adapter {spec.name!r} has shape {tuple(value.shape)}, the model "
                 f"expects {tuple(spec.variable.shape)}; it was saved from another architecture."
             )
-    for spec, value in zip(specs, values):
+    for spec, value in zip(specs, values, strict=True):
         spec.variable.assign(value)
 
 

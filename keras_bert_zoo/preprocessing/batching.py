@@ -86,7 +86,7 @@ def as_raw_columns(x):
     """
     if isinstance(x, list) and x and isinstance(x[0], (list, tuple)) and all(isinstance(v, str) for v in x[0]):
         if len(x[0]) == 2:
-            return tuple(list(col) for col in zip(*x))  # [(a, b), ...] -> ([a...], [b...])
+            return tuple(list(col) for col in zip(*x, strict=True))  # [(a, b), ...] -> ([a...], [b...])
     if isinstance(x, list):
         bad = next((v for v in x if not isinstance(v, (str, bytes))), None)
         if bad is not None:

@@ -78,7 +78,7 @@ def predict_packed(model, features, batch_size, width, fill=0.0):
     spec = {k: tf.TensorSpec([None, None], s.dtype) for k, s in packed.element_spec.items() if k != "cls_index"}
     model.trace_predict(spec)
     out = None
-    for start, batch in zip(range(0, n, batch_size), packed):
+    for start, batch in zip(range(0, n, batch_size), packed, strict=True):
         cls_index = batch.pop("cls_index")
         part = predict_step(model, batch)
         part = part if isinstance(part, dict) else {None: part}

@@ -129,7 +129,7 @@ class SegmentPacker(PreprocessingLayer):
         cls = tf.fill(tf.stack([batch, 1]), self.start_value)
         sep = tf.fill(tf.stack([batch, 1]), self.end_value)
         pieces, seg_ids = [tf.RaggedTensor.from_tensor(cls)], [tf.RaggedTensor.from_tensor(tf.zeros_like(cls))]
-        for i, (s, n) in enumerate(zip(segments, keep)):
+        for i, (s, n) in enumerate(zip(segments, keep, strict=True)):
             kept = tf.ragged.boolean_mask(s, tf.ragged.range(s.row_lengths()) < n[:, None])
             part = tf.concat([kept, tf.RaggedTensor.from_tensor(sep)], axis=1)
             pieces.append(part)

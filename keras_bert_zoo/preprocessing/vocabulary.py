@@ -47,7 +47,7 @@ def count_words(dataset_or_files, lowercase=True, strip_accents=None, tokenize_c
     counts = collections.Counter()
     for words in ds.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
         unique, n = np.unique(words, return_counts=True)
-        counts.update(dict(zip((w.decode("utf-8") for w in unique), n.tolist())))
+        counts.update(dict(zip((w.decode("utf-8") for w in unique), n.tolist(), strict=True)))
     return counts
 
 

@@ -149,7 +149,9 @@ def _parser_of(option):
         try:
             value = option.type(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if option.type is int else 'a number'}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if option.type is int else 'a number'}"
+            ) from None
         try:
             return option.check(value, "this")
         except UsageError:

@@ -40,13 +40,13 @@ def plot_finetuning(rows, evaluations, metric, path):
     fig, ax = plt.subplots(figsize=(7, 4))
     losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
     if losses:
-        ax.plot(*zip(*losses), color="tab:blue", label="train loss (running mean)")
+        ax.plot(*zip(*losses, strict=True), color="tab:blue", label="train loss (running mean)")
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax2 = ax.twinx()
     points = [(s, m[metric]) for s, m in evaluations if metric in m]
     if points:
-        ax2.plot(*zip(*points), "o-", color="tab:red", label=f"dev {metric}")
+        ax2.plot(*zip(*points, strict=True), "o-", color="tab:red", label=f"dev {metric}")
     ax2.set_ylabel(f"dev {metric}")
     fig.legend(loc="center right", bbox_to_anchor=(0.88, 0.5))
     fig.tight_layout()
@@ -60,13 +60,13 @@ def plot_pretraining(rows, evaluations, path):
         print("matplotlib is not installed: no loss_curves.png (pip install matplotlib).")
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, name in zip(axes, ("mlm", "nsp")):
+    for ax, name in zip(axes, ("mlm", "nsp"), strict=True):
         train = [(r["step"], r[f"{name}_loss"]) for r in rows if f"{name}_loss" in r]
         held = [(s, m[f"{name}_loss"]) for s, m in evaluations if f"{name}_loss" in m]
         if train:
-            ax.plot(*zip(*train), label="train (epoch running mean)")
+            ax.plot(*zip(*train, strict=True), label="train (epoch running mean)")
         if held:
-            ax.plot(*zip(*held), "o-", label="held-out")
+            ax.plot(*zip(*held, strict=True), "o-", label="held-out")
         ax.set_xlabel("step")
         ax.set_title(f"{name.upper()} loss")
         ax.legend()

@@ -194,7 +194,7 @@ def time_train_steps(model, batch, timed_steps=_TIMED_STEPS):
             out = steps[name](data)
             tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
             seconds[name].append(time.perf_counter() - start)
-    for variable, value in zip(state, saved):
+    for variable, value in zip(state, saved, strict=True):
         variable.assign(value)
     return {
         "xla": statistics.median(seconds["xla"]),

@@ -166,7 +166,9 @@ def _resume(checkpoints, callbacks, job_state, total, steps_per_epoch):
     if not latest:
         return 0
     start = meta["step"]
-    for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", [])):
+    # Not strict: a caller's own callbacks are not part of the signature, so a run may resume with more
+    # or fewer resumable ones than it saved; the job's own (step log, evaluation) come first and pair up.
+    for cb, state in zip(_resumable(callbacks), meta["state"].get("callbacks", []), strict=False):
         cb.load_resume_state(state)
     if job_state and "job" in meta["state"]:
         job_state[1](meta["state"]["job"])
@@ -185,6 +187,36 @@ def _resume_state(callbacks, job_state):
     if job_state:
         state["job"] = job_state[0]()
     return state
+
+
+def _build_state(model, element_spec):
+    """The model's metric and optimizer variables, made before the first step from the batches' spec."""
+    from keras_bert_zoo.models.step_state import build_metrics
+
+    if distribute_strategy(model) is not None:  # create metric/optimizer variables in the scope, as fit does
+        # From the element spec, not a batch: a second iterator would advance a reshuffling
+        # dataset's seed, and the run would then see another order than a one-device run.
+        with model.distribute_strategy.scope():
+            symbolic_build(model, element_spec)
+    else:  # the compiled metrics' state before the first trace: one trace of the step (models.step_state)
+        build_metrics(model, element_spec)
+
+
+def _callback_list(model, callbacks, *, verbose, epochs, steps):
+    """`callbacks` as a Keras `CallbackList` with `fit`'s history and progress bar (a given list is kept)."""
+    import keras
+
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        return callbacks
+    return keras.callbacks.CallbackList(
+        list(callbacks),
+        add_history=True,
+        add_progbar=verbose != 0,
+        verbose=verbose,
+        epochs=epochs,
+        steps=steps,
+        model=model,
+    )
 
 
 def _open_checkpoints(
@@ -266,7 +298,6 @@ def train(
 
     if position not in _POSITIONS:
         raise UsageError(f"position={position!r}; use one of {_POSITIONS}.")
-    from keras_bert_zoo.models.step_state import build_metrics
     from keras_bert_zoo.training.strategies import distribute_batch, worker_info
 
     strategy = model.distribute_strategy
@@ -275,13 +306,7 @@ def train(
     total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
     repeated = dataset.repeat()
     iterator = iter(repeated) if position == "iterator" else None
-    if distribute_strategy(model) is not None:  # create metric/optimizer variables in the scope, as fit does
-        # From the element spec, not a batch: a second iterator would advance a reshuffling
-        # dataset's seed, and the run would then see another order than a one-device run.
-        with strategy.scope():
-            symbolic_build(model, dataset.element_spec)
-    else:  # the compiled metrics' state before the first trace: one trace of the step (models.step_state)
-        build_metrics(model, dataset.element_spec)
+    _build_state(model, dataset.element_spec)
 
     checkpoints, start = _open_checkpoints(
         model,
@@ -302,19 +327,7 @@ def train(
         if checkpoints is not None:
             checkpoints.save(step, _resume_state(callbacks, job_state))
 
-    callback_list = (
-        callbacks
-        if isinstance(callbacks, keras.callbacks.CallbackList)
-        else keras.callbacks.CallbackList(
-            list(callbacks),
-            add_history=True,
-            add_progbar=verbose != 0,
-            verbose=verbose,
-            epochs=epochs,
-            steps=steps_per_epoch,
-            model=model,
-        )
-    )
+    callback_list = _callback_list(model, callbacks, verbose=verbose, epochs=epochs, steps=steps_per_epoch)
     model.stop_training = False
     pending = None  # the first batch, read early for `choose_jit` and trained on first
     if choose_jit is not None and start < total:

@@ -22,7 +22,7 @@ def test_convert_hf_checkpoint_to_preset(tmp_path, capsys):
     assert "22,713,216 parameters" in capsys.readouterr().out
     assert os.path.exists(os.path.join(out, "vocab.txt"))
     original, converted = BertBackbone.from_preset(source), BertBackbone.from_preset(out)
-    for a, b in zip(original.weights, converted.weights):
+    for a, b in zip(original.weights, converted.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

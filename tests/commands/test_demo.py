@@ -56,7 +56,7 @@ def test_demo_small_budget(tmp_path, capsys):
     # Scoring the test split again here gives the reported accuracy.
     test = rows["test"]
     answers = served.signatures["serving_default"](text=tf.constant([r["text"] for r in test]))
-    accuracy = np.mean([a.decode() == r["label"] for a, r in zip(answers["labels"].numpy(), test)])
+    accuracy = np.mean([a.decode() == r["label"] for a, r in zip(answers["labels"].numpy(), test, strict=True)])
     assert abs(accuracy - metrics["test_accuracy"]) < 1e-9
 
 

@@ -40,7 +40,7 @@ def tiny_model(tmp_path_factory):
 def _sentiment_file(path, n, seed, extra_label=None):
     rng = np.random.default_rng(seed)
     lines = ["sentence\tlabel"]
-    for i in range(n):
+    for _ in range(n):
         label = int(rng.integers(2))
         cue = rng.choice(["good", "great", "fine"] if label else ["bad", "awful", "poor"])
         filler = " ".join(rng.choice(["the", "film", "was", "plot", "a", "very"], size=rng.integers(1, 12)))

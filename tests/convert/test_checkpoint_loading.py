@@ -95,7 +95,7 @@ def test_save_to_preset_round_trips_exactly_and_hf_loads_it(tmp_path):
     backbone.save_to_preset(str(tmp_path / "ours"))
     restored = BertBackbone.from_preset(str(tmp_path / "ours"))
     assert restored.get_config() == {**backbone.get_config(), "name": restored.name}
-    for a, b in zip(backbone.weights, restored.weights):
+    for a, b in zip(backbone.weights, restored.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     hf = transformers.BertModel.from_pretrained(str(tmp_path / "ours")).eval()
     assert_matches(backbone, hf)
@@ -178,7 +178,7 @@ def test_checkpoint_without_pooler_warns_once_and_names_the_fix(tmp_path, capsys
     assert "pooled_output" in line and "pooling='mean'" in line
     # Everything else is the real checkpoint.
     reference = BertBackbone.from_preset(src)
-    for a, b in zip(reference.weights, backbone.weights):
+    for a, b in zip(reference.weights, backbone.weights, strict=True):
         if not a.path.startswith("pooler"):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert "pooler" not in capsys.readouterr().err  # the real one has its pooler: no warning

@@ -118,7 +118,7 @@ def prefixed(request, presets, tmp_path):
 
 def _real(ids, mask):
     """Rows of ids cut to their real (unpadded) positions, as lists."""
-    return [list(r[np.asarray(m, bool)]) for r, m in zip(np.asarray(ids), np.asarray(mask))]
+    return [list(r[np.asarray(m, bool)]) for r, m in zip(np.asarray(ids), np.asarray(mask), strict=True)]
 
 
 def _hub_inputs(preprocessor, texts=TEXTS):
@@ -207,7 +207,7 @@ def test_our_classifier_loads_into_keras_hub_with_the_same_outputs(tmp_path):
     )
     back = BertClassifier.from_preset(str(tmp_path / "kh"))  # ours -> KerasHub -> ours: exact
     assert len(back.weights) == len(ours.weights)
-    for a, b in zip(ours.weights, back.weights):
+    for a, b in zip(ours.weights, back.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
@@ -327,7 +327,7 @@ def test_weights_files_without_layer_names_load_by_keras_keys(presets, tmp_path)
         with h5py.File(os.path.join(path, name), "a") as h5:
             h5.visititems(lambda key, obj: obj.attrs.pop("name", None) if isinstance(obj, h5py.Group) else None)
     named, unnamed = BertClassifier.from_preset(presets["classifier"]), BertClassifier.from_preset(path)
-    for a, b in zip(named.weights, unnamed.weights):
+    for a, b in zip(named.weights, unnamed.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

@@ -117,7 +117,7 @@ def test_safetensors_is_read_before_tf_model_h5(tmp_path, ref):
     other.save_to_preset(str(tmp_path / "st"))
     shutil.copy(tmp_path / "st" / "model.safetensors", both / "model.safetensors")
     loaded = BertBackbone.from_preset(str(both))
-    for a, b in zip(loaded.weights, other.weights):
+    for a, b in zip(loaded.weights, other.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     os.remove(both / "model.safetensors")  # the same directory without it reads the h5
     assert_backbone_matches(BertBackbone.from_preset(str(both)), ref, "model")

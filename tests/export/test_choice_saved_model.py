@@ -90,7 +90,7 @@ def test_fresh_process_matches_predict_choices(model, exported, tmp_path):
     assert got["same"] and {"serving_default", "choose", "predict_token_ids", "tokenize"} <= set(got["signatures"])
     np.testing.assert_allclose(got["probabilities"], probs, atol=1e-5)
     assert got["best_index"] == best.tolist()
-    assert got["best_choice"] == [row[b] for row, b in zip(CHOICES, best)]
+    assert got["best_choice"] == [row[b] for row, b in zip(CHOICES, best, strict=True)]
     # Each pair is scored alone: two choices give the first two of the four logits.
     np.testing.assert_allclose(got["two"], np.asarray(got["logits"])[:2, :2], rtol=1e-5, atol=1e-5)
 

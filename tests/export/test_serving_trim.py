@@ -198,7 +198,10 @@ def test_fresh_process_tagger_equals_predict_tags_and_entities(tmp_path):
     keys = ("entity_text", "entity_type", "start", "end", "score")
     cols = _unpad(result, "num_entities", keys)
     entities = [
-        [{"text": t, "type": y, "start": s, "end": e, "score": p} for t, y, s, e, p in zip(*(cols[k][i] for k in keys))]
+        [
+            {"text": t, "type": y, "start": s, "end": e, "score": p}
+            for t, y, s, e, p in zip(*(cols[k][i] for k in keys), strict=True)
+        ]
         for i in range(len(TEXTS))
     ]
     assert sum(len(row) for row in entities) > 20  # the check means something

@@ -2,14 +2,14 @@
 
 References nobody here wrote into the serving graph: the Keras model's own host-side
 path (`BertTagger.predict_tags` / `predict_entities`: numpy windows merge and the
-pure-Python conlleval decoder `tasks.tagger.metrics.entity_spans`), Python's
-`re.finditer(r"\\S+")` for words and character offsets, and TensorFlow's
+pure-Python conlleval decoder `tasks.tagger.metrics.entity_spans`), the Python word
+split (`as_words`, `word_spans`: HF's BasicTokenizer words, `tests/preprocessing/test_chinese_words.py`)
+for words and character offsets, and TensorFlow's
 `tf.saved_model.load` in a fresh process where this package cannot be imported.
 """
 
 import json
 import random
-import re
 
 import keras
 import numpy as np
@@ -23,6 +23,7 @@ from keras_bert_zoo.tasks.tagger.model import BertTagger
 from keras_bert_zoo.tasks.tagger.predict import predict_words
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
 from keras_bert_zoo.tasks.tagger.serving import TaggerServing
+from keras_bert_zoo.tasks.tagger.words import as_words, word_spans
 from tests.export.test_saved_model import _fresh_process
 from tests.helpers import minilm_path
 
@@ -78,7 +79,9 @@ def _unpad(result, lengths, keys):
     out = {}
     for key in keys:
         value = np.asarray(result[key])
-        out[key] = [[v.decode() if isinstance(v, bytes) else v.item() for v in row[:k]] for row, k in zip(value, n)]
+        out[key] = [
+            [v.decode() if isinstance(v, bytes) else v.item() for v in row[:k]] for row, k in zip(value, n, strict=True)
+        ]
     return out
 
 
@@ -87,7 +90,9 @@ def _entities(result):
     return [
         [
             {"text": t, "type": y, "start": s, "end": e, "score": p}
-            for t, y, s, e, p in zip(*(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")))
+            for t, y, s, e, p in zip(
+                *(cols[k][i] for k in ("entity_text", "entity_type", "start", "end", "score")), strict=True
+            )
         ]
         for i in range(len(cols["start"]))
     ]
@@ -95,10 +100,10 @@ def _entities(result):
 
 def _exact_scores(model, texts):
     """`predict_entities`' score before its rounding: the mean of the words' max probability."""
-    words = [t.split() for t in texts]
+    words = [as_words(t) for t in texts]
     tags, logits = predict_words(model, words, model.preprocessor, label_names=model.label_names, return_logits=True)
     scores = []
-    for sentence_tags, word_logits in zip(tags, logits):
+    for sentence_tags, word_logits in zip(tags, logits, strict=True):
         probs = np.exp(word_logits - word_logits.max(-1, keepdims=True))
         best = (probs / probs.sum(-1, keepdims=True)).max(-1)
         scores.append([float(best[a:b].mean()) for _, a, b in entity_spans(sentence_tags, scheme=model.scheme)])
@@ -112,8 +117,8 @@ def _check_against_model(model, texts, tags, entities):
     assert [[{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in entities] == [
         [{k: e[k] for k in ("text", "type", "start", "end")} for e in row] for row in expected
     ]
-    for text, got_row, want_row, exact_row in zip(texts, entities, expected, exact):
-        for got, want, score in zip(got_row, want_row, exact_row):
+    for text, got_row, want_row, exact_row in zip(texts, entities, expected, exact, strict=True):
+        for got, want, score in zip(got_row, want_row, exact_row, strict=True):
             assert got["text"] == text[got["start"] : got["end"]]
             assert abs(got["score"] - score) <= 1e-5, (got, score)
             assert abs(got["score"] - want["score"]) <= 1e-5, (got, want)
@@ -125,7 +130,7 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     flat = [t for row in tags for t in row]
     # The check means something only if the model tags entities, ill-formed ones included.
     assert {"O", "B-PER", "B-LOC"} <= set(flat) and any(t.startswith("I-") for t in flat)
-    assert any(a == "O" and b.startswith("I-") for row in tags for a, b in zip(["O"] + row, row))
+    assert any(a == "O" and b.startswith("I-") for row in tags for a, b in zip(["O"] + row, row, strict=False))
     assert any(" " in e["text"] for row in model.predict_entities(TEXTS) for e in row)
     with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
         json.dump(TEXTS, f)
@@ -159,9 +164,9 @@ def test_fresh_process_matches_predict_tags_and_entities(tagger, exported, tmp_p
     assert {"serving_default", "tag", "predict_token_ids", "tokenize"} <= set(got["signatures"])
     result = got["result"]
     words = _unpad(result, "num_words", ("words", "tags", "tag_ids", "word_start", "word_end"))
-    assert words["words"] == [t.split() for t in TEXTS]
-    assert [list(zip(s, e)) for s, e in zip(words["word_start"], words["word_end"])] == [
-        [(m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in TEXTS
+    assert words["words"] == [as_words(t) for t in TEXTS]
+    assert [list(zip(s, e, strict=True)) for s, e in zip(words["word_start"], words["word_end"], strict=True)] == [
+        [tuple(span) for span in word_spans(t)] for t in TEXTS
     ]
     assert words["tag_ids"] == [[IOB2.index(t) for t in row] for row in words["tags"]]
     _check_against_model(model, TEXTS, words["tags"], _entities(result))
@@ -207,7 +212,7 @@ def test_signature_dtypes_tokenize_and_token_ids(tagger, exported):
     }
     # `tokenize` shows the windows the model sees: those of the preprocessor's `windows`.
     tokenized = served.signatures["tokenize"](text=tf.constant(TEXTS))
-    windows = tagger.preprocessor.windows(tf.ragged.constant([t.split() for t in TEXTS], dtype=tf.string))
+    windows = tagger.preprocessor.windows(tf.ragged.constant([as_words(t) for t in TEXTS], dtype=tf.string))
     for key, value in windows.items():
         np.testing.assert_array_equal(tokenized[key].numpy(), value.numpy())
     assert tokenized["token_ids"].shape[0] > len(TEXTS)  # the long text took several windows
@@ -251,7 +256,7 @@ def test_decoder_equals_conlleval_on_random_sequences(scheme, names):
     starts = ids.with_values(tf.range(tf.size(ids.values, out_type=tf.int64)) * 10)
     found = serving.entities(ids, ragged_scores, starts, starts + 3)
     got = [
-        list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word"))))
+        list(zip(*(found[k][i].numpy().tolist() for k in ("entity_type", "first_word", "last_word")), strict=True))
         for i in range(len(sentences))
     ]
     got = [[(t.decode(), a, b) for t, a, b in row] for row in got]

@@ -163,7 +163,7 @@ def test_a_kill_at_any_moment_leaves_old_or_new(tmp_path):
     _fill(out, "v-start")
     rng = random.Random(0)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    for trial in range(6):
+    for _ in range(6):
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, out, repo], stdout=subprocess.PIPE, env=env)
         proc.stdout.readline()  # at least one full replacement happened
         time.sleep(rng.uniform(0.0, 0.05))
@@ -189,7 +189,7 @@ def test_output_file_is_atomic(tmp_path):
         with output_file(path, overwrite=True) as tmp:
             with open(tmp, "w") as f:
                 f.write('{"half": ')
-            1 / 0
+            raise ZeroDivisionError("the run fails half-way through its write")
     assert open(path).read() == "{}"
     write_text(path, "new")  # the internal writer replaces
     assert open(path).read() == "new"

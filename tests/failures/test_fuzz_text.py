@@ -127,7 +127,7 @@ def check_agreement(stages, raws, batch=100):
             for e in stages["hf"].encode_batch([r.decode("utf-8", "replace") for r in chunk], add_special_tokens=False)
         ]
         got = ids.to_list()
-        for raw, a, b in zip(chunk, got, want):
+        for raw, a, b in zip(chunk, got, want, strict=True):
             assert a == b, f"tokenizer differs from HF on {raw!r}"
         features = pre(text)
         packed = packer(ids)

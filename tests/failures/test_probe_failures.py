@@ -17,8 +17,11 @@ import textwrap
 
 import pytest
 
-from tests.failures.helpers import check_case, check_failure, run_cli, tree_hash
-from tests.failures.test_cli_failures import VOCAB, World, latin1, models  # noqa: F401  (`models`: the fixture)
+from tests.failures import test_cli_failures
+from tests.failures.helpers import check_case, check_failure, run_cli
+from tests.failures.test_cli_failures import VOCAB, World, latin1
+
+models = test_cli_failures.models  # the tiny checkpoints' fixture, shared with the CLI failure tests
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +210,17 @@ CASES = [
         ),
         1,
         r"t\.conll:2: tag 'O' follows an unfinished MISC entity",
+    ),
+    (
+        "tag-strict-tags-noisy",
+        lambda w: w.finetune(
+            "--strict-tags",
+            task="tag",
+            train=w.write("t.txt", "北 B-LOC\n京 E-LOC\n\n李 O\n明 M-PER\n人 E-PER\n\n上 S-LOC\n"),
+            dev=w.conll,
+        ),
+        1,
+        r"t\.txt:5: tag 'M-PER' continues no PER entity, which BMES does not allow.*--strict-tags",
     ),
     (
         "qa-null-threshold-nan",
@@ -426,7 +440,7 @@ def test_resume_falls_back_to_an_older_intact_checkpoint_and_says_so(tmp_path, c
     err = capsys.readouterr().err
     assert meta["step"] == 4 and path.endswith("ckpt-000004")
     assert f"checkpoint {newest} is damaged" in err and "resumed from the older intact checkpoint" in err, err
-    for now, before in zip(model.weights, kept):
+    for now, before in zip(model.weights, kept, strict=True):
         np.testing.assert_array_equal(now.numpy(), before)
 
 

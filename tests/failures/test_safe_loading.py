@@ -64,7 +64,10 @@ def test_safetensors_beside_a_pickle_loads_the_safetensors(tiny_dir, tmp_path):
         pickle.dump(Exploit(str(flag)), f)
     expected = BertBackbone.from_preset(str(tiny_dir)).get_weights()
     assert not flag.exists()
-    assert all(np.array_equal(a, b) for a, b in zip(expected, BertBackbone.from_preset(str(tiny_dir)).get_weights()))
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(expected, BertBackbone.from_preset(str(tiny_dir)).get_weights(), strict=True)
+    )
 
 
 def test_keras_files_load_in_safe_mode(tmp_path):

@@ -15,6 +15,8 @@ from ../shared/data, against predictions made by corrupting them with a seeded
 RNG.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -105,8 +107,8 @@ def ref_conlleval_scores(true_seqs, pred_seqs, iobes=False):
         counter[key] = counter.get(key, 0) + 1
 
     lines = []
-    for true, pred in zip(true_seqs, pred_seqs):
-        lines.extend(zip(true, pred))
+    for true, pred in zip(true_seqs, pred_seqs, strict=True):
+        lines.extend(zip(true, pred, strict=True))
         lines.append(("O", "O"))  # empty line between sentences = boundary, tags O
     for correct_full, guessed_full in lines:
         correct, correct_type = ref_split(correct_full)
@@ -334,7 +336,7 @@ def test_hand_cases_against_conlleval_rules():
     for tags, scheme, expected, expected_strict in HAND_CASES:
         assert entity_spans(tags, scheme=scheme) == expected, tags
         assert ref_chunks(tags, iobes=scheme in ("IOBES", "BIOES")) == expected, tags
-        if "S" not in [t[0] for t in tags] and ("E", "B") not in [(a[0], b[0]) for a, b in zip(tags, tags[1:])]:
+        if "S" not in [t[0] for t in tags] and ("E", "B") not in [(a[0], b[0]) for a, b in itertools.pairwise(tags)]:
             assert ref_chunks(tags, iobes=False) == expected, tags  # the 2004 script's rules, no extension
         if expected_strict is not None:
             assert entity_spans(tags, scheme=scheme, mode="strict") == expected_strict, tags
@@ -409,7 +411,9 @@ def test_iob1_to_iob2_on_conll2003_dev():
 def test_conll2003_dev_corrupted_against_conlleval(scheme):
     gold, pred = dev_data(scheme, seed=2003)
     assert len(gold) >= 3000
-    flipped = sum(a != b for g, p in zip(gold, pred) for a, b in zip(g, p)) / sum(map(len, gold))
+    flipped = sum(a != b for g, p in zip(gold, pred, strict=True) for a, b in zip(g, p, strict=True)) / sum(
+        map(len, gold)
+    )
     assert 0.05 < flipped < 0.15
     iobes = scheme == "BIOES"
     ours = entity_scores(gold, pred, scheme=scheme)

@@ -19,8 +19,8 @@ def _graph_spans(sentences, label_names):
     ids = tf.ragged.constant([[index[t] for t in s] for s in sentences], dtype=tf.int32, row_splits_dtype=tf.int64)
     tables = {k: tf.constant(v) for k, v in label_tables(label_names).items()}
     spans = tf.function(lambda x: entity_spans_tf(x, tables)[0])(ids)
-    rows = zip(*(spans[k].to_list() for k in ("entity_type", "first_word", "last_word")))
-    return [[(t.decode(), a, b) for t, a, b in zip(*row)] for row in rows]
+    rows = zip(*(spans[k].to_list() for k in ("entity_type", "first_word", "last_word")), strict=True)
+    return [[(t.decode(), a, b) for t, a, b in zip(*row, strict=True)] for row in rows]
 
 
 @pytest.mark.parametrize("scheme", ["IOB1", "IOB2", "BIOES"])

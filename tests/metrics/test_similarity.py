@@ -14,7 +14,7 @@ def test_against_scipy():
     gold = np.round(rng.uniform(0, 5, 200), 1)  # ties, as STS-B's scores have
     from scipy.spatial.distance import cosine as cosine_distance
 
-    cosine = np.array([1 - cosine_distance(x, y) for x, y in zip(a, b)])
+    cosine = np.array([1 - cosine_distance(x, y) for x, y in zip(a, b, strict=True)])
     np.testing.assert_allclose(cosine_similarity(a, b), cosine, atol=1e-12)
     got = similarity_correlations(a, b, gold)
     assert got["spearman"] == pytest.approx(stats.spearmanr(gold, cosine)[0], abs=1e-12)

@@ -157,12 +157,12 @@ def test_v11_scores_equal_the_official_script(dev):
     raw, data = dev
     rng = random.Random(0)
     predictions = {}
-    for qid, q, c, golds in zip(data.ids, data.questions, data.contexts, data.answers):
+    for qid, q, c, golds in zip(data.ids, data.questions, data.contexts, data.answers, strict=True):
         kind = rng.random()
         if kind < 0.05:
             continue  # missing: scores 0
         predictions[qid] = perturb(rng.choice(golds), rng) if kind < 0.5 else sentence_baseline(q, c)
-    ours = squad_scores(predictions, dict(zip(data.ids, data.answers)))
+    ours = squad_scores(predictions, dict(zip(data.ids, data.answers, strict=True)))
     ref = evaluate_v11(raw, predictions)
     assert ours["exact_match"] == pytest.approx(ref["exact_match"] / 100, abs=1e-12)
     assert ours["f1"] == pytest.approx(ref["f1"] / 100, abs=1e-12)

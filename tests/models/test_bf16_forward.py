@@ -99,7 +99,7 @@ def test_bf16_forward_equals_float32_within_bf16_rounding(make):
     assert twin.backbone.get_layer("encoder_layer_0").compute_dtype == "bfloat16"
     half = tf.nest.map_structure(np.asarray, run(twin))
     differences = []
-    for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(half)):
+    for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(half), strict=True):
         if not np.issubdtype(a.dtype, np.floating):
             continue
         assert b.dtype == np.float32  # the task's outputs stay float32

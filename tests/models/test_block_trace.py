@@ -71,7 +71,7 @@ def test_blocks_trace_once_and_keep_their_own_weights(make, traced, block_calls)
     block_calls.clear()
     traced_out = [np.asarray(tf.function(lambda x, m=m: m(x, training=False))(INPUTS)) for m in (first, second)]
     assert len(block_calls) == traced  # not 3 (layers) x 2 (models)
-    for got, want in zip(traced_out, eager):
+    for got, want in zip(traced_out, eager, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert np.abs(eager[0] - eager[1]).max() > 1e-3  # the two models really differ
     assert all(not function.captured_inputs for function in block_trace.shared_block_traces().values())
@@ -127,7 +127,7 @@ def test_training_steps_share_a_trace_and_train_as_before(block_calls, monkeypat
     tolerance = 1e-5 if policy == "float32" else 2e-3
     np.testing.assert_allclose(shared[0], one_by_one[0], rtol=tolerance, atol=1e-6)
     assert len(shared[2]) == len(one_by_one[2])
-    for got, want in zip(shared[2], one_by_one[2]):
+    for got, want in zip(shared[2], one_by_one[2], strict=True):
         if got.dtype.kind == "i":  # the dropout seed states advanced alike
             np.testing.assert_array_equal(got, want)
         else:
@@ -185,7 +185,8 @@ def test_a_shared_trace_does_not_keep_the_traced_model_alive(block_calls):
     """The trace captures no weights and keeps no block: a model traced first and then
     dropped is freed, and the trace goes on serving other models of its configuration."""
     first = BertTagger(backbone(4), num_labels=3)
-    tf.function(lambda x: first(x, training=False))(INPUTS)
+    # The closure's cell is emptied by the `del` below, so the trace holds no reference to the model.
+    tf.function(lambda x: first(x, training=False))(INPUTS)  # noqa: F821
     blocks = [weakref.ref(first.backbone.get_layer(f"encoder_layer_{i}")) for i in range(3)]
     del first
     gc.collect()
@@ -215,7 +216,7 @@ def test_a_subclass_gets_its_own_trace(block_calls):
     eager[1] = np.asarray(blocks[1](x, bias, training=False))
     traced = [np.asarray(tf.function(lambda a, b, blk=blk: blk(a, b, training=False))(x, bias)) for blk in blocks]
     assert len(block_trace.shared_block_traces()) == 2
-    for got, want in zip(traced, eager):
+    for got, want in zip(traced, eager, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(traced[1], 2 * traced[0], rtol=1e-5, atol=1e-5)
 

@@ -174,7 +174,7 @@ def test_raw_strings_match_preprocessed_ints(pairs):
     model = BertClassifier(backbone, num_classes=2, preprocessor=pre)
     a = ["a charming film .", "dull", "the plot is thin but the acting is fine"]
     b = ["it was good", "very dull indeed", "fine acting"]
-    raw = list(zip(a, b)) if pairs else a
+    raw = list(zip(a, b, strict=True)) if pairs else a
     ints = pre((tf.constant(a), tf.constant(b)) if pairs else tf.constant(a))
     if pairs:  # the pair really reached the model: segment 1 is present
         assert int(tf.reduce_max(ints["segment_ids"])) == 1

@@ -42,10 +42,10 @@ def test_pooling_matches_numpy_on_the_backbone_outputs(pooling):
     out = backbone.predict(x, verbose=0)
     seq, mask = out["sequence_output"], x["padding_mask"].astype(bool)
     expected = {
-        "mean": np.stack([s[m].mean(0) for s, m in zip(seq, mask)]),
+        "mean": np.stack([s[m].mean(0) for s, m in zip(seq, mask, strict=True)]),
         "cls": seq[:, 0],
         "pooled": out["pooled_output"],
-        "max": np.stack([s[m].max(0) for s, m in zip(seq, mask)]),
+        "max": np.stack([s[m].max(0) for s, m in zip(seq, mask, strict=True)]),
     }[pooling]
     got = BertSentenceEmbedder(backbone, pooling=pooling).predict(x, verbose=0)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

@@ -94,7 +94,7 @@ def test_frozen_inside_a_users_model_only_the_head_trains():
     features_before = extractor.predict(x, verbose=0)
     history = model.fit(x, y, batch_size=4, epochs=3, verbose=0).history
     assert history["loss"][-1] < history["loss"][0]
-    for before, after in zip(frozen, extractor.backbone.get_weights()):
+    for before, after in zip(frozen, extractor.backbone.get_weights(), strict=True):
         np.testing.assert_array_equal(before, after)
     assert len(model.trainable_weights) == 2  # the Dense kernel and bias
     # No dropout inside the frozen extractor, even in a training-mode call (dropout 0.3 would move

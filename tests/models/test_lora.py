@@ -174,7 +174,7 @@ def test_shared_trace_keeps_lora_scales_apart():
     clear_shared_block_traces()
     x, bias = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32"), np.zeros((2, 1, 5, 5), "float32")
     blocks = [BertEncoderBlock(num_heads=2, hidden_dim=8, intermediate_dim=16, dropout=0.0) for _ in range(2)]
-    for block, alpha in zip(blocks, (4.0, 16.0)):
+    for block, alpha in zip(blocks, (4.0, 16.0), strict=True):
         block(x, bias)  # build
         block.query.enable_lora(4, lora_alpha=alpha)
         block.query.lora_kernel_a.assign(np.full((8, 4), 0.5, "float32"))
@@ -195,7 +195,7 @@ def test_keras_file_keeps_adapters(tmp_path):
     loaded = keras.saving.load_model(path)
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
     assert [w.path for w in loaded.trainable_weights] == [w.path for w in model.trainable_weights]
-    for a, b in zip(loaded.weights, model.weights):
+    for a, b in zip(loaded.weights, model.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert np.abs(loaded.backbone.encoder_layers[0].query.lora_kernel_b.numpy()).max() > 0
 
@@ -253,7 +253,7 @@ def test_we_load_a_peft_adapter(tmp_path):
         peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"], bias="lora_only", task_type="SEQ_CLS"),
     )
     with torch.no_grad():  # trained-looking adapters, biases and head
-        for name, p in hf.named_parameters():
+        for p in hf.parameters():
             if p.requires_grad:
                 p.add_(torch.randn_like(p) * 0.3)
     hf.save_pretrained(str(tmp_path))

@@ -112,7 +112,7 @@ def test_packed_span_logits_equal_the_default(qa_model, squad):
     assert lengths[0] + lengths[1] <= 384 < lengths[-2] + lengths[-1]  # some windows share a row, some cannot
     default, packed = window_logits(qa_model, windows, 8), window_logits(qa_model, windows, 8, batching="packed")
     real = windows.features["padding_mask"] > 0
-    for ours, theirs in zip(packed, default):
+    for ours, theirs in zip(packed, default, strict=True):
         # Rows of 384 keys sum in another order than the window's own: within 1e-5 of the logits' scale.
         np.testing.assert_allclose(ours[real], theirs[real], rtol=1e-5, atol=1e-5 * np.abs(theirs[real]).max())
         assert (ours[~real] == -1e4).all()  # no span can start or end past a window
@@ -129,7 +129,7 @@ def test_packed_answers_equal_the_default(qa_model, squad):
 
 def sts_sentences(n=48):
     pairs = read_sts(shared_data("stsb", "sts-dev.csv"), max_examples=n // 2)
-    return [s for pair in zip(pairs.sentences1, pairs.sentences2) for s in pair]
+    return [s for pair in zip(pairs.sentences1, pairs.sentences2, strict=True) for s in pair]
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max", "cls", "pooled"])

@@ -92,7 +92,7 @@ def test_classifier_gradients_equal_the_whole_last_layer(pre):
     ours = grads(lambda f: model(f, training=False))
     whole = grads(lambda f: graph_logits(model, f))
     assert len(ours) == len(whole) and all(g is not None for g in ours)
-    for a, b in zip(ours, whole):
+    for a, b in zip(ours, whole, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
 
@@ -135,9 +135,11 @@ def test_packed_fit_trains_like_the_padded_batch(pre):
         verbose=0,
         shuffle=False,
     )
-    moved = max(float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights()))
+    moved = max(
+        float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights(), strict=True)
+    )
     assert moved > 1e-3
-    for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
+    for a, b in zip(packed_model.get_weights(), padded_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -209,9 +211,11 @@ def test_packed_choice_fit_evaluate_predict_match_the_padded_batches(choice_pre)
     np.testing.assert_allclose(packed["loss"], padded["loss"], rtol=1e-5)
     packed_model.fit(x, CHOICE_LABELS, batch_size=5, epochs=1, batching="packed", shuffle=False, verbose=0)
     padded_model.fit(x, CHOICE_LABELS, batch_size=5, epochs=1, batching="bucketed", shuffle=False, verbose=0)
-    moved = max(float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights()))
+    moved = max(
+        float(np.abs(a - b).max()) for a, b in zip(packed_model.get_weights(), make().get_weights(), strict=True)
+    )
     assert moved > 1e-3
-    for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
+    for a, b in zip(packed_model.get_weights(), padded_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 

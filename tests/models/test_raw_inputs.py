@@ -78,7 +78,7 @@ def pre():
 
 @pytest.mark.parametrize("pairs", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_classifier_raw_equals_padded_ints(pre, pairs):
-    x = list(zip(TEXTS, TEXTS[::-1])) if pairs else TEXTS
+    x = list(zip(TEXTS, TEXTS[::-1], strict=True)) if pairs else TEXTS
     ints = full_width(pre, (tf.constant(TEXTS), tf.constant(TEXTS[::-1])) if pairs else tf.constant(TEXTS))
     raw_model, int_model = same_start(lambda: BertClassifier(backbone(), num_classes=2, preprocessor=pre, dropout=0.0))
     # predict: sorted by length inside, handed back in the input order
@@ -95,7 +95,7 @@ def test_classifier_raw_equals_padded_ints(pre, pairs):
     padded = int_model.fit(ints, LABELS, batch_size=4, epochs=2, shuffle=False, verbose=0).history
     np.testing.assert_allclose(raw["loss"], padded["loss"], atol=1e-5)
     assert abs(raw["loss"][0] - raw["loss"][1]) > 1e-3  # it trained: the check can fail
-    for a, b in zip(raw_model.get_weights(), int_model.get_weights()):
+    for a, b in zip(raw_model.get_weights(), int_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
@@ -189,7 +189,8 @@ def test_tagger_packed_fit_trains_like_padded():
     packed_ds = packed_model.raw_dataset(words, tags, batch_size=4, training=True, seed=3)  # "auto": packed
     padded_ds = padded_model.raw_dataset(words, tags, batch_size=4, training=True, seed=3, batching="bucketed")
     rows = [
-        (int(p["token_ids"].shape[0]), int(q["token_ids"].shape[0])) for (p, _), (q, _) in zip(packed_ds, padded_ds)
+        (int(p["token_ids"].shape[0]), int(q["token_ids"].shape[0]))
+        for (p, _), (q, _) in zip(packed_ds, padded_ds, strict=True)
     ]
     assert any(a < b for a, b in rows)  # rows really were packed
     # Keras' epoch loss averages batches weighted by their rows (fewer when packed), so
@@ -198,11 +199,11 @@ def test_tagger_packed_fit_trains_like_padded():
     padded_model.fit(padded_ds, epochs=2, verbose=0)
     moved = max(
         float(np.abs(a - b).max())
-        for a, b in zip(packed_model.get_weights(), backbone().get_weights() + [np.zeros(0)] * 2)
+        for a, b in zip(packed_model.get_weights(), backbone().get_weights() + [np.zeros(0)] * 2, strict=True)
         if a.shape == b.shape
     )
     assert moved > 1e-3
-    for a, b in zip(packed_model.get_weights(), padded_model.get_weights()):
+    for a, b in zip(packed_model.get_weights(), padded_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 

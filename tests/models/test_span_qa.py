@@ -176,7 +176,7 @@ def test_fine_tuning_steps_match_hf(tmp_path):
     starts, ends = np.zeros(16, "int64"), np.zeros(16, "int64")
     for i, (_, _, answer) in enumerate(questions):  # run_qa.py's labels: the pieces covering the answer's characters
         first, last = answer["answer_start"], answer["answer_start"] + len(answer["text"])
-        for j, (offset, segment) in enumerate(zip(batch["offset_mapping"][i], batch.sequence_ids(i))):
+        for j, (offset, segment) in enumerate(zip(batch["offset_mapping"][i], batch.sequence_ids(i), strict=True)):
             if segment == 1 and offset[0] <= first < offset[1]:
                 starts[i] = j
             if segment == 1 and offset[0] < last <= offset[1]:

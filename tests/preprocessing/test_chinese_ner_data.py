@@ -95,7 +95,7 @@ def test_tags_continuing_no_entity_train_with_one_line(tmp_path, capsys):
     ex = read_tagged(path)
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert f"{path}: 2 tags of 5 entities break the BMES scheme" in err
+    assert f"{path}: 2 tags in 5 entities break the BMES scheme" in err
     assert f"the first: {path}:7: tag 'M-PER' continues no PER entity" in err
     assert "--strict-tags" in err
     assert ex.tags == [t for _, t in NOISY] and ex.scheme == "BMES"  # kept as written
@@ -111,7 +111,7 @@ def test_strict_refuses_noisy_tags(tmp_path):
         read_tagged(path, strict=True)
     text = str(info.value)
     assert text.startswith(f"{path}:7: tag 'M-PER' continues no PER entity, which BMES does not allow")
-    assert "2 tags of 5 entities break it" in text and "strict=True" in text and "\n" not in text
+    assert "2 tags in 5 entities break it" in text and "strict=True" in text and "\n" not in text
 
 
 def test_a_file_in_another_scheme_is_refused_without_strict(tmp_path):
@@ -147,12 +147,12 @@ def test_bmes_entity_f1_matches_seqeval_on_random_sequences(mode):
 
 def test_real_msra_train_reads_quickly_and_reports_its_six_noisy_tags(capsys):
     path = shared_data("msra_ner", "train.txt")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: what the reader costs, whatever else the host runs
     ex = read_tagged(path)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     err = capsys.readouterr().err
-    assert len(ex) == 47289 and ex.scheme == "BMES" and seconds < 30, seconds
-    assert err.count("\n") == 1 and f"{path}: 6 tags of " in err and f"{path}:739284: tag 'M-PER'" in err, err
+    assert len(ex) == 47289 and ex.scheme == "BMES" and seconds < 10, seconds
+    assert err.count("\n") == 1 and f"{path}: 6 tags in " in err and f"{path}:739284: tag 'M-PER'" in err, err
     # An independent line-by-line reading of the same file gives the same characters and tags.
     sentences, chars, tags = [], [], []
     with open(path, encoding="utf-8", newline="") as f:

@@ -85,7 +85,7 @@ def test_rates_on_real_tokens(real_batch):
         chosen_mask[i, positions[i][weights[i] > 0]] = True
     np.testing.assert_array_equal(masked[~chosen_mask], token_ids[~chosen_mask])
     # Positions ascending, padding slots at the end with weight 0 and id 0.
-    for p, w in zip(positions, weights):
+    for p, w in zip(positions, weights, strict=True):
         n = int(w.sum())
         assert np.all(np.diff(p[:n]) > 0) and np.all(w[n:] == 0) and np.all(p[n:] == 0)
     # The original count per sequence: min(20, max(1, round(0.15 * candidates))).
@@ -181,7 +181,7 @@ def test_whole_word_skips_a_word_that_overflows():
     out = masker(np.array([row] * 400, "int32"), seed=[3, 4])
     weights = out["mask_weights"].numpy()
     np.testing.assert_array_equal(weights.sum(1), 3)
-    positions = [tuple(p[w > 0]) for p, w in zip(out["mask_positions"].numpy(), weights)]
+    positions = [tuple(p[w > 0]) for p, w in zip(out["mask_positions"].numpy(), weights, strict=True)]
     assert positions.count((1, 2, 3)) > 50  # the long word, alone
     assert all(p == (1, 2, 3) or not set(p) & {1, 2, 3} for p in positions)  # never split
 
@@ -192,9 +192,9 @@ def span_lengths(masker, token_ids, special, seed):
     units = masker.masking_units(token_ids, seed=seed).numpy()
     assert ((units >= 0) == candidate).all()  # `special` are the masker's unselectable ids
     spans = []
-    for u, c in zip(units, candidate):
+    for u, c in zip(units, candidate, strict=True):
         values, counts = np.unique(u[c], return_counts=True)
-        spans.append(dict(zip(values[:-1].tolist(), counts[:-1].tolist())))
+        spans.append(dict(zip(values[:-1].tolist(), counts[:-1].tolist(), strict=True)))
     return units, spans
 
 
@@ -298,7 +298,7 @@ def test_batch_256_by_512_is_fast():
         masker = MaskedLMMasker(
             vocabulary_size=1000, mask_token_id=4, unselectable_token_ids=[0, 2, 3], max_predictions=80, **kwargs
         )
-        fn = tf.function(lambda x, seed: masker(x, seed=seed))
+        fn = tf.function(lambda x, seed: masker(x, seed=seed))  # noqa: B023  (traced and timed in this iteration only)
         fn(ids, tf.constant([1, 2]))  # trace
         # CPU seconds of this process (all TF threads), not wall time: on a loaded machine a niced
         # run can wait seconds for a core between two clock reads, while a per-row Python loop

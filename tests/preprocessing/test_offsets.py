@@ -32,7 +32,7 @@ def test_every_squad_answer_is_recovered_from_offsets(tokenizer, split):
     ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant([p["context"] for p in contexts]))
     ids, starts, ends = ids.to_list(), starts.to_list(), ends.to_list()
     covering, answers, aligned = [], [], []
-    for p, row_ids, row_starts, row_ends in zip(contexts, ids, starts, ends):
+    for p, row_ids, row_starts, row_ends in zip(contexts, ids, starts, ends, strict=True):
         row_starts, row_ends = np.array(row_starts), np.array(row_ends)
         for qa in p["qas"]:
             for answer in qa["answers"]:
@@ -47,7 +47,7 @@ def test_every_squad_answer_is_recovered_from_offsets(tokenizer, split):
     assert len(answers) > 3000
     got = [t.decode() for t in tokenizer.detokenize(tf.ragged.constant(covering)).numpy()]
     want = [t.decode() for t in tokenizer.detokenize(tokenizer(tf.constant(answers))).numpy()]
-    for g, w, a, ok in zip(got, want, answers, aligned):
+    for g, w, a, ok in zip(got, want, answers, aligned, strict=True):
         # An answer may start on a word piece ("27" of "us27"): drop its "##".
         g = g[2:] if g.startswith("##") else g
         if ok:
@@ -64,6 +64,6 @@ def test_offsets_with_invalid_utf8_count_replacement_characters(tokenizer):
     raw = b"caf\xe9 ok \xff\xfe done"
     ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(raw))
     text = raw.decode("utf-8", errors="replace")
-    pieces = [text[s:e] for s, e in zip(starts.numpy(), ends.numpy())]
+    pieces = [text[s:e] for s, e in zip(starts.numpy(), ends.numpy(), strict=True)]
     assert pieces == ["caf", "ok", "done"]
     assert ids.numpy().tolist() == tokenizer(text).numpy().tolist()

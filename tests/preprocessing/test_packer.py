@@ -35,7 +35,7 @@ def all_length_pairs(max_len=12):
 def test_longest_first_is_the_original_bert_rule():
     a, b = all_length_pairs()
     out = SegmentPacker(LENGTH, 101, 102)((a, b))
-    for i, (ra, rb) in enumerate(zip(a.to_list(), b.to_list())):
+    for i, (ra, rb) in enumerate(zip(a.to_list(), b.to_list(), strict=True)):
         bert_truncate_seq_pair(ra, rb, LENGTH - 3)
         tokens = [101] + ra + [102] + rb + [102]
         segments = [0] * (len(ra) + 2) + [1] * (len(rb) + 1)
@@ -52,7 +52,7 @@ def test_round_robin_and_waterfall_match_tensorflow_text(strategy, trimmer):
     a, b = all_length_pairs()
     out = SegmentPacker(LENGTH, 101, 102, truncate=strategy)((a, b))
     ta, tb = trimmer(LENGTH - 3).trim([a, b])
-    for i, (ra, rb) in enumerate(zip(ta.to_list(), tb.to_list())):
+    for i, (ra, rb) in enumerate(zip(ta.to_list(), tb.to_list(), strict=True)):
         tokens = [101] + ra + [102] + rb + [102]
         assert out["token_ids"][i].numpy().tolist() == tokens + [0] * (LENGTH - len(tokens))
 

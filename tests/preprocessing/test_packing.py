@@ -54,11 +54,14 @@ def test_an_epoch_of_packed_batches_holds_the_padded_batches_windows(windows):
     assert len(packed) == len(padded) == -(-len(w) // 32)
     positions = {"packed": 0, "padded": 0}
     everything = collections.Counter()
-    for (x, y), (px, py) in zip(packed, padded):
+    for (x, y), (px, py) in zip(packed, padded, strict=True):
         assert set(x) == set(MODEL_INPUTS) and x["token_ids"].shape[1] == 64  # windows here are <= 64
         ours = _sequences(x, y)
         mask = px["padding_mask"].numpy()
-        theirs = [(tuple(t[m > 0]), tuple(lab[m > 0])) for t, lab, m in zip(px["token_ids"].numpy(), py.numpy(), mask)]
+        theirs = [
+            (tuple(t[m > 0]), tuple(lab[m > 0]))
+            for t, lab, m in zip(px["token_ids"].numpy(), py.numpy(), mask, strict=True)
+        ]
         assert collections.Counter(ours.values()) == collections.Counter(theirs)
         assert all(t[0] == pre.tokenizer.cls_token_id and t[-1] == pre.tokenizer.sep_token_id for t, _ in theirs)
         fill = (x["padding_mask"].numpy() > 0).sum(axis=1)
@@ -70,7 +73,7 @@ def test_an_epoch_of_packed_batches_holds_the_padded_batches_windows(windows):
         everything.update(ours.values())
     expected = collections.Counter(
         (tuple(t[m > 0]), tuple(lab[m > 0]))
-        for t, lab, m in zip(w.features["token_ids"], w.labels, w.features["padding_mask"])
+        for t, lab, m in zip(w.features["token_ids"], w.labels, w.features["padding_mask"], strict=True)
     )
     assert everything == expected
     assert positions["packed"] < 0.5 * positions["padded"], positions
@@ -139,7 +142,7 @@ def test_packed_batch_trains_the_tagger_like_the_padded_batch(windows):
     plogits, ploss, pgrads = loss_and_grads(px, py)
     logits, plogits = np.asarray(logits), np.asarray(plogits)
     assert loss == pytest.approx(ploss, rel=1e-6)
-    for g, pg, v in zip(grads, pgrads, model.trainable_variables):
+    for g, pg, v in zip(grads, pgrads, model.trainable_variables, strict=True):
         g, pg = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(pg).numpy()
         np.testing.assert_allclose(g, pg, atol=1e-6 * max(1.0, np.abs(pg).max()), err_msg=v.path)
     # Logits of each window: find it in the padded batch by its tokens.
@@ -208,7 +211,7 @@ def test_packed_qa_batch_trains_the_span_head_like_the_padded_batch():
     padded_loss, _ = loss_and_grads(px, py, lambda f, lab, out: model.compute_loss(x=f, y=lab, y_pred=out))
     assert padded_loss > ploss  # the padding's share of the softmax
     assert loss == pytest.approx(ploss, rel=1e-6)
-    for g, pg, v in zip(grads, pgrads, model.trainable_variables):
+    for g, pg, v in zip(grads, pgrads, model.trainable_variables, strict=True):
         g, pg = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(pg).numpy()
         np.testing.assert_allclose(g, pg, atol=1e-6 * max(1.0, np.abs(pg).max()), err_msg=v.path)
     # Accuracy: a model that knows the answers (targets' logits pushed up) scores 1 both ways.

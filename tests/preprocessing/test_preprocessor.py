@@ -28,7 +28,7 @@ def hf_encode(texts, pairs=None):
     hf = tokenizers.Tokenizer.from_file(os.path.join(minilm_path(), "tokenizer.json"))
     hf.enable_truncation(LENGTH, strategy="longest_first")
     hf.enable_padding(length=LENGTH, pad_id=0)
-    encs = hf.encode_batch(list(zip(texts, pairs)) if pairs else texts)
+    encs = hf.encode_batch(list(zip(texts, pairs, strict=True)) if pairs else texts)
     return (
         np.array([e.ids for e in encs]),
         np.array([e.type_ids for e in encs]),

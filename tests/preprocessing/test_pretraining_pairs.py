@@ -155,4 +155,4 @@ def test_tokenizer_adapter_matches_hf_on_real_lines():
         lines = [line.strip() for line in itertools.islice(f, 400) if line.strip()]
     ours = WordPieceIds(os.path.join(path, "vocab.txt"))(lines)
     ref = [e.ids[1:-1] for e in hf.encode_batch(lines)]
-    assert sum(a == b for a, b in zip(ours, ref)) >= 0.99 * len(lines)
+    assert sum(a == b for a, b in zip(ours, ref, strict=True)) >= 0.99 * len(lines)

@@ -54,7 +54,7 @@ def test_written_records_parse_with_the_original_spec(tmp_path, vocab):
         assert int(p["next_sentence_labels"][0]) == int(y0["next_sentence_labels"][i])
     # And it reads back identically.
     back = list(read_pretraining_records(path, batch_size=8))
-    for (xa, ya), (xb, yb) in zip(batches, back):
+    for (xa, ya), (xb, yb) in zip(batches, back, strict=True):
         for k in xa:
             np.testing.assert_array_equal(xa[k], xb[k])
         for k in ya:
@@ -205,7 +205,7 @@ def test_input_shards_give_each_worker_its_files_and_together_the_one_process_ba
 
     one = take(read_pretraining_records(paths, **common))
     parts = [take(read_pretraining_records(paths, num_workers=2, worker_index=w, **common)) for w in range(2)]
-    for (x, y), (x0, y0), (x1, y1) in zip(one, *parts):
+    for (x, y), (x0, y0), (x1, y1) in zip(one, *parts, strict=True):
         for k in x:
             np.testing.assert_array_equal(x[k], np.concatenate([x0[k], x1[k]]))
         for k in y:
@@ -260,7 +260,7 @@ def test_sharded_reader_iterator_resumes_where_it_was_saved(tmp_path):
     saved = checkpoint.save(str(tmp_path / "ckpt"))
     expected = [next(iterator) for _ in range(4)]  # runs past the first pass over each file
     checkpoint.restore(saved)
-    for (x, y), (ex, ey) in zip([next(iterator) for _ in range(4)], expected):
+    for (x, y), (ex, ey) in zip([next(iterator) for _ in range(4)], expected, strict=True):
         for k in x:
             np.testing.assert_array_equal(x[k], ex[k])
         for k in y:

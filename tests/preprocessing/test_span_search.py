@@ -92,12 +92,14 @@ def test_search_equals_run_squad(dev_windows, version_2):
         np.testing.assert_allclose(got["null_score_diff"].numpy(), [r["diff"] for r in ref], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got["score"].numpy(), [r["best"][3] for r in ref], rtol=1e-5, atol=1e-4)
     spans = [r["best"][1:3] for r in ref]
-    assert [(a[0], b[0]) for a, b in zip(got["n_best_start"].to_list(), got["n_best_end"].to_list())] == spans
+    assert [
+        (a[0], b[0]) for a, b in zip(got["n_best_start"].to_list(), got["n_best_end"].to_list(), strict=True)
+    ] == spans
     texts, scores, probs = (got[k].to_list() for k in ("n_best_text", "n_best_score", "n_best_probability"))
     for i, r in enumerate(ref):
         # Ours merges equal character spans, run_squad.py equal texts: compare after merging texts.
         seen, merged = set(), []
-        for t, s in zip(texts[i], scores[i]):
+        for t, s in zip(texts[i], scores[i], strict=True):
             if t.decode() not in seen:
                 seen.add(t.decode())
                 merged.append((t.decode(), s))
@@ -109,7 +111,7 @@ def test_search_equals_run_squad(dev_windows, version_2):
             e = np.exp(np.array([n[3] for n in r["nbest"]]) - r["nbest"][0][3])
             np.testing.assert_allclose(probs[i], e / e.sum(), atol=1e-5)
     # Every answer is the passage's own characters at the reported span.
-    for c, a, s, e in zip(data.contexts, answers, got["start"].numpy(), got["end"].numpy()):
+    for c, a, s, e in zip(data.contexts, answers, got["start"].numpy(), got["end"].numpy(), strict=True):
         assert a == (c[s:e] if s >= 0 else "")
 
 

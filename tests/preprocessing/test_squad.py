@@ -75,9 +75,9 @@ def test_windows_equal_hf_on_accents_cjk_emoji():
         "plain ascii passage without anything special in it at all.",
     ]
     answers = ["Ångström", "Kyōto", "special"]
-    starts = [c.index(a) for c, a in zip(contexts, answers)]
+    starts = [c.index(a) for c, a in zip(contexts, answers, strict=True)]
     starts[0] = contexts[0].index(answers[0], 500)  # an occurrence deep into the passage
-    ends = [s + len(a) for s, a in zip(starts, answers)]
+    ends = [s + len(a) for s, a in zip(starts, answers, strict=True)]
     ours = compare_with_hf(
         ["Who smiles?", "Which city?", "What is missing?"],
         contexts,
@@ -88,7 +88,7 @@ def test_windows_equal_hf_on_accents_cjk_emoji():
         max_query_length=16,
     )
     assert len(ours) > 3  # the long passage takes several windows
-    for k, (s, e) in enumerate(zip(ours.labels["start_positions"], ours.labels["end_positions"])):
+    for k, (s, e) in enumerate(zip(ours.labels["start_positions"], ours.labels["end_positions"], strict=True)):
         if s:
             ex = ours.example_ids[k]
             assert contexts[ex][ours.info["char_start"][k, s] : ours.info["char_end"][k, e]] == answers[ex]
@@ -122,10 +122,10 @@ def _step_mode_coverage(path, length, stride):
     pre = SpanQAPreprocessor.from_preset(minilm_path(), sequence_length=length, doc_stride=stride)
     golds = [
         (q, c, s, s + len(a))
-        for q, c, texts, s0 in zip(data.questions, data.contexts, data.answers, data.answer_starts)
+        for q, c, texts, s0 in zip(data.questions, data.contexts, data.answers, data.answer_starts, strict=True)
         for a, s in [(texts[0], s0)]
     ]
-    windows = make_qa_windows(pre, *zip(*golds))
+    windows = make_qa_windows(pre, *zip(*golds, strict=True))
     covered = np.zeros(len(golds), bool)
     exact = set()
     starts, ends = windows.labels["start_positions"], windows.labels["end_positions"]
@@ -165,11 +165,11 @@ def pieces_cut_by(data):
     tok = BertTokenizer.from_preset(minilm_path())
     unique = list(dict.fromkeys(data.contexts))
     _, starts, ends = tok.tokenize_with_offsets(unique)
-    spans = {c: (s.numpy(), e.numpy()) for c, s, e in zip(unique, starts, ends)}
+    spans = {c: (s.numpy(), e.numpy()) for c, s, e in zip(unique, starts, ends, strict=True)}
     bad = []
-    for context, texts, golds, qid in zip(data.contexts, data.answers, data.gold_starts, data.ids):
+    for context, texts, golds, qid in zip(data.contexts, data.answers, data.gold_starts, data.ids, strict=True):
         s_off, e_off = spans[context]
-        for k, (text, begin) in enumerate(zip(texts, golds)):
+        for k, (text, begin) in enumerate(zip(texts, golds, strict=True)):
             end = begin + len(text)
             first = np.flatnonzero(e_off > begin)[0]  # the first piece reaching into the answer
             last = np.flatnonzero(s_off < end)[-1]  # the last piece starting inside it

@@ -81,7 +81,7 @@ def test_label_all_tokens_gives_inside_forms(tokenizer):
     labels = out["labels"].numpy()[0]
     word_ids = out["word_ids"].numpy()[0]
     tags = [None if lab == IGNORE_LABEL else names[lab] for lab in labels]
-    by_word = {w: [t for t, x in zip(tags, word_ids) if x == w] for w in range(4)}
+    by_word = {w: [t for t, x in zip(tags, word_ids, strict=True) if x == w] for w in range(4)}
     assert len(by_word[0]) > 1 and by_word[0] == ["B-PER"] + ["I-PER"] * (len(by_word[0]) - 1)
     assert len(by_word[2]) > 1 and by_word[2] == ["B-LOC"] + ["I-LOC"] * (len(by_word[2]) - 1)
     assert set(by_word[1]) == {"O"}
@@ -160,7 +160,7 @@ def test_long_sentence_every_word_once_from_max_context_window(tokenizer, testa,
     pieces = tokenizer(tf.constant(words)).row_lengths().numpy()
     long_sentence = np.nonzero(windows.sentence_ids == 1)[0]
     inside_word = []
-    for a, b in zip(long_sentence[:-1], long_sentence[1:]):
+    for a, b in zip(long_sentence[:-1], long_sentence[1:], strict=True):
         starts_word = windows.first_piece_mask[b, 1] == 1
         assert starts_word or pieces[windows.word_ids[b, 1]] > pre.window_stride
         inside_word.append(not starts_word)
@@ -208,7 +208,7 @@ def test_windows_training_labels_and_dataset(tokenizer, testa):
     np.testing.assert_array_equal(labelled, windows.first_piece_mask == 1)
     ids = ex.label_ids()
     rows, cols = np.nonzero(labelled)
-    for k, p in zip(rows[::97], cols[::97]):
+    for k, p in zip(rows[::97], cols[::97], strict=True):
         assert windows.labels[k, p] == ids[windows.sentence_ids[k]][windows.word_ids[k, p]]
     ds = make_tagging_dataset(ex, pre, batch_size=64, training=True, seed=1, windows=windows)
     assert int(ds.cardinality()) == -(-len(windows) // 64)
@@ -244,7 +244,7 @@ def test_random_training_batches_cut_to_their_longest(tokenizer, testa):
 
     cut, full = batches(True), batches(False)
     widths = set()
-    for (x, y), (fx, fy) in zip(cut, full):
+    for (x, y), (fx, fy) in zip(cut, full, strict=True):
         width, longest = int(x["token_ids"].shape[1]), int(x["padding_mask"].numpy().sum(axis=1).max())
         assert longest <= width < longest + 8 or width == 64
         widths.add(width)
@@ -293,10 +293,10 @@ def test_training_batches_grouped_by_length(tokenizer, testa):
         assert longest <= width < longest + 8 or width == 64
         np.testing.assert_array_equal(y.numpy() == IGNORE_LABEL, (y.numpy() == IGNORE_LABEL) | (mask == 0))
         assert (y.numpy()[mask == 0] == IGNORE_LABEL).all()
-        for row, n in zip(x["token_ids"].numpy(), mask.sum(axis=1)):
+        for row, n in zip(x["token_ids"].numpy(), mask.sum(axis=1), strict=True):
             seen[tuple(row[:n])] += 1
         padded += mask.size
-    expected = collections.Counter(tuple(r[:n]) for r, n in zip(windows.features["token_ids"], lengths))
+    expected = collections.Counter(tuple(r[:n]) for r, n in zip(windows.features["token_ids"], lengths, strict=True))
     assert seen == expected
     assert batches > -(-len(lengths) // 32)  # grouping adds partial batches
     random_batches = sum(lengths[i : i + 32].max() * len(lengths[i : i + 32]) for i in range(0, len(lengths), 32))

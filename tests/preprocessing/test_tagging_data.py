@@ -41,7 +41,7 @@ def test_real_conll2003_counts_and_labels(name, sentences, tokens):
     reference = _reference_read(path)
     assert ex.words == [[w for w, _ in s] for s in reference]
     # IOB2: every entity starts with B-; the entity spans equal the IOB1 file's.
-    for tags, ref in zip(ex.tags, reference):
+    for tags, ref in zip(ex.tags, reference, strict=True):
         previous = "O"
         for tag in tags:
             assert not (tag.startswith("I-") and previous[2:] != tag[2:])

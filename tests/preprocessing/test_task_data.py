@@ -141,7 +141,7 @@ def test_evaluation_batches_keep_order_and_match_full_padding():
     bucketed = list(make_dataset(ex, pre, batch_size=32))
     padded = list(make_dataset(ex, pre, batch_size=32, batching="fixed"))
     assert np.concatenate([y for _, y in bucketed]).tolist() == list(range(len(lengths)))
-    for (xb, _), (xp, _) in zip(bucketed, padded):
+    for (xb, _), (xp, _) in zip(bucketed, padded, strict=True):
         w = xb["token_ids"].shape[1]
         assert xp["token_ids"].shape[1] == 64 and w <= 64
         np.testing.assert_array_equal(xb["token_ids"], xp["token_ids"][:, :w])

@@ -71,7 +71,7 @@ def test_hf_parity_on_all_shared_lines(tokenizer, hf):
     ours = tokenizer(tf.constant(lines)).to_list()
     encodings = hf.encode_batch(lines, add_special_tokens=False)
     ref = [e.ids for e in encodings]
-    bad = [(line, a, b) for line, a, b in zip(lines, ours, ref) if a != b]
+    bad = [(line, a, b) for line, a, b in zip(lines, ours, ref, strict=True) if a != b]
     assert not bad, f"{len(bad)} of {len(lines)} lines differ from HF, e.g. {bad[:3]}"
     # `call` sends lines that are ASCII after normalisation through tf-text's end-to-end
     # WordPiece; `word_ids` takes the general path (normalise, split, WordPiece) for every
@@ -82,7 +82,7 @@ def test_hf_parity_on_all_shared_lines(tokenizer, hf):
     assert words == [encodings[i].word_ids for i in other]
     ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(lines))
     assert ids.to_list() == ref
-    offsets = [list(zip(s, e)) for s, e in zip(starts.to_list(), ends.to_list())]
+    offsets = [list(zip(s, e, strict=True)) for s, e in zip(starts.to_list(), ends.to_list(), strict=True)]
     assert offsets == [[tuple(o) for o in e.offsets] for e in encodings]
 
 
@@ -92,7 +92,7 @@ def test_hf_parity_on_hard_cases(tokenizer, hf, text):
     ids, starts, ends = tokenizer.tokenize_with_offsets(text)
     enc = hf.encode(text, add_special_tokens=False)
     assert ids.numpy().tolist() == enc.ids
-    assert list(zip(starts.numpy().tolist(), ends.numpy().tolist())) == [tuple(o) for o in enc.offsets]
+    assert list(zip(starts.numpy().tolist(), ends.numpy().tolist(), strict=True)) == [tuple(o) for o in enc.offsets]
     assert tokenizer.word_ids(text).numpy().tolist() == enc.word_ids
 
 
@@ -124,7 +124,7 @@ def test_hf_parity_on_every_code_point(tokenizer, hf):
     texts = ["a" + chr(c) + "b c" + chr(c) + chr(c) + "É" for c in cps]
     ours = tokenizer(tf.constant(texts)).to_list()
     ref = hf_ids(hf, texts)
-    bad = [c for c, a, b in zip(cps, ours, ref) if a != b]
+    bad = [c for c, a, b in zip(cps, ours, ref, strict=True) if a != b]
     recategorised = {0x166D, 0x1734, 0x1885, 0x1886}
     unexplained = [hex(c) for c in bad if unicodedata.ucd_3_2_0.category(chr(c)) != "Cn" and c not in recategorised]
     assert not unexplained
@@ -197,7 +197,7 @@ def test_tf_data_and_tf_function_agree_with_eager(tokenizer):
     assert graph == eager
     offs = tf.function(tokenizer.tokenize_with_offsets)(tf.constant(lines))
     eager_offs = tokenizer.tokenize_with_offsets(tf.constant(lines))
-    for a, b in zip(offs, eager_offs):
+    for a, b in zip(offs, eager_offs, strict=True):
         assert a.to_list() == b.to_list()
 
 

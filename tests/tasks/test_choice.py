@@ -102,7 +102,9 @@ def test_swag_reader_on_the_shared_rows():
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         assert len(examples) == len(rows) == count and examples.num_choices == 4
-        for got_context, got_choices, got_label, row in zip(examples.contexts, examples.choices, examples.labels, rows):
+        for got_context, got_choices, got_label, row in zip(
+            examples.contexts, examples.choices, examples.labels, rows, strict=True
+        ):
             assert got_context == row["sent1"]
             assert got_choices == [f"{row['sent2']} {row[f'ending{i}']}" for i in range(4)]
             assert got_label == int(row["label"])

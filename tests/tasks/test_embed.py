@@ -134,7 +134,7 @@ def test_evaluate_embeddings_cli_equals_a_reference_written_here(embedder_dir, t
     metrics = json.load(open(out))
     model = BertSentenceEmbedder.from_preset(embedder_dir, pooling="mean")
     a, b = model.encode([r[5] for r in STS_ROWS]), model.encode([r[6] for r in STS_ROWS])
-    cosine = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b)]
+    cosine = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b, strict=True)]
     gold = [float(r[4]) for r in STS_ROWS]
     assert metrics["spearman"] == pytest.approx(stats.spearmanr(gold, cosine)[0], abs=1e-6)
     assert metrics["pearson"] == pytest.approx(stats.pearsonr(gold, cosine)[0], abs=1e-6)
@@ -146,7 +146,7 @@ def test_evaluate_embeddings_cli_equals_a_reference_written_here(embedder_dir, t
         BertSentenceEmbedder.from_preset(embedder_dir).encode([r[5] for r in STS_ROWS]),
         BertSentenceEmbedder.from_preset(embedder_dir).encode([r[6] for r in STS_ROWS]),
     )
-    cosine = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b)]
+    cosine = [float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for x, y in zip(a, b, strict=True)]
     assert by_task["spearman"] == pytest.approx(stats.spearmanr(gold, cosine)[0], abs=1e-6)
     bad = tmp_path / "bad.csv"
     bad.write_text("main\tMSRvid\t2012\t0001\tfive\ta\tb\n")

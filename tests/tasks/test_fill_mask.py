@@ -41,12 +41,12 @@ def test_fill_mask_matches_hf(pretrained_dir):
 
     hf = transformers.BertForPreTraining.from_pretrained(pretrained_dir).eval()
     tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path())
-    for text, answer in zip(TEXTS, answers):
+    for text, answer in zip(TEXTS, answers, strict=True):
         batch = tokenizer([text], return_tensors="pt")
         with torch.no_grad():
             probs = torch.softmax(hf(**batch).prediction_logits[0], -1).numpy()
         where = np.flatnonzero(batch["input_ids"][0].numpy() == tokenizer.mask_token_id)
-        for slot, position in zip(answer, where):
+        for slot, position in zip(answer, where, strict=True):
             best = np.argsort(-probs[position])[:4]
             assert [t for t, _ in slot] == tokenizer.convert_ids_to_tokens(best.tolist())
             np.testing.assert_allclose([p for _, p in slot], probs[position, best], atol=1e-5)

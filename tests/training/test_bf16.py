@@ -120,7 +120,7 @@ def test_bf16_step_multiplies_in_bfloat16_and_gradients_follow_float32():
     # percent, and each variable's points the same way (the key bias, whose gradient is 0 in exact
     # arithmetic because softmax ignores a constant added to every score, is left out by the norm).
     assert np.linalg.norm(flat[1] - flat[0]) <= 0.05 * np.linalg.norm(flat[0])
-    for v, a, b in zip(full.trainable_variables, grads_full, grads_mixed):
+    for v, a, b in zip(full.trainable_variables, grads_full, grads_mixed, strict=True):
         a, b = tf.convert_to_tensor(a).numpy().ravel(), tf.convert_to_tensor(b).numpy().ravel()
         if np.linalg.norm(a) > 1e-4 * np.linalg.norm(flat[0]):
             cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))

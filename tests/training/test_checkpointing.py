@@ -62,7 +62,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, position):
     keras.utils.set_random_seed(0)  # the job's seed, as a rerun of the same command sets it (data shuffle)
     train(resumed, shuffled_data().batch(4), checkpoint_dir=str(tmp_path / "b"), **run)
     assert int(resumed.optimizer.iterations) == 30
-    for a, b in zip(reference.get_weights(), resumed.get_weights()):
+    for a, b in zip(reference.get_weights(), resumed.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     # The dropout seed state is part of it (else the masks after resuming would differ).
     assert any("seed_generator" in v.path for v in resumed.variables)
@@ -87,7 +87,7 @@ def test_checkpoints_are_atomic_and_found_again(tmp_path):
     before = [w.copy() for w in model.get_weights()]
     model.set_weights([np.zeros_like(w) for w in before])
     assert ckpts.restore(ckpts.latest())["step"] == 12
-    for a, b in zip(before, model.get_weights()):
+    for a, b in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     ckpts.save(15, {"epoch": 1})  # the two newest are kept (a damaged newest falls back to the other)
     assert sorted(os.listdir(tmp_path)) == ["ckpt-000012", "ckpt-000015", "latest"]

@@ -76,13 +76,15 @@ def test_timing_leaves_no_trace_on_the_run():
     assert seconds["xla"] > 0 and seconds["plain"] > 0 and seconds["compile_xla"] > 0
     assert int(timed.optimizer.iterations) == 0
     twin.optimizer.build(twin.trainable_variables)
-    for a, b in zip(timed.variables + timed.optimizer.variables, twin.variables + twin.optimizer.variables):
+    for a, b in zip(
+        timed.variables + timed.optimizer.variables, twin.variables + twin.optimizer.variables, strict=True
+    ):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     # Dropout seed states included: the next steps (dropout on) are the twin's exactly.
     for _ in range(3):
         timed.train_on_batch(*batch)
         twin.train_on_batch(*batch)
-    for a, b in zip(timed.weights, twin.weights):
+    for a, b in zip(timed.weights, twin.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 

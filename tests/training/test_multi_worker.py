@@ -61,7 +61,7 @@ def run_two_workers(args):
         for i in range(2)
     ]
     results = [w.communicate(timeout=900) for w in workers]
-    for i, (w, (out, err)) in enumerate(zip(workers, results)):
+    for i, (w, (_, err)) in enumerate(zip(workers, results, strict=True)):
         assert w.returncode == 0, f"worker {i}: {err[-3000:]}"
     return [out for out, _ in results]
 

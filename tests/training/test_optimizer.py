@@ -297,18 +297,18 @@ def test_embedding_lookup_with_repeated_ids_steps_like_torch(recipe):
         optimizer.compile()  # optimizer="auto"
         optimizer = optimizer.optimizer
         optimizer.learning_rate = lr
-    for ids, target in zip(batches, targets):
+    for ids, target in zip(batches, targets, strict=True):
         with tf.GradientTape() as tape:
             out = tf.matmul(tf.gather(embeddings.value, ids), dense.value)  # a lookup: sparse gradient
             loss = tf.reduce_mean(tf.square(out - target))
         grads = tape.gradient(loss, [embeddings.value, dense.value])
         assert isinstance(grads[0], tf.IndexedSlices)
-        optimizer.apply_gradients(zip(grads, [embeddings, dense]))
+        optimizer.apply_gradients(zip(grads, [embeddings, dense], strict=True))
 
     emb, lin = torch.nn.Parameter(torch.tensor(table)), torch.nn.Parameter(torch.tensor(kernel))
     ref = torch.optim.AdamW([emb, lin], lr=lr, eps=eps, weight_decay=decay)
     schedule = transformers.get_linear_schedule_with_warmup(ref, 1, steps) if clip else None
-    for ids, target in zip(batches, targets):
+    for ids, target in zip(batches, targets, strict=True):
         loss = ((torch.nn.functional.embedding(torch.tensor(ids).long(), emb) @ lin - torch.tensor(target)) ** 2).mean()
         loss.backward()
         if clip:

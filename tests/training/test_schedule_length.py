@@ -114,7 +114,7 @@ def test_unsized_schedule_round_trips_through_keras(model_dir, tmp_path):
 def test_finetune_job_ends_its_schedule_at_the_last_step(model_dir, tmp_path):
     texts, labels = _texts(42, seed=2)  # 12 grouped batches against ceil(42 / 4) = 11
     for name in ("train", "dev"):
-        rows = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in zip(texts, labels)]
+        rows = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in zip(texts, labels, strict=True)]
         (tmp_path / f"{name}.tsv").write_text("\n".join(rows) + "\n")
     model, _ = finetune(
         "classify",

@@ -251,7 +251,7 @@ def train_one_and_two_replicas(case, mirrored):
         skip = SHIFT_INVARIANT_BIASES.get(case)
         return max(
             (float(np.abs(u - v).max()), w.path)
-            for w, u, v in zip(a.weights, a.get_weights(), b.get_weights())
+            for w, u, v in zip(a.weights, a.get_weights(), b.get_weights(), strict=True)
             if w.path != skip
         )
 
@@ -260,7 +260,7 @@ def train_one_and_two_replicas(case, mirrored):
         "batch": batch,
         "diff": largest_difference(single, distributed),
         "loop_diff": largest_difference(single, looped),
-        "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial)),
+        "moved": max(float(np.abs(a - b).max()) for a, b in zip(single.get_weights(), initial, strict=True)),
         "logs": logs,
     }
 

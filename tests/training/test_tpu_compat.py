@@ -29,7 +29,7 @@ def test_every_step_lowers_to_xla_and_the_compiled_train_step_matches_the_plain_
     batch = next(iter(dataset))
     plain._symbolic_build(data_batch=batch)
     plain_logs = tf.function(plain.train_step)(batch)
-    for variable, a, b in zip(xla.weights, xla.get_weights(), plain.get_weights()):
+    for variable, a, b in zip(xla.weights, xla.get_weights(), plain.get_weights(), strict=True):
         if variable.path == SHIFT_INVARIANT_BIASES.get(case):
             # Its exact gradient is 0 (a softmax does not see a shift of all its logits), so
             # each side's is float noise, and Adam's first step, lr * g / (|g| + eps), is

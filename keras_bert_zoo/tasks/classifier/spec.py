@@ -161,8 +161,12 @@ class ClassifyTask(TaskSpec):
         labels, probs = model.predict_labels(inputs, verbose=0)
         names = model.label_names or [str(i) for i in range(model.num_classes)]
         return [
-            {"text": text, "label": label, "probabilities": {n: round(float(p), 4) for n, p in zip(names, row)}}
-            for text, label, row in zip(texts, labels, probs)
+            {
+                "text": text,
+                "label": label,
+                "probabilities": {n: round(float(p), 4) for n, p in zip(names, row, strict=True)},
+            }
+            for text, label, row in zip(texts, labels, probs, strict=True)
         ]
 
     def format_prediction(self, row):

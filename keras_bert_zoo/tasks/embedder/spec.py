@@ -29,7 +29,9 @@ class EmbedTask(TaskSpec):
 
     def predict(self, model, texts):
         vectors = model.encode(list(texts))
-        return [{"text": t, "embedding": [round(float(v), 6) for v in row]} for t, row in zip(texts, vectors)]
+        return [
+            {"text": t, "embedding": [round(float(v), 6) for v in row]} for t, row in zip(texts, vectors, strict=True)
+        ]
 
     def format_prediction(self, row):
         values = row["embedding"]

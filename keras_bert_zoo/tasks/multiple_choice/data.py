@@ -99,7 +99,7 @@ def _read_swag(path, max_examples):
                 f"{path}:{line}: the row has {len(row)} fields, the header {len(header)}; "
                 "fix the row (a comma inside an unquoted field?)."
             )
-        values = dict(zip(header, row))
+        values = dict(zip(header, row, strict=True))
         # HF run_swag.py: first = sent1; second = f"{sent2} {ending_i}".
         contexts.append(values["sent1"])
         choices.append([f"{values['sent2']} {values[e]}" for e in endings])

@@ -99,7 +99,7 @@ class ChoiceTask(TaskSpec):
         for count in sorted({len(c) for _, c in questions}):  # one batch shape per number of choices
             ids = [i for i, (_, c) in enumerate(questions) if len(c) == count]
             probs, best = model.predict_choices([questions[i][0] for i in ids], [questions[i][1] for i in ids])
-            for i, p, b in zip(ids, probs, best):
+            for i, p, b in zip(ids, probs, best, strict=True):
                 context, choices = questions[i]
                 rows.append(
                     (

@@ -138,7 +138,7 @@ _CHUNK_INSTANCES = 256
 
 def _stack(rows):
     """`[(token_ids, segment_ids, padding_mask, label)]` -> four int32 arrays."""
-    return tuple(np.asarray(column, np.int32) for column in zip(*rows))
+    return tuple(np.asarray(column, np.int32) for column in zip(*rows, strict=True))
 
 
 def pretraining_dataset(

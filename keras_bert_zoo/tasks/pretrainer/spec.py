@@ -110,7 +110,7 @@ class PretrainTask(TaskSpec):
             )
         return [
             {"text": text, "masks": [[{"token": t, "score": round(p, 4)} for t, p in slot] for slot in answer]}
-            for text, answer in zip(texts, model.fill_mask(list(texts)))
+            for text, answer in zip(texts, model.fill_mask(list(texts)), strict=True)
         ]
 
     def format_prediction(self, row):

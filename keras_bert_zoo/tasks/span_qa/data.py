@@ -63,7 +63,7 @@ class SquadExamples:
     @property
     def answer_ends(self):
         """Character end (exclusive) of the first answer; -1 for unanswerable questions."""
-        return [s + len(a[0]) if s >= 0 else -1 for s, a in zip(self.answer_starts, self.answers)]
+        return [s + len(a[0]) if s >= 0 else -1 for s, a in zip(self.answer_starts, self.answers, strict=True)]
 
     @property
     def label_names(self):  # the fine-tuning job passes `reference.label_names` around; QA has none
@@ -96,7 +96,7 @@ def _answer_list(answers, path, here):
                 here,
                 '"answers" in the Hugging Face layout needs lists "text" and "answer_start" of equal length.',
             )
-        return [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
+        return [{"text": t, "answer_start": s} for t, s in zip(texts, starts, strict=True)]
     if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
         _fail(
             path,

@@ -214,6 +214,7 @@ def _rows(out):
                         ragged["n_best_end"][i],
                         ragged["n_best_score"][i],
                         ragged["n_best_probability"][i],
+                        strict=True,
                     )
                 ],
             }

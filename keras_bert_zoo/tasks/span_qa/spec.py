@@ -128,14 +128,16 @@ class QATask(TaskSpec):
         from keras_bert_zoo.tasks.span_qa.metrics import find_best_threshold, squad_scores
 
         rows = model.predict_answers(examples.questions, examples.contexts, batch_size=batch_size)
-        golds = dict(zip(examples.ids, examples.answers))
+        golds = dict(zip(examples.ids, examples.answers, strict=True))
         v2 = examples.version_2_with_negative
-        metrics = squad_scores({q: r["answer"] for q, r in zip(examples.ids, rows)}, golds, version_2_with_negative=v2)
+        metrics = squad_scores(
+            {q: r["answer"] for q, r in zip(examples.ids, rows, strict=True)}, golds, version_2_with_negative=v2
+        )
         if v2:
             metrics.update(
                 find_best_threshold(
-                    {q: r["span_answer"] for q, r in zip(examples.ids, rows)},
-                    {q: r["null_score_diff"] for q, r in zip(examples.ids, rows)},
+                    {q: r["span_answer"] for q, r in zip(examples.ids, rows, strict=True)},
+                    {q: r["null_score_diff"] for q, r in zip(examples.ids, rows, strict=True)},
                     golds,
                 )
             )
@@ -165,15 +167,15 @@ class QATask(TaskSpec):
         metrics, files = {}, {"predictions.json": {}}
         if model.version_2_with_negative:
             files["null_odds.json"] = {}
-        for path, data in zip(data_paths, examples):
+        for path, data in zip(data_paths, examples, strict=True):
             scores, rows = self.answer_and_score(model, data, batch_size)
             if len(data_paths) == 1:
                 metrics.update(scores)
             else:  # one set of scores per file
                 metrics.update({f"{path}:{k}": v for k, v in scores.items()})
-            files["predictions.json"].update({q: r["answer"] for q, r in zip(data.ids, rows)})
+            files["predictions.json"].update({q: r["answer"] for q, r in zip(data.ids, rows, strict=True)})
             if model.version_2_with_negative:
-                files["null_odds.json"].update({q: r["null_score_diff"] for q, r in zip(data.ids, rows)})
+                files["null_odds.json"].update({q: r["null_score_diff"] for q, r in zip(data.ids, rows, strict=True)})
         metrics["questions"] = sum(len(d) for d in examples)
         return metrics, files
 
@@ -189,7 +191,7 @@ class QATask(TaskSpec):
             if args.question is not None or args.context is not None:
                 raise UsageError("give either --data FILE or --question with --context, not both.")
             data = self._read_for_model(model, args.data, require_answers=False)
-            return list(zip(data.questions, data.contexts, data.ids))
+            return list(zip(data.questions, data.contexts, data.ids, strict=True))
         if args.question is None or args.context is None:
             missing = "--context (the passage to answer from)" if args.context is None else "--question"
             raise UsageError(f"a qa model needs --question and --context (or --data FILE); {missing} is missing.")
@@ -204,7 +206,7 @@ class QATask(TaskSpec):
     def predict(self, model, texts):
         rows = model.predict_answers([t[0] for t in texts], [t[1] for t in texts])
         out = []
-        for (question, _, qid), row in zip(texts, rows):
+        for (question, _, qid), row in zip(texts, rows, strict=True):
             out.append({**({"id": qid} if qid is not None else {}), "question": question, **row})
         return out
 

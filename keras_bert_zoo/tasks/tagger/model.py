@@ -163,7 +163,9 @@ class BertTagger(Task):
         return self.label_names or [str(i) for i in range(self.num_labels)]
 
     def predict_tags(self, sentences, batch_size=64, batching="auto"):
-        """One tag per word for each sentence (word lists, or strings split on whitespace).
+        """One tag per word for each sentence: word lists (kept as given), or raw strings split
+        as BERT splits text (`tasks.tagger.words`: at whitespace, and each CJK ideograph and
+        punctuation mark is a word, so a Chinese sentence gets one tag per character).
 
         Sentences longer than the preprocessor's `sequence_length` are read in
         overlapping windows; every word gets exactly one tag. `batching`: `"auto"`
@@ -189,8 +191,15 @@ class BertTagger(Task):
     def predict_entities(self, texts, batch_size=64, batching="auto"):
         """Entity spans of raw texts: per text a list of dicts `text`, `type`, `start`, `end`
         (character offsets into the text, end exclusive) and `score` (the mean probability of the
-        entity's word tags). Words are the text's whitespace-separated tokens; `batching` as
-        for `predict_tags`."""
+        entity's word tags). Words are split as `predict_tags` splits a string; `batching` as
+        for `predict_tags`.
+
+        Examples:
+        >>> from keras_bert_zoo.tasks.tagger.words import word_spans
+        >>> text = "我们在北京天安门广场见到了中国国家主席习近平。"
+        >>> [text[a:b] for a, b in word_spans(text)][:5]  # the words predict_entities tags
+        ['我', '们', '在', '北', '京']
+        """
         import numpy as np
 
         from keras_bert_zoo.tasks.tagger.metrics import entity_spans

@@ -31,7 +31,16 @@ import re
 
 from keras_bert_zoo.errors import InvalidInputError, UsageError
 
-__all__ = ["SCHEMES", "PREFIXES", "normalize_scheme", "detect_scheme", "label_names_for", "TagCheck", "check_tags"]
+__all__ = [
+    "SCHEMES",
+    "PREFIXES",
+    "SCHEME_FIX",
+    "normalize_scheme",
+    "detect_scheme",
+    "label_names_for",
+    "TagCheck",
+    "check_tags",
+]
 
 SCHEMES = ("IOB1", "IOB2", "BIOES", "BMES")
 _ALIASES = {"BIO": "IOB2", "IOBES": "BIOES"}
@@ -95,12 +104,17 @@ class TagCheck:
     def __init__(self, entities=0, breaks=0, first=None):
         self.entities, self.breaks, self.first = entities, breaks, first
 
+    def count(self):
+        """`"6 tags in 71,817 entities"`."""
+        entities = f"{self.entities:,} entit{'y' if self.entities == 1 else 'ies'}"
+        return f"{self.breaks} tag{'s' if self.breaks != 1 else ''} in {entities}"
+
     def summary(self, path, scheme):
         """The one line printed when a file's tags break its scheme and it is read anyway."""
         return (
-            f"note: {path}: {self.breaks} tag{'s' if self.breaks != 1 else ''} of {self.entities:,} entities break "
-            f"the {scheme} scheme ({_GRAMMAR[scheme]}); the first: {self.first}. Kept as written and read as "
-            "conlleval reads them; strict=True (--strict-tags) refuses such a file."
+            f"note: {path}: {self.count()} break the {scheme} scheme ({_GRAMMAR[scheme]}); the first: "
+            f"{self.first}. Kept as written and read as conlleval reads them; strict=True (--strict-tags) "
+            "refuses such a file."
         )
 
 
@@ -179,9 +193,11 @@ def check_tags(path, sentences, scheme, strict=False, tag_set=None):
         else:
             _sentence_breaks(path, sentence[0], sentence[2], scheme, found)
     if found.breaks and (strict or 2 * found.breaks > found.entities):
-        why = "strict=True (--strict-tags) refuses it" if strict else "so the file is likely in another scheme"
+        if strict:
+            fix = "strict=True (--strict-tags) refuses them: fix those lines, or leave strict out to read them as conlleval does"
+        else:
+            fix = f"too many for noise: {SCHEME_FIX}"
         raise InvalidInputError(
-            f"{found.first}, which {scheme} does not allow ({_GRAMMAR[scheme]}); {found.breaks} tag"
-            f"{'s' if found.breaks != 1 else ''} of {found.entities} entities break it, {why}; {SCHEME_FIX}."
+            f"{found.first}, which {scheme} does not allow ({_GRAMMAR[scheme]}); {found.count()} break it, {fix}."
         )
     return found

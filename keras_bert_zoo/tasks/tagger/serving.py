@@ -13,9 +13,11 @@ __all__ = ["TaggerServing"]
 class TaggerServing(TaskServing):
     """Raw text in, per text: one tag per word and the entity spans, all in the graph.
 
-    Words are the text's whitespace-separated tokens, exactly Python's
-    `re.finditer(r"\\S+", text)` (whitespace = `str.isspace`, found on Unicode code
-    points, so offsets are in characters, not UTF-8 bytes). Long texts are read in
+    Words are split as BERT's basic tokenizer splits text (`tasks.tagger.words`): at
+    whitespace, and each CJK ideograph and each punctuation character is a word, so a
+    Chinese sentence is tagged character by character; the same words as
+    `BertTagger.predict_tags` on the string, found on Unicode code points, so offsets are
+    in characters, not UTF-8 bytes. Long texts are read in
     overlapping windows (`TaggingPreprocessor.windows`) and every word gets the tag
     of the window where it has the most context (`merge_windows_tf`), as
     `BertTagger.predict_tags`. Entities are decoded by the conlleval rules for any
@@ -56,7 +58,7 @@ class TaggerServing(TaskServing):
         import tensorflow as tf
 
         from keras_bert_zoo.tasks.tagger.entity_graph import label_tables
-        from keras_bert_zoo.tasks.tagger.words import python_whitespace
+        from keras_bert_zoo.tasks.tagger.words import word_class_table
 
         if text_pair:
             raise UsageError("a BertTagger tags one text per example; it takes no text_pair.")
@@ -73,14 +75,15 @@ class TaggerServing(TaskServing):
         self.entity_types = tf.constant(tables["entity_types"])
         self.prefix_codes = tf.constant(tables["prefix_codes"], tf.int32)
         self.type_codes = tf.constant(tables["type_codes"], tf.int32)
-        self.whitespace = tf.constant(python_whitespace(), tf.int32)
+        starts, classes = word_class_table()
+        self.word_classes = (tf.constant(starts, tf.int32), tf.constant(classes, tf.int32))
 
     # --- text -> words -> windows ------------------------------------------------------
     def split_words(self, text):
         """`text` `[batch]` -> ragged `[batch, (words)]` words, character starts and ends (int64)."""
         from keras_bert_zoo.tasks.tagger.words import split_words_tf
 
-        return split_words_tf(text, self.whitespace)
+        return split_words_tf(text, self.word_classes)
 
     def preprocess(self, text, text_pair=None):
         words, starts, ends = self.split_words(text)
@@ -176,5 +179,6 @@ class TaggerServing(TaskServing):
             "label_names": list(self.names),
             "scheme": self.model.scheme,
             "offsets": "characters",
+            "words": "BERT's basic split: whitespace separates; each CJK ideograph and punctuation mark is a word",
             "ragged_outputs": {"num_words": list(self.WORD_OUTPUTS), "num_entities": list(self.ENTITY_OUTPUTS)},
         }
