@@ -32,6 +32,7 @@ LIBRARY = {
     "keras_bert_zoo.models.presets": ("backbone_config",),
     "keras_bert_zoo.preprocessing.bucketing": ("default_boundaries", "with_known_cardinality"),
     "keras_bert_zoo.tasks.pretrainer.corpus": ("read_documents",),
+    "keras_bert_zoo.tasks.pretrainer.inputs": ("learn_vocabulary_file",),
     "keras_bert_zoo.tasks.pretrainer.data": (
         "WordPieceIds",
         "default_max_predictions",

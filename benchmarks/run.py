@@ -46,6 +46,8 @@ BENCHMARKS = {
     "int8": "int8 `predict` speed and dev accuracy vs HF `quantize_dynamic`",
     "lora": "LoRA rank 8 vs full fine-tuning and vs HF PEFT, SST-2",
     "pretrain": "MLM+NSP pretraining on WikiText-2, and the train step vs HF `BertForPreTraining`",
+    "chinese_pretrain": "MSRA NER F1 after pretraining a small Chinese BERT with character vs whole-word (jieba) "
+    "masking, and after continued pretraining vs direct fine-tuning; the segmenter's pipeline rate vs the train step",
     "backbone_speed": "backbone train / inference tokens/s and MFU vs KerasHub and HF (float32, bf16)",
     "cli_startup": "wall time of `bert-zoo --help` and verbs' help in fresh processes",
 }

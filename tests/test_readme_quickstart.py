@@ -51,6 +51,8 @@ def test_quickstart_runs_as_written_from_an_offline_hub_cache(hf_cache, tmp_path
         files=("config.json", "tf_model.h5", "vocab.txt"),
     )
     # The Chinese line loads bert_base_chinese: a tiny Chinese BERT written by HF's classes stands in for it.
+    # Not written as ./bert_base_chinese: a directory of a preset's name wins over the preset (docs/loading.md),
+    # and this test is about the name reaching the Hub cache.
     chinese = write_chinese_checkpoint(str(tmp_path / "zh_source"))
     cache_repo(hf_cache, presets.PRETRAINED_REPOS["bert_base_chinese"], chinese, files=CHINESE_FILES)
     monkeypatch.chdir(tmp_path)  # the block writes its SavedModel to a relative path

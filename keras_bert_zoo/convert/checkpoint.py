@@ -332,7 +332,7 @@ def open_checkpoint(path):
 def read_architecture(name_or_path):
     """`BertBackbone` arguments of a preset name or checkpoint directory, from its config
     file only (no weights are read), so checks before training stay cheap."""
-    if name_or_path in BACKBONE_PRESETS:
+    if loading.is_preset_name(name_or_path):  # a directory of the same name is read instead
         return backbone_config(name_or_path)
     from keras_bert_zoo.convert.keras_hub_format import is_keras_hub_preset
 

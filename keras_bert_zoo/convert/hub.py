@@ -20,13 +20,11 @@ Examples:
 ('google-bert/bert-base-uncased', '86b5e09')
 """
 
-import os
-
 from keras_bert_zoo.convert.checkpoint import HF_WEIGHT_FILES, hf_weights_file
 from keras_bert_zoo.convert.safetensors_io import SAFE_FILE_FIXES
 from keras_bert_zoo.errors import CheckpointError, UnsafeFileError, UsageError
 from keras_bert_zoo.models import loading
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS, pretrained_repo
+from keras_bert_zoo.models.presets import pretrained_repo
 
 __all__ = ["parse_hf_uri", "download", "resolve"]
 
@@ -161,12 +159,13 @@ def resolve(name_or_path, load_weights=True):
       checkpoint raises `CheckpointError` saying so (and that `load_weights=False` builds it);
     - `hf://ORG/NAME[@REVISION]`: that repo's cached snapshot (with `load_weights=False` too:
       the architecture comes from its `config.json`);
-    - anything else: unchanged (a local directory).
+    - anything else: unchanged (a local directory; one named like a preset is a directory, not
+      the preset: `loading.is_preset_name`).
     """
     if isinstance(name_or_path, str) and name_or_path.startswith(_HF_SCHEME):
         repo_id, revision = parse_hf_uri(name_or_path)
         return download(repo_id, revision, what=name_or_path)
-    if isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS and not os.path.isdir(name_or_path):
+    if loading.is_preset_name(name_or_path):  # an existing directory of that name is read instead
         if not load_weights:
             return name_or_path
         repo_id = pretrained_repo(name_or_path)

@@ -24,6 +24,7 @@ Notes for the user (random initialisation, a missing pooler, tensors left unread
 one line each on stderr, so the `bert-zoo` command shows them as they happen.
 """
 
+import os
 import sys
 
 from keras_bert_zoo.errors import CheckpointError, UsageError
@@ -149,7 +150,13 @@ def note(message):
 
 
 def is_preset_name(name_or_path):
-    return isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS
+    """Does `name_or_path` stand for a preset of the table (not a local directory)?
+
+    An existing directory wins over a preset of the same name: `./bert_base_chinese` holding a
+    checkpoint loads that checkpoint, as `from_pretrained` and KerasHub read a local path first.
+    Every place that tells a preset name from a path asks here, so they cannot disagree.
+    """
+    return isinstance(name_or_path, str) and name_or_path in BACKBONE_PRESETS and not os.path.isdir(name_or_path)
 
 
 def note_random_init(name):

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import ArgumentTypeError, UsageError
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer
+from keras_bert_zoo.preprocessing.chinese_words import JiebaWordBoundaries, load_jieba
 
 __all__ = ["MaskedLMMasker"]
 
@@ -58,6 +59,11 @@ class MaskedLMMasker(PreprocessingLayer):
         whole_word_masking: bool, choose whole words. Word boundaries come from the
             `word_ids` call argument or, when absent, from `vocabulary` (a piece
             starting with `##` continues the previous word, the original rule).
+        whole_word_segmenter: `"wordpiece"` (the `##` rule alone; every Chinese
+            character is a word) or `"jieba"`: runs of CJK ideographs are cut into
+            words by jieba (HFL's Chinese-BERT-wwm), the `##` rule elsewhere; see
+            `keras_bert_zoo.preprocessing.chinese_words`. jieba runs in
+            `tf.numpy_function`: use it in `tf.data`, not in a SavedModel.
         vocabulary: list of str or path to `vocab.txt`, needed for whole-word
             masking without `word_ids`.
         max_ngram: int, >1 chooses spans of 1..max_ngram units (uniform length, see above).
@@ -97,6 +103,7 @@ class MaskedLMMasker(PreprocessingLayer):
         vocabulary=None,
         max_ngram=1,
         seed=None,
+        whole_word_segmenter="wordpiece",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -119,7 +126,15 @@ class MaskedLMMasker(PreprocessingLayer):
         self.whole_word_masking = bool(whole_word_masking)
         self.max_ngram = int(max_ngram)
         self.seed = seed
-        self.vocabulary, self._continuation = None, None
+        if whole_word_segmenter not in ("wordpiece", "jieba"):
+            raise UsageError(
+                f"whole_word_segmenter must be 'wordpiece' or 'jieba', got {whole_word_segmenter!r} (the "
+                "pipelines' 'auto' is chosen from the text: chinese_words.resolve_segmenter)."
+            )
+        self.whole_word_segmenter = whole_word_segmenter
+        if whole_word_segmenter == "jieba" and self.whole_word_masking:
+            load_jieba()  # a missing segmenter is an error now, not at the first batch
+        self.vocabulary, self._continuation, self._jieba = None, None, None
         if vocabulary is not None:
             self.set_vocabulary(vocabulary)
 
@@ -130,6 +145,8 @@ class MaskedLMMasker(PreprocessingLayer):
                 vocabulary = [line.rstrip("\n") for line in f]
         self.vocabulary = list(vocabulary)
         self._continuation = tf.constant([t.startswith("##") for t in self.vocabulary], tf.bool)
+        if self.whole_word_segmenter == "jieba" and self.whole_word_masking:
+            self._jieba = JiebaWordBoundaries(self.vocabulary)
 
     # The vocabulary is an asset of a .keras file, not part of the config (as the tokenizer's).
     def save_assets(self, dir_path):
@@ -157,7 +174,12 @@ class MaskedLMMasker(PreprocessingLayer):
                 "BertTokenizer word ids) or `vocabulary=` (vocab.txt path or list) so pieces "
                 "starting with '##' are joined to their word."
             )
-        is_cont = tf.gather(self._continuation, tf.clip_by_value(token_ids, 0, len(self.vocabulary) - 1))
+        if self._jieba is not None:
+            is_cont = tf.ensure_shape(
+                tf.numpy_function(self._jieba, [token_ids, candidate], tf.bool, stateful=False), token_ids.shape
+            )
+        else:
+            is_cont = tf.gather(self._continuation, tf.clip_by_value(token_ids, 0, len(self.vocabulary) - 1))
         starts = tf.logical_and(candidate, tf.logical_not(is_cont))
         # A continuation after a special token starts a word of its own.
         prev_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
@@ -365,5 +387,6 @@ class MaskedLMMasker(PreprocessingLayer):
             whole_word_masking=self.whole_word_masking,
             max_ngram=self.max_ngram,
             seed=self.seed,
+            whole_word_segmenter=self.whole_word_segmenter,
         )
         return config

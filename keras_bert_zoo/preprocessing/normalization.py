@@ -29,6 +29,7 @@ import tensorflow_text as tf_text
 __all__ = [
     "MARKER_BASE",
     "CJK",
+    "CJK_RANGES",
     "REMOVE",
     "SPECIAL_TOKEN_SEARCH",
     "to_valid_utf8",
@@ -47,10 +48,19 @@ _WHITESPACE = r"\t\n\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x
 # HF `is_bert_punc`: ASCII punctuation (which includes $+<=>^`|~) or Unicode P*.
 _PUNCTUATION = r"!-/:-@\[-`{-~\p{P}"
 # HF `is_chinese_char`: the CJK Unified Ideographs blocks, not Hiragana/Katakana/Hangul.
-CJK = (
-    r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-    r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}"
+# As (first, last) code points, for Python code that needs them without TensorFlow's regex syntax.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
 )
+# The same ranges in RE2's syntax, for a character class.
+CJK = "".join(f"\\x{{{first:X}}}-\\x{{{last:X}}}" for first, last in CJK_RANGES)
 _MARKERS = r"\x{FDD0}-\x{FDDF}"
 _FILLERS = r"\x{FDE0}-\x{FDEF}"
 # HF keeps unassigned (Cn) code points; our fillers go with the removed characters.

@@ -204,6 +204,7 @@ def test_the_command_line():
         "backbone_speed",
         "finetune_speed",
         "chinese",
+        "chinese_pretrain",
         "cli_startup",
     } == set(names)
     done = _run("no_such_benchmark", check=False)

@@ -195,3 +195,33 @@ def test_pretrain_preset_starts_from_scratch_and_says_so(hf_cache, tmp_path, cap
     )
     assert "pretraining bert_tiny_uncased from scratch" in capsys.readouterr().err
     assert (out / "model.safetensors").exists()
+
+
+def test_a_directory_named_like_a_preset_is_that_directory(hf_cache, tmp_path, monkeypatch):
+    """`./bert_base_chinese` holding a checkpoint loads it, not the preset, even when the preset's repo is cached."""
+    from keras_bert_zoo import BertClassifier
+    from keras_bert_zoo.convert.checkpoint import read_architecture
+    from keras_bert_zoo.models import loading
+    from tests.chinese_fixtures import write_chinese_checkpoint
+
+    # The preset's repo in the cache: 48 wide; the directory of the same name: 32 wide; the table: 768.
+    hub = write_chinese_checkpoint(str(tmp_path / "hub_source"), hidden=48)
+    cache_repo(hf_cache, presets.PRETRAINED_REPOS["bert_base_chinese"], hub, files=("config.json", "model.safetensors"))
+    local = write_chinese_checkpoint(str(tmp_path / "bert_base_chinese"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert BertBackbone.from_preset("bert_base_chinese").hidden_dim == 48  # no such directory here: the preset
+
+    monkeypatch.chdir(tmp_path)
+    by_name, by_path = BertBackbone.from_preset("bert_base_chinese"), BertBackbone.from_preset(local)
+    assert by_name.hidden_dim == 32
+    for x, y in zip(by_name.weights, by_path.weights, strict=True):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    assert BertBackbone.from_preset("bert_base_chinese", load_weights=False).hidden_dim == 32
+    assert read_architecture("bert_base_chinese")["hidden_dim"] == 32
+    assert BertClassifier.from_preset("bert_base_chinese", num_classes=2).backbone.hidden_dim == 32
+    out = tmp_path / "converted"
+    assert main(["convert", "--from", "bert_base_chinese", "--out", str(out)]) == 0
+    assert BertBackbone.from_preset(str(out)).hidden_dim == 32
+    assert not loading.is_preset_name("bert_base_chinese")  # the one rule every path asks

@@ -33,6 +33,7 @@ INPUTS = {
 
 SCRIPT = r'''
 import tensorflow as tf
+from keras_bert_zoo.models.precision import with_precision
 from keras_bert_zoo import (BertClassifier, BertMultipleChoice, BertPretrainer, BertSentenceEmbedder, BertSpanQA,
                             BertTagger, masked_lm_dataset)
 from keras_bert_zoo.tasks.span_qa.preprocessor import make_qa_dataset, make_qa_windows
@@ -69,9 +70,20 @@ classes = {"classifier": BertClassifier, "tagger": BertTagger, "choice": BertMul
            "embedder": BertSentenceEmbedder, "span_qa": BertSpanQA, "pretrainer": BertPretrainer}
 models = {name: cls.from_preset(os.path.join(presets, name)) for name, cls in classes.items()}
 before = {name: predicts[name](model) for name, model in models.items()}
+for name in ARGS["variants"]:  # the embedder's other pooling modes
+    results[name] = predicts["embedder"](BertSentenceEmbedder.from_preset(os.path.join(presets, name)))
+for name in ("classifier", "embedder"):  # bfloat16 twins, before training
+    twin = with_precision(models[name], "bf16")
+    results[name + "_bf16"] = predicts[name](twin)
+    results[name + "_bf16_dtype"] = np.array(twin.backbone.get_layer("encoder_layer_0").compute_dtype)
 
-m = models["classifier"]
+m = models["classifier"]  # LoRA: adapters and head train, the rest stays
+frozen = [keras.ops.convert_to_numpy(w) for w in m.backbone.non_trainable_weights]
+results["classifier_trainable"] = sum(int(np.prod(w.shape)) for w in m.trainable_weights)
 train("classifier", m, x["texts"], x["labels"], x["texts"], x["labels"], batch_size=3, shuffle=False)
+results["classifier_frozen_moved"] = max(float(np.abs(keras.ops.convert_to_numpy(w) - v).max())
+                                         for w, v in zip(m.backbone.non_trainable_weights, frozen, strict=True))
+results["classifier_labels"] = np.array(m.predict_labels(x["texts"])[0])
 finish("classifier", m, predicts["classifier"])
 m = models["tagger"]
 train("tagger", m, x["words"], x["tags"], x["words"], x["tags"], batch_size=3, shuffle=False)

@@ -14,8 +14,9 @@ function, built blocks, float inputs of known rank, outside distribution strateg
 float32 variables computing in float32 or (mixed precision) bfloat16 / float16 (sub-layers
 float32 or `quantize("int8")`-ed: their int8 kernels are weights passed in like the others), one
 trace per block class (a subclass may compute something else from the same configuration) and
-LoRA setting (`lora_state`: the adapters are weights passed in like the others), and not the
-`[CLS]`-only path of the last block (`query_index`). Training calls (`training_call`) share a
+LoRA setting (`lora_state`: the adapters are weights passed in like the others). The `[CLS]`-only
+inference path of the last block (`query_index`) has a trace of its own per configuration, so a
+`predict` after an `evaluate` (or another model of the shape) traces no encoder block. Training calls (`training_call`) share a
 trace of their own, with the dropout layers' seed states passed in and their next values
 assigned back; the tape differentiates the call, so the forward and its gradient are traced once
 for all blocks (the first `fit` step of MiniLM: docs/decisions.md). They apply where every float
@@ -90,12 +91,16 @@ def _applies(block, x, attention_bias):
     )
 
 
-def inference_call(block, x, attention_bias):
-    """`block(x, attention_bias, training=False)` through the shared trace of its
-    configuration; None where that does not apply (the caller calls the block itself)."""
+def inference_call(block, x, attention_bias, query_index=None):
+    """`block(x, attention_bias, query_index=query_index, training=False)` through the shared trace
+    of its configuration; None where that does not apply (the caller calls the block itself)."""
     if not _applies(block, x, attention_bias):
         return None
-    return _shared_call(block, x, attention_bias, training=False)
+    if query_index is not None and not (
+        isinstance(query_index, tf.Tensor) and query_index.dtype.is_integer and query_index.shape.rank == 2
+    ):
+        return None
+    return _shared_call(block, x, attention_bias, training=False, query_index=query_index)
 
 
 def training_call(block, x, attention_bias):
@@ -118,7 +123,7 @@ def training_call(block, x, attention_bias):
     return _shared_call(block, x, attention_bias, training=True)
 
 
-def _shared_call(block, x, attention_bias, training):
+def _shared_call(block, x, attention_bias, training, query_index=None):
     # What Keras' `__call__` does before `call`: float inputs cast to the compute dtype, and under a
     # mixed policy (float32 variables, bfloat16 compute) an autocast scope that casts each variable
     # read to the compute dtype.
@@ -133,6 +138,8 @@ def _shared_call(block, x, attention_bias, training):
     seed_specs = [tf.TensorSpec(v.shape, v.dtype) for v in seeds]
     x_spec = tf.TensorSpec([None] * (x.shape.rank - 1) + [x.shape[-1]], x.dtype)
     bias_spec = tf.TensorSpec([None] * attention_bias.shape.rank, attention_bias.dtype)
+    # The [CLS]-only path (`query_index` `[n, 2]`) is another graph: its spec is part of the key.
+    extra_specs = [] if query_index is None else [tf.TensorSpec([None, 2], query_index.dtype)]
     # The class too: a subclass may compute something else from the same configuration.
     cls = f"{type(block).__module__}.{type(block).__qualname__}"
     # LoRA too: which sub-layers add `alpha / rank * a @ b` to their kernel is Python state
@@ -141,7 +148,18 @@ def _shared_call(block, x, attention_bias, training):
     # And which int8 product a quantized block's layers trace (oneDNN's kernel, or the portable one).
     int8_path = any(v.dtype == tf.int8 for v in weights) and int8.onednn_int8_here()
     key = json.dumps(
-        [cls, config, lora, training, int8_path, repr(weight_specs), repr(seed_specs), repr(x_spec), repr(bias_spec)],
+        [
+            cls,
+            config,
+            lora,
+            training,
+            int8_path,
+            repr(weight_specs),
+            repr(seed_specs),
+            repr(x_spec),
+            repr(bias_spec),
+            repr(extra_specs),
+        ],
         sort_keys=True,
         default=str,
     )
@@ -149,20 +167,21 @@ def _shared_call(block, x, attention_bias, training):
         template, seed_template = list(weights), list(seeds)
         mixed = compute_dtype != block.variable_dtype
 
-        def forward(values, seed_values, x, attention_bias):
+        def forward(values, seed_values, x, attention_bias, *query_index):
             mapping = list(zip(template, values, strict=True)) + list(zip(seed_template, seed_values, strict=True))
             with keras.StatelessScope(state_mapping=mapping) as scope:
                 with autocast_scope(compute_dtype) if mixed else contextlib.nullcontext():
-                    y = block.call(x, attention_bias, training=training)
+                    y = block.call(x, attention_bias, *query_index, training=training)
                 # The seeds' next values (a dropout of rate 0 draws none: the same seeds).
                 new_seeds = [scope.get_current_value(v) for v in seed_template]
             return y, [old if new is None else new for old, new in zip(seed_values, new_seeds, strict=True)]
 
         function = tf.function(forward, autograph=False).get_concrete_function(
-            weight_specs, seed_specs, x_spec, bias_spec
+            weight_specs, seed_specs, x_spec, bias_spec, *extra_specs
         )
         _TRACES[key] = function
-    y, new_seeds = _TRACES[key]([v.value for v in weights], [v.value for v in seeds], x, attention_bias)
+    extra = [] if query_index is None else [query_index]
+    y, new_seeds = _TRACES[key]([v.value for v in weights], [v.value for v in seeds], x, attention_bias, *extra)
     for variable, value in zip(seeds, new_seeds, strict=True):
         variable.assign(value)
     return y

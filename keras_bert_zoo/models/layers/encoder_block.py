@@ -153,9 +153,11 @@ class BertEncoderBlock(keras.layers.Layer):
     def __call__(self, x, attention_bias, query_index=None, training=None, **kwargs):
         # Inference inside a traced function: one trace for every block of this shape
         # (`block_trace`: the first evaluate / predict of a process traces ~half the ops).
-        if training in (False, True) and query_index is None and not kwargs:
-            shared = block_trace.training_call if training else block_trace.inference_call
-            out = shared(self, x, attention_bias)
+        if training in (False, True) and not kwargs and (query_index is None or not training):
+            if training:
+                out = block_trace.training_call(self, x, attention_bias)
+            else:
+                out = block_trace.inference_call(self, x, attention_bias, query_index=query_index)
             if out is not None:
                 return out
         return super().__call__(x, attention_bias, query_index=query_index, training=training, **kwargs)

@@ -24,6 +24,14 @@ _ST_POOLING_FLAGS = {
 }
 
 
+def l2_normalize(x):
+    """`x / max(||x||, 1e-12)` over the last axis (sentence-transformers' `Normalize`).
+
+    Written as sqrt(sum(x^2)), not `ops.norm`: in a functional graph Keras records `ops.norm`'s
+    `axis=-1` as the list `[-1]`, which JAX's jit refuses as a static argument."""
+    return x / ops.maximum(ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True)), 1e-12)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert_zoo")
 class BertSentenceEmbedder(Task):
     """Sentence embeddings from a BERT backbone: token vectors pooled into one vector.
@@ -78,7 +86,7 @@ class BertSentenceEmbedder(Task):
         else:
             embeddings = pool(outputs["sequence_output"], inputs["padding_mask"])
         if normalize:
-            embeddings = embeddings / ops.maximum(ops.norm(embeddings, axis=-1, keepdims=True), 1e-12)
+            embeddings = l2_normalize(embeddings)
         embeddings = keras.layers.Activation("linear", dtype="float32", name="embeddings")(embeddings)
         super().__init__(inputs=inputs, outputs=embeddings, backbone=backbone, preprocessor=preprocessor, **kwargs)
         self.pool = pool
@@ -103,7 +111,7 @@ class BertSentenceEmbedder(Task):
             embeddings = self.pool(tokens, own)
         embeddings = ops.cast(embeddings, "float32")
         if self.normalize:
-            embeddings = embeddings / ops.maximum(ops.norm(embeddings, axis=-1, keepdims=True), 1e-12)
+            embeddings = l2_normalize(embeddings)
         return embeddings
 
     def get_config(self):

@@ -38,6 +38,8 @@ def continue_pretraining(
     batch_size=32,
     seed=0,
     verbose="auto",
+    whole_word_masking=False,
+    whole_word_segmenter="auto",
 ):
     """Continues masked-LM training of `pretrainer` on `texts`; returns a dict of figures.
 
@@ -51,6 +53,8 @@ def continue_pretraining(
         learning_rate, head_learning_rate: peak learning rates of the two stages.
         batch_size: texts per batch. seed: shuffling and masking seed.
         verbose: Keras `fit` verbosity.
+        whole_word_masking, whole_word_segmenter: mask whole words (on Chinese text,
+            jieba's words by default: HFL's whole-word masking); see `masked_lm_dataset`.
 
     Returns:
         dict: `head_steps`, `steps`, `head_mlm_accuracy` and `mlm_accuracy` (training
@@ -85,7 +89,14 @@ def continue_pretraining(
             raise UsageError(f"{name}={value!r} must be an integer of at least {least}.")
     if steps + head_steps == 0:
         raise UsageError("steps=0 and head_steps=0 train nothing; give at least one step.")
-    data = masked_lm_dataset(pretrainer.preprocessor, texts, batch_size=batch_size, seed=seed)
+    data = masked_lm_dataset(
+        pretrainer.preprocessor,
+        texts,
+        batch_size=batch_size,
+        seed=seed,
+        whole_word_masking=whole_word_masking,
+        whole_word_segmenter=whole_word_segmenter,
+    )
     start, figures = time.perf_counter(), {"head_steps": head_steps, "steps": steps, "head_mlm_accuracy": None}
     try:
         if head_steps:

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.preprocessing.chinese_words import resolve_segmenter
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
 from keras_bert_zoo.preprocessing.tokenizer import BertTokenizer
 from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
@@ -25,6 +26,7 @@ __all__ = [
     "WordPieceIds",
     "tokenize_documents",
     "make_masker",
+    "corpus_segmenter",
     "packed_instances",
     "split_documents",
     "pretraining_dataset",
@@ -82,8 +84,10 @@ def tokenize_documents(documents, tokenize, chunk_documents=64):
         yield from flush()
 
 
-def make_masker(vocabulary, max_predictions=20, whole_word_masking=False, max_ngram=1, seed=None):
-    """The `MaskedLMMasker` of the original recipe for this vocabulary."""
+def make_masker(
+    vocabulary, max_predictions=20, whole_word_masking=False, max_ngram=1, seed=None, whole_word_segmenter="wordpiece"
+):
+    """The `MaskedLMMasker` of the original recipe for this vocabulary (`"wordpiece"` or `"jieba"` words)."""
     ids = {t: i for i, t in enumerate(vocabulary)}
     return MaskedLMMasker(
         vocabulary_size=len(vocabulary),
@@ -94,7 +98,16 @@ def make_masker(vocabulary, max_predictions=20, whole_word_masking=False, max_ng
         vocabulary=vocabulary if whole_word_masking else None,
         max_ngram=max_ngram,
         seed=seed,
+        whole_word_segmenter=whole_word_segmenter if whole_word_masking else "wordpiece",
     )
+
+
+def corpus_segmenter(whole_word_masking, whole_word_segmenter, paths, corpus_format="bert"):
+    """The masker's `"wordpiece"` or `"jieba"` for a corpus: `"auto"` reads its first documents."""
+    if not whole_word_masking:
+        return "wordpiece"
+    texts = (s for document in read_documents(paths, corpus_format) for s in document)
+    return resolve_segmenter(whole_word_segmenter, texts if whole_word_segmenter == "auto" else ())
 
 
 def packed_instances(
@@ -158,6 +171,7 @@ def pretraining_dataset(
     repeat=False,
     drop_remainder=False,
     document_filter=None,
+    whole_word_segmenter="auto",
 ):
     """A `tf.data.Dataset` of `(x, y)` batches for `BertPretrainer.fit`.
 
@@ -166,7 +180,9 @@ def pretraining_dataset(
     (unless `nsp="none"`) `next_sentence_labels`.
 
     With `repeat=True` the corpus is re-read and re-paired with a new seed each pass
-    and masks are drawn anew (dynamic masking).
+    and masks are drawn anew (dynamic masking). With `whole_word_masking`, words are
+    WordPiece words, or jieba words on Chinese text (`whole_word_segmenter`: `"auto"`,
+    `"wordpiece"` or `"jieba"`, see `keras_bert_zoo.preprocessing.chinese_words`).
 
     Examples:
     >>> import os, tempfile
@@ -184,7 +200,8 @@ def pretraining_dataset(
     vocabulary = load_vocabulary(vocabulary)
     if sequence_length < 8:
         raise UsageError(f"sequence_length={sequence_length} is too short; use at least 8 (128 is usual).")
-    masker = make_masker(vocabulary, max_predictions, whole_word_masking, max_ngram)
+    segmenter = corpus_segmenter(whole_word_masking, whole_word_segmenter, paths, corpus_format)
+    masker = make_masker(vocabulary, max_predictions, whole_word_masking, max_ngram, whole_word_segmenter=segmenter)
 
     tokenizers = []  # one WordPieceIds for all passes, built in the first pass's own thread
 
@@ -247,7 +264,15 @@ def pretraining_dataset(
     return ds.map(mask, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def masked_lm_dataset(preprocessor, texts, batch_size=32, max_predictions=None, seed=0):
+def masked_lm_dataset(
+    preprocessor,
+    texts,
+    batch_size=32,
+    max_predictions=None,
+    seed=0,
+    whole_word_masking=False,
+    whole_word_segmenter="auto",
+):
     """In-memory texts -> an endless `tf.data.Dataset` of masked-LM `(x, y)` batches (no NSP).
 
     For continued (domain / task-adaptive) pretraining on a few thousand of your own
@@ -264,6 +289,9 @@ def masked_lm_dataset(preprocessor, texts, batch_size=32, max_predictions=None, 
         max_predictions: int, the masked slots per row; default
             `round(0.15 * sequence_length)` (at least 2).
         seed: shuffling and masking seed.
+        whole_word_masking: choose whole words: WordPiece words (`##` pieces joined),
+            or on Chinese text jieba's words (`whole_word_segmenter="auto"` decides from
+            `texts`; `"wordpiece"` or `"jieba"` force one; see `preprocessing.chinese_words`).
 
     Returns:
         a repeated `tf.data.Dataset`; pass `steps_per_epoch` to `fit`.
@@ -280,16 +308,19 @@ def masked_lm_dataset(preprocessor, texts, batch_size=32, max_predictions=None, 
 
     tokenizer = preprocessor.tokenizer
     length = int(preprocessor.sequence_length)
+    texts = list(texts)
+    segmenter = resolve_segmenter(whole_word_segmenter, texts) if whole_word_masking else "wordpiece"
     masker = MaskedLMMasker(
         vocabulary_size=tokenizer.vocabulary_size(),
         mask_token_id=tokenizer.mask_token_id,
         unselectable_token_ids=[tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id],
         max_predictions=max_predictions or max(2, round(0.15 * length)),
         seed=seed,
+        whole_word_masking=whole_word_masking,
+        vocabulary=tokenizer.get_vocabulary() if whole_word_masking else None,
+        whole_word_segmenter=segmenter,
     )
-    batches = batch_raw(
-        preprocessor, list(texts), batch_size=batch_size, training=True, seed=seed, batching="by_length"
-    )
+    batches = batch_raw(preprocessor, texts, batch_size=batch_size, training=True, seed=seed, batching="by_length")
 
     def mask(features):
         masked = masker(features["token_ids"])

@@ -126,6 +126,7 @@ def pretrain(
     overwrite=False,
     input_shards=1,
     callbacks=(),
+    whole_word_segmenter="auto",
 ):
     """MLM + NSP pretraining from a preset architecture or a checkpoint; returns `(model, metrics)`.
 
@@ -143,6 +144,8 @@ def pretrain(
         learning_rate, warmup_steps (default 10% of steps), recipe (`"linear"`: HF's
             AdamW and schedule; `"bert_original"`: google-research/bert's).
         nsp: `"nsp"`, `"sop"` or `"none"`. whole_word_masking, max_ngram: masking units.
+        whole_word_segmenter: words of whole-word masking: `"auto"` (jieba on Chinese text,
+            else WordPiece), `"wordpiece"` or `"jieba"` (`preprocessing.chinese_words`).
         lowercase: uncased vocabulary and text.
         holdout_every: hold every N-th document out of training (and of the
             vocabulary) for evaluation; or `eval_corpus`: held-out file(s).
@@ -209,8 +212,7 @@ def pretrain(
         "nsp": nsp,
         "corpus_format": corpus_format,
         "lowercase": lowercase,
-        "whole_word_masking": bool(whole_word_masking),
-        "max_ngram": max_ngram,
+        **_masking_units(whole_word_masking, whole_word_segmenter, max_ngram),
         "holdout_every": holdout_every,
     }
     # What names the run, with the data's layout: a checkpoint of another run is not resumed (`signature`).
@@ -263,6 +265,15 @@ def pretrain(
     metrics = _pretraining_metrics(history, log, evaluation, batch_size, sequence_length)
     _write_output(job, pretrainer, vocabulary, lowercase, metrics, (log, evaluation))
     return pretrainer, metrics
+
+
+def _masking_units(whole_word_masking, whole_word_segmenter, max_ngram):
+    """The masking keys of `data_layout` (words: WordPiece's, or jieba's on Chinese text; n-grams)."""
+    return {
+        "whole_word_masking": bool(whole_word_masking),
+        "whole_word_segmenter": whole_word_segmenter,
+        "max_ngram": max_ngram,
+    }
 
 
 def _train(job, pretrainer, train, heldout, signature, *, time_budget, callbacks, records):

@@ -51,6 +51,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
         "corpus_format": "bert",
         "lowercase": True,
         "whole_word_masking": False,
+        "whole_word_segmenter": "wordpiece",  # directories written before the option: the ## rule
         "max_ngram": 1,
         **model.data_layout,
     }
@@ -66,6 +67,7 @@ def evaluate_pretrainer(model_dir, data_paths, batch_size=32, max_batches=None):
             batch_size=batch_size,
             nsp=cfg["nsp"],
             whole_word_masking=cfg["whole_word_masking"],
+            whole_word_segmenter=cfg["whole_word_segmenter"],
             max_ngram=cfg["max_ngram"],
             corpus_format=cfg["corpus_format"],
             lowercase=cfg["lowercase"],

@@ -26,6 +26,7 @@ def text_batches(corpus, vocabulary, batch_size, data_layout, *, seed, eval_corp
             "max_predictions",
             "nsp",
             "whole_word_masking",
+            "whole_word_segmenter",
             "max_ngram",
             "corpus_format",
             "lowercase",

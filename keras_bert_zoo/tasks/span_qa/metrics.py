@@ -1,6 +1,18 @@
-"""SQuAD exact match and F1, by the official evaluation scripts' rules (v1.1 and v2.0).
+"""Span QA exact match and F1: SQuAD's official rules (v1.1 and v2.0), or CMRC 2018's.
 
-Answers are normalised as `evaluate-v1.1.py` / `evaluate-v2.0.py` do: lower-case, drop
+`rules` picks how answers are compared:
+
+- `"squad"`: the SQuAD scripts' rules below (words split at spaces).
+- `"cmrc2018"`: CMRC 2018's official rules for Chinese (`tasks.span_qa.cmrc`): each CJK
+  ideograph is a segment, F1 from the longest common run of segments, its own punctuation list.
+- `"auto"` (default): `"cmrc2018"` when more than half of the answerable questions have a
+  gold answer holding a CJK ideograph, else `"squad"`. A majority, not "any": English SQuAD
+  has a few answers such as `元朝`, and its scores must stay SQuAD's.
+
+Everything else (best over golds, missing predictions, v2.0's no-answer questions and
+threshold search) is the same under both rules.
+
+SQuAD's rules: answers are normalised as `evaluate-v1.1.py` / `evaluate-v2.0.py` do: lower-case, drop
 ASCII punctuation (`string.punctuation`), drop the words a/an/the, collapse whitespace.
 A prediction scores the best exact match and the best token F1 over the question's gold
 answers. Scores are fractions in [0, 1] (the scripts print percentages).
@@ -19,13 +31,29 @@ Examples:
 >>> squad_scores({"q1": "the Eiffel Tower", "q2": "1889"},
 ...              {"q1": ["Eiffel Tower"], "q2": ["in 1889", "1889"]})["exact_match"]
 1.0
+>>> round(squad_scores({"q1": "北京天安门"}, {"q1": ["天安门广场"]})["f1"], 4)  # auto: CMRC 2018's rules
+0.6
 """
 
 import collections
 import re
 import string
 
-__all__ = ["normalize_answer", "exact_match", "token_f1", "per_question_scores", "squad_scores", "find_best_threshold"]
+from keras_bert_zoo.errors import UsageError
+from keras_bert_zoo.tasks.span_qa import cmrc
+
+__all__ = [
+    "RULES",
+    "normalize_answer",
+    "exact_match",
+    "token_f1",
+    "choose_rules",
+    "per_question_scores",
+    "squad_scores",
+    "find_best_threshold",
+]
+
+RULES = ("squad", "cmrc2018", "auto")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -53,40 +81,64 @@ def token_f1(prediction, gold):
     return 2 * precision * recall / (precision + recall)
 
 
-def _golds(answers, version_2_with_negative):
+# rules -> (exact match, F1, "does this gold answer hold anything once normalised?")
+_COMPARE = {
+    "squad": (exact_match, token_f1, lambda text: bool(normalize_answer(text))),
+    "cmrc2018": (cmrc.exact_match, cmrc.f1, lambda text: bool(cmrc.segments(text))),
+}
+
+
+def choose_rules(gold_answers, rules="auto"):
+    """`"squad"` or `"cmrc2018"`: `rules` itself, or for `"auto"` the rules the gold answers call for."""
+    if rules not in RULES:
+        raise UsageError(f"unknown QA scoring rules {rules!r}; use one of {', '.join(RULES)}.")
+    if rules != "auto":
+        return rules
+    answered = [answers for answers in gold_answers.values() if any(a.strip() for a in answers)]
+    chinese = sum(1 for answers in answered if any(cmrc.is_cjk_text(a) for a in answers))
+    return "cmrc2018" if 2 * chinese > len(answered) else "squad"
+
+
+def _golds(answers, version_2_with_negative, has_content):
     if version_2_with_negative:
-        answers = [a for a in answers if normalize_answer(a)]
+        answers = [a for a in answers if has_content(a)]
         return answers or [""]
     return list(answers)
 
 
-def per_question_scores(predictions, gold_answers, version_2_with_negative=False):
+def per_question_scores(predictions, gold_answers, version_2_with_negative=False, rules="auto"):
     """`{id: (exact, f1)}` of every question in `gold_answers` (`{id: [texts]}`); missing predictions score 0."""
+    exact, f1, has_content = _COMPARE[choose_rules(gold_answers, rules)]
     out = {}
     for qid, answers in gold_answers.items():
-        golds = _golds(answers, version_2_with_negative)
+        golds = _golds(answers, version_2_with_negative, has_content)
         if qid not in predictions or not golds:
             out[qid] = (0.0, 0.0)
             continue
         pred = predictions[qid]
-        out[qid] = (max(exact_match(pred, g) for g in golds), max(token_f1(pred, g) for g in golds))
+        out[qid] = (max(exact(pred, g) for g in golds), max(f1(pred, g) for g in golds))
     return out
 
 
-def squad_scores(predictions, gold_answers, version_2_with_negative=False):
+def squad_scores(predictions, gold_answers, version_2_with_negative=False, rules="auto"):
     """Exact match and F1 of `predictions` (`{id: text}`) against `gold_answers` (`{id: [texts]}`).
+
+    Args:
+        rules: `"squad"`, `"cmrc2018"` or `"auto"` (see the module docstring).
 
     Returns:
         dict: `exact_match`, `f1` (fractions), `total`, `missing`; with v2.0 also
         `has_ans_exact_match`, `has_ans_f1`, `has_ans_total`, `no_ans_exact_match`,
         `no_ans_f1`, `no_ans_total`.
     """
-    scores = per_question_scores(predictions, gold_answers, version_2_with_negative)
+    rules = choose_rules(gold_answers, rules)
+    scores = per_question_scores(predictions, gold_answers, version_2_with_negative, rules)
     total = len(scores)
     out = _means(scores, list(scores))
     out.update({"total": total, "missing": sum(1 for q in gold_answers if q not in predictions)})
     if version_2_with_negative:
-        has = [q for q, a in gold_answers.items() if any(normalize_answer(x) for x in a)]
+        has_content = _COMPARE[rules][2]
+        has = [q for q, a in gold_answers.items() if any(has_content(x) for x in a)]
         no = [q for q in gold_answers if q not in set(has)]
         for prefix, ids in (("has_ans_", has), ("no_ans_", no)):
             if ids:
@@ -100,7 +152,7 @@ def _means(scores, ids):
     return {"exact_match": sum(scores[q][0] for q in ids) / n, "f1": sum(scores[q][1] for q in ids) / n}
 
 
-def find_best_threshold(predictions, null_odds, gold_answers):
+def find_best_threshold(predictions, null_odds, gold_answers, rules="auto"):
     """The null-score threshold maximising exact match and F1 (`evaluate-v2.0.py`'s `find_best_thresh`).
 
     Args:
@@ -108,12 +160,14 @@ def find_best_threshold(predictions, null_odds, gold_answers):
         null_odds: `{id: null score - best span score}`; a question is answered `""`
             when its null odds exceed the threshold.
         gold_answers: `{id: [texts]}` (empty for unanswerable questions).
+        rules: `"squad"`, `"cmrc2018"` or `"auto"` (see the module docstring).
 
     Returns:
         dict `best_exact_match`, `best_exact_match_threshold`, `best_f1`, `best_f1_threshold`.
     """
-    scores = per_question_scores(predictions, gold_answers, version_2_with_negative=True)
-    has_answer = {q: any(normalize_answer(x) for x in a) for q, a in gold_answers.items()}
+    rules = choose_rules(gold_answers, rules)
+    scores = per_question_scores(predictions, gold_answers, version_2_with_negative=True, rules=rules)
+    has_answer = {q: any(_COMPARE[rules][2](x) for x in a) for q, a in gold_answers.items()}
     out = {}
     for k, name in enumerate(("exact_match", "f1")):
         current = best = sum(1 for q in gold_answers if not has_answer[q])  # everything answered ""
