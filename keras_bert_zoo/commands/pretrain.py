@@ -19,6 +19,7 @@ from keras_bert_zoo.commands.common import (
     seed_int,
     steps_int,
 )
+from keras_bert_zoo.commands.masking_flags import add_masking_arguments
 from keras_bert_zoo.commands.training_flags import (
     add_recipe_argument,
     add_run_arguments,
@@ -82,7 +83,7 @@ def _add_recipe_arguments(parser):
     parser.add_argument("--learning-rate", type=learning_rate_float, default=1e-4)
     parser.add_argument("--warmup-steps", type=count_int, default=None, help="default: 10%% of --steps")
     add_recipe_argument(parser)
-    _add_masking_arguments(parser)
+    add_masking_arguments(parser)
     parser.add_argument("--no-lowercase", action="store_true", help="cased vocabulary")
     parser.add_argument(
         "--holdout-every", type=count_int, default=0, help="hold out every N-th document for evaluation (0: none)"
@@ -103,21 +104,6 @@ def _add_recipe_arguments(parser):
         help="TFRecord corpora: read the files as N shards, each batch taking rows from all; "
         "under --strategy multi_worker each worker reads only its shards' files",
     )
-
-
-def _add_masking_arguments(parser):
-    """The pretraining objective: NSP/SOP, and the masking units (tokens, words, Chinese words, n-grams)."""
-    parser.add_argument("--nsp", choices=("nsp", "sop", "none"), default="nsp")
-    parser.add_argument("--whole-word-masking", action="store_true")
-    parser.add_argument(
-        "--whole-word-segmenter",
-        choices=("auto", "wordpiece", "jieba"),
-        default="auto",
-        help="words of --whole-word-masking: wordpiece joins ## pieces (every Chinese character a word); "
-        'jieba cuts Chinese into words (pip install "keras-bert-zoo[chinese]"); auto: jieba when CJK '
-        "ideographs are at least 5%% of the corpus' characters",
-    )
-    parser.add_argument("--max-ngram", type=int_in(1, 10), default=1, help=">1: mask spans of 1..N words/tokens")
 
 
 def run(args):

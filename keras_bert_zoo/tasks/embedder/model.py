@@ -13,7 +13,7 @@ from keras_bert_zoo.models.layers.pooling import POOLING_MODES, SentencePooling
 from keras_bert_zoo.models.task import Task
 from keras_bert_zoo.preprocessing.unpacking import packed_lengths, unpack_sequences
 
-__all__ = ["BertSentenceEmbedder", "sentence_transformers_settings"]
+__all__ = ["BertSentenceEmbedder", "l2_normalize", "sentence_transformers_settings"]
 
 _EMBEDDER_POOLINGS = POOLING_MODES + ("pooled",)
 # sentence-transformers' `1_Pooling/config.json` flags -> our pooling names.
