@@ -11,6 +11,7 @@ from keras_bert_zoo.models.task import Task, default_optimizer, label_table
 from keras_bert_zoo.models.weight_names import head_dense_specs
 from keras_bert_zoo.tasks.tagger.alignment import IGNORE_LABEL
 from keras_bert_zoo.tasks.tagger.preprocessor import TaggingPreprocessor
+from keras_bert_zoo.tasks.tagger.schemes import detect_scheme
 from keras_bert_zoo.tasks.tagger.words import as_words, word_spans
 
 __all__ = ["BertTagger"]
@@ -38,9 +39,10 @@ class BertTagger(Task):
             and `predict_entities` take word lists or raw strings.
         dropout: float, dropout on the sequence output (HF's `classifier_dropout`).
         label_names: list of `num_labels` tags in id order (`"O"`, `"B-PER"`, ...).
-        scheme: the tagging scheme of `label_names`: `"IOB2"` (default), `"BIOES"` or
+        scheme: the tagging scheme of `label_names`: `"IOB2"`, `"BIOES"` or
             `"BMES"` (the Chinese NER sets' BIOES with `M-` for `I-`: the labels keep the
-            file's `M-` tags, and entities read `M-` as `I-`).
+            file's `M-` tags, and entities read `M-` as `I-`). Default: read from
+            `label_names` (any `M-`: BMES; any `E-`/`S-`: BIOES; else IOB2).
         data_layout: optional JSON-able dict of how the training data was read.
 
     Outputs: logits `float32 [batch, seq, num_labels]`.
@@ -68,7 +70,7 @@ class BertTagger(Task):
         preprocessor=None,
         dropout=0.1,
         label_names=None,
-        scheme="IOB2",
+        scheme=None,
         data_layout=None,
         **kwargs,
     ):
@@ -81,6 +83,10 @@ class BertTagger(Task):
                 raise UsageError(
                     f"label_names has {len(label_names)} entries but num_labels={num_labels}; give one tag per label."
                 )
+        if scheme is None:
+            # A checkpoint's own labels say their scheme (an HF BMES tagger's id2label holds M-/E-/S- tags);
+            # without labels, IOB2.
+            scheme = detect_scheme([], tag_set=set(label_names)) if label_names else "IOB2"
         if scheme not in ("IOB2", "BIOES", "BMES"):
             raise UsageError(
                 f"scheme={scheme!r}; use 'IOB2', 'BIOES' or 'BMES' (read IOB1 files with "
