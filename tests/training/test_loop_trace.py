@@ -3,7 +3,7 @@
 A graph traced for one batch shape rounds otherwise than the shape-generic one. When the step traced the first
 shapes it met on their own (Keras' `reduce_retracing`), a run resumed mid-epoch met other shapes first than the
 uninterrupted run and ended 6e-8 away from it (all-MiniLM-L6-v2, `finetune classify --deterministic`; the slow
-`test_resume.py` models are too small to show it). Here: one trace for batches of three widths and two sizes.
+`test_resume.py` runs show it end to end). Here: one trace for batches of three widths and two sizes.
 """
 
 import keras
