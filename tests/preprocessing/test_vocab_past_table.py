@@ -120,3 +120,16 @@ def test_cli_prints_one_line(checkpoints, tmp_path, capsys):
     code, _, err = run_cli(argv + ["--glue", "sst2", "--sequence-length", "32"], capsys)
     check_failure(code, err, 1, r"vocab\.txt has [\d,]+ entries")
     assert not (tmp_path / "out").exists()
+
+
+def test_finetune_trains_a_checkpoint_whose_table_is_padded(checkpoints, tmp_path, capsys):
+    """`finetune` takes what every loader takes: a vocab.txt shorter than the table (HF's padded tables)."""
+    _, _, padded = checkpoints
+    train = tmp_path / "train.tsv"
+    train.write_text(
+        "sentence\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(CHINESE_SENTENCES)), encoding="utf-8"
+    )
+    argv = ["finetune", "classify", "--model", padded, "--train", train, "--dev", train, "--out", tmp_path / "out"]
+    code, _, err = run_cli(argv + ["--glue", "sst2", "--sequence-length", "32"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "out" / "metrics.json").exists()
