@@ -10,7 +10,7 @@ It is saved with `save_pretrained` (`model.safetensors`, `config.json`), its tok
 loss next to ln(vocabulary), the chance level). A weak checkpoint, made to compare two implementations on one
 recipe, not for quality claims: its masked-LM loss ends well below ln(vocabulary), so it knows some Chinese.
 
-The folder is `$BERT_ZOO_CACHE/zh_mini-v1` (default `~/.cache/keras_bert_zoo/zh_mini-v1`), written beside it and
+The folder is `$BERT_ZOO_CACHE/zh_mini-v2` (default `~/.cache/keras_bert_zoo/zh_mini-v2`), written beside it and
 renamed when complete; the version in its name changes with the recipe. PyTorch only (no TensorFlow imported).
 
     python benchmarks/zh_checkpoint.py            # build once (about 20 CPU-minutes at load 15-20) or print the path
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The shared data beside the repository (`../shared/data`); `BERT_ZOO_DATA` points elsewhere (e.g. from a worktree).
 DATA = os.environ.get("BERT_ZOO_DATA") or os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "data")
 MSRA_TRAIN = os.path.join(DATA, "msra_ner", "train.txt")
-VERSION = "zh_mini-v1"
+VERSION = "zh_mini-v2"
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 RECIPE = dict(
     layers=4,
@@ -41,8 +41,8 @@ RECIPE = dict(
     heads=4,
     intermediate=1024,
     min_count=2,
-    steps=300,
-    batch_size=8,
+    steps=800,
+    batch_size=32,
     sequence_length=128,
     learning_rate=1e-3,
     warmup_ratio=0.1,
@@ -54,7 +54,7 @@ RECIPE = dict(
 
 
 def cache_dir():
-    """Where the checkpoint lives: `$BERT_ZOO_CACHE/zh_mini-v1`, else `~/.cache/keras_bert_zoo/zh_mini-v1`."""
+    """Where the checkpoint lives: `$BERT_ZOO_CACHE/zh_mini-v2`, else `~/.cache/keras_bert_zoo/zh_mini-v2`."""
     root = os.environ.get("BERT_ZOO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "keras_bert_zoo")
     return os.path.join(root, VERSION)
 

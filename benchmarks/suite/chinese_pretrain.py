@@ -16,8 +16,8 @@ after every stage, so a cut-short run still reports what it measured):
 5. `pipeline`: the input pipeline's rate with the segmenter (jieba) and without (character masking), against the
    model's train step, both in tokens/s.
 
-MSRA's files are BMES; until the tagger reads them, the benchmark fine-tunes on an IOB2 copy in `--out` (M-/E- ->
-I-, S- -> B-, a tag continuing no entity starts one, as conlleval counts it): the same entities.
+Fine-tuning reads MSRA's files as distributed: the tagger detects their BMES tags (and counts the few tags that
+continue no entity, as conlleval does).
 
     python benchmarks/run.py chinese_pretrain                       # the recorded budget (see RECIPE)
     python benchmarks/run.py chinese_pretrain --pretrain-steps 4 --continue-steps 2 --finetune-train 64 \\
@@ -74,38 +74,19 @@ def read_msra(path):
     return sentences
 
 
-def bmes_to_iob2(tags):
-    """BMES -> IOB2 with the same entities under conlleval's rules (a stray M-/E- starts an entity)."""
-    out, previous = [], "O"
-    for tag in tags:
-        if tag == "O":
-            out.append("O")
-        else:
-            prefix, kind = tag.split("-", 1)
-            inside = prefix in ("M", "E") and previous != "O" and previous[2:] == kind and previous[0] in "BM"
-            out.append(("I-" if inside else "B-") + kind)
-        previous = tag
-    return out
-
-
 def prepare_data(out):
-    """The pretraining corpus (BERT format) and IOB2 copies of the NER files, in `out/data`."""
+    """The pretraining corpus (BERT format: a sentence a line, a blank line between documents) in `out/data`, and
+    the NER files as distributed (the tagger reads their BMES tags as they are)."""
     data = os.path.join(out, "data")
     os.makedirs(data, exist_ok=True)
-    paths = {
-        k: os.path.join(data, f) for k, f in (("corpus", "corpus.txt"), ("train", "train.txt"), ("dev", "dev.txt"))
-    }
-    if all(os.path.exists(p) for p in paths.values()):
+    paths = {"corpus": os.path.join(data, "corpus.txt")}
+    paths.update(train=os.path.join(MSRA, "train.txt"), dev=os.path.join(MSRA, "dev.txt"))
+    if os.path.exists(paths["corpus"]):
         return paths
-    train = read_msra(os.path.join(MSRA, "train.txt"))
     per_doc = RECIPE["sentences_per_document"]
     with open(paths["corpus"], "w", encoding="utf-8") as f:
-        for i, (chars, _) in enumerate(train):
+        for i, (chars, _) in enumerate(read_msra(paths["train"])):
             f.write("".join(chars) + "\n" + ("\n" if i % per_doc == per_doc - 1 else ""))
-    for split, sentences in (("train", train), ("dev", read_msra(os.path.join(MSRA, "dev.txt")))):
-        with open(paths[split], "w", encoding="utf-8") as f:
-            for chars, tags in sentences:
-                f.write("".join(f"{c} {t}\n" for c, t in zip(chars, bmes_to_iob2(tags), strict=True)) + "\n")
     return paths
 
 

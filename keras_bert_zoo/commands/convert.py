@@ -50,10 +50,12 @@ def run(args):
     from keras_bert_zoo.files import check_output, output_dir
     from keras_bert_zoo.models import loading
     from keras_bert_zoo.models.backbone import BertBackbone
+    from keras_bert_zoo.preprocessing.vocab_file import check_vocab_txt_fits
 
     check_output(args.out, args.overwrite)
     source = loading.resolve(args.source)  # a name or hf:// address: the cached snapshot
     checkpoint = open_checkpoint(source)
+    check_vocab_txt_fits(source)  # the vocab.txt it copies along must fit the embedding table
     found = detect_task(checkpoint)
     if found.task is None:
         if found.dropped:

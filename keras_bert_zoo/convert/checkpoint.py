@@ -24,7 +24,7 @@ from keras_bert_zoo.files import write_json
 from keras_bert_zoo.models import loading
 from keras_bert_zoo.models.loading import CONFIG_SECTION
 from keras_bert_zoo.models.lora import lora_settings
-from keras_bert_zoo.models.presets import BACKBONE_PRESETS, backbone_config, check_architecture
+from keras_bert_zoo.models.presets import backbone_config, check_architecture, known_presets_hint
 from keras_bert_zoo.models.weight_names import backbone_weight_specs, google_name, spec_value
 
 __all__ = [
@@ -138,10 +138,7 @@ class Checkpoint:
     def __init__(self, path):
         path = os.fspath(path)
         if not os.path.isdir(path):
-            raise CheckpointError(
-                f"{path!r} is neither a preset name nor a directory. Known presets: "
-                f"{', '.join(sorted(BACKBONE_PRESETS))}."
-            )
+            raise CheckpointError(f"{path!r} is neither a preset name nor a directory. {known_presets_hint(path)}")
         self.path = path
         files = set(os.listdir(path))
         refuse_pickles(path, files)

@@ -20,13 +20,16 @@ Examples:
 ('google-bert/bert-base-uncased', '86b5e09')
 """
 
+import os
+
 from keras_bert_zoo.convert.checkpoint import HF_WEIGHT_FILES, hf_weights_file
 from keras_bert_zoo.convert.safetensors_io import SAFE_FILE_FIXES
-from keras_bert_zoo.errors import CheckpointError, UnsafeFileError, UsageError
+from keras_bert_zoo.errors import CheckpointError, MissingPathError, UnsafeFileError, UsageError
 from keras_bert_zoo.models import loading
-from keras_bert_zoo.models.presets import pretrained_repo
+from keras_bert_zoo.models.presets import known_presets_hint, pretrained_repo, tokenizer_settings
+from keras_bert_zoo.preprocessing.preset_source import register_tokenizer_resolver
 
-__all__ = ["parse_hf_uri", "download", "resolve"]
+__all__ = ["parse_hf_uri", "download", "resolve", "resolve_tokenizer"]
 
 _HF_SCHEME = "hf://"
 # What a BERT directory needs besides its weight file (`_weights_file`); glob patterns as
@@ -41,6 +44,13 @@ _WANTED_FILES = [
     "config_sentence_transformers.json",
     "1_Pooling/config.json",
 ]
+# What a tokenizer reads (`config.json`: to check the vocabulary fits the model's embedding table).
+_TOKENIZER_FILES = ["vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "config.json"]
+# What the local directory that replaces a repo must hold, in the offline message.
+_NEEDS = {
+    "model": f"config.json + {' or '.join(HF_WEIGHT_FILES)} + vocab.txt",
+    "tokenizer": "vocab.txt (+ tokenizer_config.json)",
+}
 
 
 def parse_hf_uri(uri):
@@ -55,8 +65,11 @@ def parse_hf_uri(uri):
     return repo_id, (revision or None)
 
 
-def download(repo_id, revision=None, what=None):
+def download(repo_id, revision=None, what=None, files="model"):
     """Local directory of `repo_id` at `revision` (cached or fetched by `huggingface_hub`).
+
+    `files="model"`: the files a BERT loads (`_WANTED_FILES` and one weight file);
+    `"tokenizer"`: only those a tokenizer reads (`_TOKENIZER_FILES`), no weights.
 
     Raises:
         CheckpointError: `huggingface_hub` is missing, or the repo is neither cached nor
@@ -76,12 +89,15 @@ def download(repo_id, revision=None, what=None):
 
     label = f"{repo_id}@{revision}" if revision else repo_id
     try:
-        weights, unreachable = _weights_file(repo_id, revision, what, label)
-        if weights is None:
-            config = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
-            raise _not_cached(what, label, unreachable, partly=isinstance(config, str))
+        patterns = _TOKENIZER_FILES
+        if files == "model":
+            weights, unreachable = _weights_file(repo_id, revision, what, label)
+            if weights is None:
+                config = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", revision=revision)
+                raise _not_cached(what, label, unreachable, partly=isinstance(config, str))
+            patterns = _WANTED_FILES + [weights]
         return huggingface_hub.snapshot_download(
-            repo_id, revision=revision, allow_patterns=_WANTED_FILES + [weights], library_name="keras-bert-zoo"
+            repo_id, revision=revision, allow_patterns=patterns, library_name="keras-bert-zoo"
         )
     except errors.RevisionNotFoundError:
         raise CheckpointError(
@@ -97,11 +113,12 @@ def download(repo_id, revision=None, what=None):
         reason = None
         if not isinstance(e, (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled)):
             reason = f"the Hub could not be reached ({' '.join(str(e).split())[:120]})"
-        raise _not_cached(what, label, reason) from None
+        raise _not_cached(what, label, reason, needs=_NEEDS[files]) from None
 
 
-def _not_cached(what, label, reason=None, partly=False):
-    """The error for a repo the cache lacks (`partly`: it holds the repo but no weight file)."""
+def _not_cached(what, label, reason=None, partly=False, needs=_NEEDS["model"]):
+    """The error for a repo the cache lacks (`partly`: it holds the repo but no weight file), the same
+    line for a backbone, a task model and a tokenizer; `needs`: what a local directory must hold."""
     from huggingface_hub import constants
 
     reason = reason or ("HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "the Hub could not be reached")
@@ -111,10 +128,9 @@ def _not_cached(what, label, reason=None, partly=False):
         else f"{label} is not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
     )
     return CheckpointError(
-        f"{what}: {where} and {reason}; "
-        f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass a "
-        "local directory holding "
-        f"config.json + {' or '.join(HF_WEIGHT_FILES)} + vocab.txt."
+        f"{what}: its files come from the Hub repo {label}, which could not be fetched: {where} and {reason}; "
+        f"go online once to cache it{' (unset HF_HUB_OFFLINE)' if constants.HF_HUB_OFFLINE else ''}, or pass the "
+        f"path of a local directory holding {needs} instead of {what!r}."
     )
 
 
@@ -168,15 +184,42 @@ def resolve(name_or_path, load_weights=True):
     if loading.is_preset_name(name_or_path):  # an existing directory of that name is read instead
         if not load_weights:
             return name_or_path
-        repo_id = pretrained_repo(name_or_path)
-        if repo_id is None:
-            raise CheckpointError(
-                f"{name_or_path}: Google released no pretrained checkpoint of this size and casing, so there is "
-                "none to load; pass load_weights=False (bert-zoo pretrain --preset) to build it from scratch, or "
-                "a local checkpoint directory."
-            )
-        return download(repo_id, what=name_or_path)
+        fix = "pass load_weights=False (bert-zoo pretrain --preset) to build it from scratch, or a local checkpoint"
+        return download(_preset_repo(name_or_path, f"none to load; {fix} directory"), what=name_or_path)
     return name_or_path
 
 
+def resolve_tokenizer(name_or_path):
+    """`(directory, defaults)` a tokenizer reads, resolved as `resolve` resolves a backbone's checkpoint.
+
+    A preset name fetches its official repo's tokenizer files only (no weights); `defaults` are the
+    preset's `tokenizer_settings`, which stand in for a missing `tokenizer_config.json` (HF's defaults
+    for the Turc et al. repos). `hf://ORG/NAME[@REV]` fetches that repo's. A local directory (one named
+    like a preset included) comes back as it is; any other string is neither, and says so.
+    """
+    if isinstance(name_or_path, str) and name_or_path.startswith(_HF_SCHEME):
+        repo_id, revision = parse_hf_uri(name_or_path)
+        return download(repo_id, revision, what=name_or_path, files="tokenizer"), {}
+    if loading.is_preset_name(name_or_path):
+        repo_id = _preset_repo(name_or_path, "no vocabulary to load; pass a directory holding its vocab.txt")
+        return download(repo_id, what=name_or_path, files="tokenizer"), tokenizer_settings(name_or_path)
+    if isinstance(name_or_path, str) and not os.path.isdir(name_or_path):
+        raise MissingPathError(
+            f"preset directory not found: {name_or_path!r} is neither a directory nor a preset name; give a "
+            f"directory holding vocab.txt, or a preset name. {known_presets_hint(name_or_path)}"
+        )
+    return name_or_path, {}
+
+
+def _preset_repo(name, none_to_load):
+    """The Hub repo of preset `name`; a preset Google released no checkpoint of raises, ending with `none_to_load`."""
+    repo_id = pretrained_repo(name)
+    if repo_id is None:
+        raise CheckpointError(
+            f"{name}: Google released no pretrained checkpoint of this size and casing, so there is {none_to_load}."
+        )
+    return repo_id
+
+
 loading.register_resolver(resolve)
+register_tokenizer_resolver(resolve_tokenizer)

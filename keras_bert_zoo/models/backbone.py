@@ -317,7 +317,8 @@ class BertBackbone(keras.Model):
 
         Raises:
             CheckpointError: a Hub repo that is neither cached nor reachable (one line
-                naming it and the fixes), or a directory that cannot be loaded.
+                naming it and the fixes), or a directory that cannot be loaded (one whose
+                `vocab.txt` has more tokens than the config's `vocab_size` among them).
 
         Examples:
         >>> from keras_bert_zoo import BertBackbone
@@ -330,6 +331,12 @@ class BertBackbone(keras.Model):
             loading.note_random_init(name_or_path)
             return cls(**{**backbone_config(name_or_path), **kwargs})
         checkpoint = loading.open_checkpoint(name_or_path)
+        # A vocab.txt longer than the embedding table fails later, deep in TensorFlow; refuse it now.
+        from keras_bert_zoo.preprocessing.vocab_file import (
+            check_vocab_txt_fits,
+        )  # lazy: its package loads tensorflow_text
+
+        check_vocab_txt_fits(checkpoint.path)
         backbone = cls.from_checkpoint(checkpoint, load_weights=load_weights, **kwargs)
         if load_weights:
             loading.report_unused(checkpoint, cls.__name__, backbone_only=True)

@@ -31,6 +31,7 @@ __all__ = [
     "tokenizer_settings",
     "backbone_config",
     "check_architecture",
+    "known_presets_hint",
 ]
 
 _SIZES = {
@@ -147,13 +148,25 @@ def tokenizer_settings(name):
     return {k: BACKBONE_PRESETS[name][k] for k in _TOKENIZER_KEYS if k != "repo"}
 
 
+def known_presets_hint(name):
+    """The sentence an error about an unknown name ends with: the closest preset names first, then them all.
+
+    Examples:
+    >>> from keras_bert_zoo.models.presets import known_presets_hint
+    >>> known_presets_hint("bert_base_chinse").split(". ")[0]
+    'Closest preset names: bert_base_chinese, bert_base_cased, bert_base_uncased'
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(name), BACKBONE_PRESETS, n=3, cutoff=0.75)
+    closest = f"Closest preset names: {', '.join(close)}. " if close else ""
+    return f"{closest}Known presets: {', '.join(sorted(BACKBONE_PRESETS))}."
+
+
 def backbone_config(name):
     """The `BertBackbone` constructor arguments for a preset name."""
     if name not in BACKBONE_PRESETS:
-        raise UsageError(
-            f"Unknown preset {name!r}. Known presets: {', '.join(sorted(BACKBONE_PRESETS))}; "
-            "or pass a local checkpoint directory."
-        )
+        raise UsageError(f"Unknown preset {name!r}; pass a local checkpoint directory. {known_presets_hint(name)}")
     return {k: v for k, v in BACKBONE_PRESETS[name].items() if k not in _TOKENIZER_KEYS}
 
 

@@ -102,13 +102,13 @@ class BertPreprocessor(PreprocessingLayer):
         """Tokenizer from `vocab.txt` + `tokenizer_config.json`; length from the preset or 128.
 
         Args:
-            path: a preset directory (HF, Google, or written by `save_to_preset`).
+            path: a preset directory (HF, Google, or written by `save_to_preset`), or a preset name
+                or `hf://ORG/NAME`, resolved as `BertBackbone.from_preset` resolves it (its repo's
+                tokenizer files, through `huggingface_hub`'s cache).
             sequence_length: int; None uses the value saved with the preset, else 128.
         """
-        return cls(
-            tokenizer=BertTokenizer.from_preset(path),
-            **preset_settings(path, PREPROCESSOR_FILE, sequence_length, **kwargs),
-        )
+        tokenizer, path = BertTokenizer.from_preset_source(path)
+        return cls(tokenizer=tokenizer, **preset_settings(path, PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `preprocessor.json` (sequence_length, truncate)."""

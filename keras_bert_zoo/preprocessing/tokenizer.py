@@ -11,8 +11,9 @@ from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
 from keras_bert_zoo.files import write_text
 from keras_bert_zoo.preprocessing import normalization, token_offsets
 from keras_bert_zoo.preprocessing.base import PreprocessingLayer, to_string_tensor
+from keras_bert_zoo.preprocessing.preset_source import tokenizer_source
 from keras_bert_zoo.preprocessing.tokenizer_options import hf_tokenizer_config, preset_options
-from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, read_vocabulary
+from keras_bert_zoo.preprocessing.vocab_file import SPECIAL_TOKENS, check_vocab_txt_fits, read_vocabulary
 
 __all__ = ["BertTokenizer"]
 
@@ -334,14 +335,25 @@ class BertTokenizer(PreprocessingLayer):
     # --- presets & config ---------------------------------------------------------------
     @classmethod
     def from_preset(cls, path, **kwargs):
-        """Reads `vocab.txt` and (optionally) HF's `tokenizer_config.json` from a directory;
+        """Reads `vocab.txt` and (optionally) HF's `tokenizer_config.json` from a directory, a preset
+        name's or an `hf://ORG/NAME` repo (resolved as `BertBackbone.from_preset` resolves it);
         `**kwargs` override the file's options. Without either `tokenizer_config.json` (Google's
-        directories) or `lowercase=`, the casing is inferred with a warning (`tokenizer_options`)."""
-        path = os.fspath(path)
+        directories) or `lowercase=`, a preset name's table entry gives the casing, else it is
+        inferred with a warning (`tokenizer_options`). A `vocab.txt` longer than the embedding table of
+        the model config beside it is refused (`vocab_file.check_vocab_txt_fits`)."""
+        return cls.from_preset_source(path, **kwargs)[0]
+
+    @classmethod
+    def from_preset_source(cls, path, **kwargs):
+        """`(tokenizer, directory)`: `from_preset`'s tokenizer and the local directory it read, where
+        a preprocessor's `from_preset` reads its own settings file."""
+        path, defaults = tokenizer_source(path)
         if not os.path.isdir(path):
             raise MissingPathError(f"preset directory not found: {path}; give a directory holding vocab.txt.")
-        vocabulary, options = preset_options(path, kwargs)
-        return cls(vocabulary=vocabulary, **options)
+        vocabulary, options = preset_options(path, kwargs, defaults)
+        tokenizer = cls(vocabulary=vocabulary, **options)
+        check_vocab_txt_fits(path, tokenizer.vocabulary_size())
+        return tokenizer, path
 
     def save_to_preset(self, path):
         """Writes `vocab.txt` and `tokenizer_config.json` (HF keys), atomically."""

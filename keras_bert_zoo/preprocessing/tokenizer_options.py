@@ -73,9 +73,11 @@ def infer_lowercase(path, tokens):
     return True, "neither vocab.txt nor the directory name tells (default, as HF)"
 
 
-def preset_options(path, overrides):
+def preset_options(path, overrides, defaults=None):
     """`(vocabulary, arguments)` of `BertTokenizer` for preset directory `path`; `overrides` win.
 
+    `defaults` (a preset's table entry, `models.presets.tokenizer_settings`) stand in for a missing
+    `tokenizer_config.json`, as HF's defaults do for the repo; the file wins where there is one.
     The vocabulary is `path/vocab.txt`, or its tokens once read to infer the casing.
     """
     vocab_path = os.path.join(path, "vocab.txt")
@@ -92,6 +94,7 @@ def preset_options(path, overrides):
             "tokenize_chinese_chars": hf.get("tokenize_chinese_chars", True),
         }
         return vocab_path, {**options, **overrides}
+    overrides = {**(defaults or {}), **overrides}
     if "lowercase" in overrides:
         return vocab_path, dict(overrides)
     vocabulary = read_vocabulary(vocab_path)

@@ -30,11 +30,9 @@ def check_vocabulary_fits(model, model_dir):
         return
     entries, rows = int(tokenizer.vocabulary_size()), int(backbone.vocabulary_size)
     if entries > rows:
-        raise CheckpointError(
-            f"--model {model_dir!r}: its vocab.txt has {entries} entries but the model's embedding table has "
-            f"{rows} rows, so token ids from {rows} up have no embedding. Put back the vocab.txt the model was "
-            "trained with (or convert the checkpoint again with its own vocabulary)."
-        )
+        from keras_bert_zoo.preprocessing.vocab_file import vocabulary_past_table
+
+        raise vocabulary_past_table(f"--model {model_dir!r}: its vocab.txt", entries, rows)
 
 
 class TaskSpec:

@@ -252,11 +252,12 @@ class SpanQAPreprocessor(PreprocessingLayer):
     # --- presets & config ----------------------------------------------------------------
     @classmethod
     def from_preset(cls, path, sequence_length=None, **kwargs):
-        """Tokenizer from `vocab.txt`; settings from `qa_preprocessor.json` when present (else 384/128/step/64)."""
-        if sequence_length is None and not os.path.exists(os.path.join(os.fspath(path), _QA_PREPROCESSOR_FILE)):
+        """Tokenizer from `vocab.txt` (of a directory, preset name or `hf://` repo, as `BertTokenizer.from_preset`);
+        settings from `qa_preprocessor.json` when present (else 384/128/step/64)."""
+        tokenizer, path = BertTokenizer.from_preset_source(path)
+        if sequence_length is None and not os.path.exists(os.path.join(path, _QA_PREPROCESSOR_FILE)):
             sequence_length = 384
-        settings = preset_settings(path, _QA_PREPROCESSOR_FILE, sequence_length, **kwargs)
-        return cls(tokenizer=BertTokenizer.from_preset(path), **settings)
+        return cls(tokenizer=tokenizer, **preset_settings(path, _QA_PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         self.tokenizer.save_to_preset(path)

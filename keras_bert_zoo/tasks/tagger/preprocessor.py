@@ -269,11 +269,10 @@ class TaggingPreprocessor(PreprocessingLayer):
     @classmethod
     def from_preset(cls, path, sequence_length=None, **kwargs):
         """Tokenizer from `vocab.txt` (+ `tokenizer_config.json`); settings from
-        `tagging_preprocessor.json` when present (else sequence_length 128)."""
-        return cls(
-            tokenizer=BertTokenizer.from_preset(path),
-            **preset_settings(path, _TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs),
-        )
+        `tagging_preprocessor.json` when present (else sequence_length 128). `path` may be a preset
+        name or `hf://ORG/NAME`, as for `BertTokenizer.from_preset`."""
+        tokenizer, path = BertTokenizer.from_preset_source(path)
+        return cls(tokenizer=tokenizer, **preset_settings(path, _TAGGING_PREPROCESSOR_FILE, sequence_length, **kwargs))
 
     def save_to_preset(self, path):
         """Writes the tokenizer files and `tagging_preprocessor.json`."""
