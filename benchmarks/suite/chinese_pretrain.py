@@ -41,11 +41,11 @@ RECIPE = dict(
     vocab_size=8000,
     sequence_length=64,  # pretraining rows: MSRA sentences average 43 characters
     batch_size=32,
-    pretrain_steps=200,
-    pretrain_learning_rate=5e-4,
-    continue_steps=150,
+    pretrain_steps=1000,
+    pretrain_learning_rate=1e-3,
+    continue_steps=300,
     continue_learning_rate=1e-4,
-    finetune_train=2000,
+    finetune_train=10_000,
     finetune_batch_size=32,
     finetune_learning_rate=5e-4,
     finetune_sequence_length=128,
@@ -237,6 +237,8 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(common.REPO, "..", "zh_pretrain_runs"))
     for key in ("pretrain_steps", "continue_steps", "finetune_train", "sequence_length"):
         parser.add_argument("--" + key.replace("_", "-"), type=int, default=RECIPE[key])
+    for key in ("pretrain_learning_rate", "continue_learning_rate"):
+        parser.add_argument("--" + key.replace("_", "-"), type=float, default=RECIPE[key])
     parser.add_argument("--seeds", default=",".join(map(str, RECIPE["seeds"])))
     parser.add_argument("--zh-checkpoint", default=None, help="default: benchmarks/zh_checkpoint.py's")
     parser.add_argument("--no-record", action="store_true")
@@ -246,6 +248,8 @@ def main(argv=None):
         continue_steps=args.continue_steps,
         finetune_train=args.finetune_train,
         sequence_length=args.sequence_length,
+        pretrain_learning_rate=args.pretrain_learning_rate,
+        continue_learning_rate=args.continue_learning_rate,
         seeds=tuple(int(s) for s in args.seeds.split(",")),
     )
     command = common.command_line("chinese_pretrain", argv if argv is not None else sys.argv[1:])
