@@ -16,7 +16,14 @@ from the small Chinese checkpoint the benchmarks build (`benchmarks/zh_checkpoin
 character vocabulary learned from MSRA news text, briefly pretrained with HF's masked LM). Reviews like these reach
 about 94-95% accuracy with Chinese BERT-base in public reports; a checkpoint this small says only that the code
 runs and learns.
-    not yet measured (see `benchmarks/run.py chinese` in docs/benchmarks.md for the same recipe, ours vs HF)
+`python examples/chinese_sentiment.py --model DIR --learning-rate 2e-4` with that checkpoint (`zh_mini-v2`),
+8,000 reviews, 1 epoch, on a 2-core AVX2 CPU:
+    trained on 8000 reviews in 104 s (77.1 reviews/s)
+    dev accuracy 0.8320
+    positive 0.91  质量很好，物流也快，下次还会再买。
+    negative 0.87  包装破损，客服态度很差，不推荐。
+The same recipe through HF's `BertForSequenceClassification` reached 0.837 at 0.51x our speed in that run
+(`benchmarks/run.py chinese`, docs/benchmarks.md).
 
     python examples/chinese_sentiment.py                                   # bert_base_chinese, 8,000 reviews
     python examples/chinese_sentiment.py --model DIR --learning-rate 2e-4  # the small checkpoint's recipe
