@@ -91,14 +91,26 @@ def prepare_data(out):
     return paths
 
 
+def budget():
+    """The recipe a stage's figures depend on: all of RECIPE but which seeds run (each seed is a stage of its own)."""
+    return {k: v for k, v in RECIPE.items() if k not in ("seeds", "continued_seeds")}
+
+
 def stage(out, name, fn):
-    """Runs `fn()` once: its JSON figures are kept in `out/stages/NAME.json` and reused by a rerun."""
+    """Runs `fn()` once: its JSON figures are kept in `out/stages/NAME.json` and reused by a rerun of the same
+    budget. A stage kept from another budget is refused (its figures would be recorded under this one)."""
     path = os.path.join(out, "stages", f"{name}.json")
     if os.path.exists(path):
-        return common.read_json(path)
+        figures = common.read_json(path)
+        if figures.get("budget") != json.loads(json.dumps(budget())):
+            raise SystemExit(
+                f"{path} was measured at another budget ({figures.get('budget')}), not this run's {budget()}: "
+                "give another --out, or delete that folder to start over."
+            )
+        return figures
     print(f"--- {name} ({common.now()})", flush=True)
     start = time.perf_counter()
-    figures = dict(fn(), stage_seconds=round(time.perf_counter() - start, 1))
+    figures = dict(fn(), stage_seconds=round(time.perf_counter() - start, 1), budget=budget())
     common.write_json(path, figures)
     return figures
 
