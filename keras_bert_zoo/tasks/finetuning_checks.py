@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from keras_bert_zoo.errors import CheckpointError, MissingPathError, UsageError
+from keras_bert_zoo.errors import MissingPathError, UsageError
 
 __all__ = ["vocab_dir_for", "check_vocabulary", "check_lora_rank", "Recipe", "recipe_of", "SELECTIONS"]
 
@@ -56,16 +56,13 @@ def vocab_dir_for(model, vocab=None):
 def check_vocabulary(model, vocab_dir, sequence_length=None):
     """Raises before training when the vocabulary or the length does not fit the model."""
     from keras_bert_zoo.convert.checkpoint import read_architecture
-    from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary
+    from keras_bert_zoo.preprocessing.vocab_file import read_vocabulary, vocabulary_past_table
 
     arch = read_architecture(model)
-    size = len(read_vocabulary(os.path.join(vocab_dir, "vocab.txt")))
+    vocab_path = os.path.join(vocab_dir, "vocab.txt")
+    size = len(read_vocabulary(vocab_path))
     if size > arch["vocabulary_size"]:  # a shorter vocabulary is fine: HF checkpoints pad their tables
-        raise CheckpointError(
-            f"--model {model!r} has vocabulary_size {arch['vocabulary_size']} but "
-            f"{os.path.join(vocab_dir, 'vocab.txt')} has {size} entries: the token ids would not match the "
-            "embedding table. Use the vocabulary the model was trained with (--vocab) or a matching --model."
-        )
+        raise vocabulary_past_table(vocab_path, size, arch["vocabulary_size"], f" (--model {model!r})")
     if sequence_length is not None and sequence_length > arch["max_sequence_length"]:
         raise UsageError(
             f"--sequence-length {sequence_length} is longer than the model's {arch['max_sequence_length']} "

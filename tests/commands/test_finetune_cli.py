@@ -121,7 +121,7 @@ def test_finetune_evaluate_predict(tiny_model, tmp_path, capsys):
         ("unknown_label", "dev.tsv:.*unknown label '7'", 1),
         ("missing_column", "no column 'label'", 1),
         ("empty", "has no examples", 1),
-        ("vocab_mismatch", "vocabulary_size 17 but .* has 18 entries", 1),
+        ("vocab_mismatch", "vocab.txt has 18 entries but the model.s embedding table has 17 rows", 1),
         # A preset name is its pretrained checkpoint; offline and uncached, one line names the repo.
         ("preset_without_vocab", "google/bert_uncased_L-2_H-128_A-2 is not in the Hugging Face cache", 1),
         ("too_long", "--sequence-length 64 is longer than the model's 32 learned positions", 2),

@@ -544,7 +544,7 @@ CASES = [
         "vocab-size-mismatch",
         lambda w: w.finetune(model=vocab_one_longer(w)),
         1,
-        r"vocabulary_size 17 but .*vocab\.txt has 18 entries",
+        r"vocab\.txt has 18 entries but the model's embedding table has 17 rows \(--model '.*'\)",
     ),
     # config.json
     (
