@@ -8,6 +8,7 @@ is the fallback when `tokenizers` cannot be imported.
 """
 
 import collections
+import itertools
 import os
 import sys
 
@@ -67,27 +68,36 @@ def _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_c
 
 
 def _learn_with_tokenizers(word_batches, vocabulary_size, reserved, min_count, max_token_length):
-    """HF `tokenizers`' WordPiece trainer on our words (split on the spaces we put between them only)."""
+    """HF `tokenizers`' WordPiece trainer on our words (split on the spaces we put between them only).
+
+    `word_batches()` gives a fresh iterator of word lists; it is read twice. The trainer creates
+    each `##c` piece the first time its hash map of word counts reaches it, so those pieces' ids,
+    and with them the merges that tie on count, change from run to run: the same text gave
+    another vocabulary (huggingface/tokenizers#1794). Declaring every `##c` the text has up front,
+    in sorted order, fixes their ids, and the same text gives the same vocabulary.
+    """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+    continuing = sorted({char for words in word_batches() for word in set(words) for char in word[1:]})
+    continuing = [f"##{char}" for char in continuing]
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
     # Our normalisation and splitting already ran: the trainer must see these very words.
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocabulary_size,
-        special_tokens=list(reserved),
+        special_tokens=list(reserved) + continuing,
         continuing_subword_prefix="##",
         min_frequency=int(min_count or 0),
         show_progress=False,
     )
-    tokenizer.train_from_iterator((" ".join(words) for words in word_batches), trainer)
-    vocab = tokenizer.get_vocab()
+    tokenizer.train_from_iterator((" ".join(words) for words in word_batches()), trainer)
+    by_id = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    # BERT's layout: the reserved tokens, the characters, their `##` forms, then the merges.
+    learned = by_id[len(reserved) + len(continuing) :]
+    alphabet = list(itertools.takewhile(lambda t: len(t) == 1, learned))
+    vocab = list(reserved) + alphabet + continuing + learned[len(alphabet) :]
     # Longer pieces than the tensorflow-text learner's limit are dropped the same way.
-    return [
-        t
-        for t, _ in sorted(vocab.items(), key=lambda item: item[1])
-        if t in reserved or len(t.removeprefix("##")) <= max_token_length
-    ]
+    return [t for t in vocab if t in reserved or len(t.removeprefix("##")) <= max_token_length]
 
 
 def learn_vocabulary(
@@ -108,7 +118,7 @@ def learn_vocabulary(
     options; then HF `tokenizers`' `WordPieceTrainer` picks the pieces (all characters
     seen, then merges until the size is reached; fewer only when the corpus has no more
     to merge). `BertTokenizer` reads the result exactly as HF `tokenizers`' `BertWordPieceTokenizer` does
-    (tests/preprocessing/test_vocabulary.py).
+    (tests/preprocessing/test_vocabulary.py). The same text and arguments give the same vocabulary.
 
     Args:
         dataset_or_files: a text file path, a list of them (one sentence or
@@ -161,7 +171,7 @@ def learn_vocabulary(
             learner = "tensorflow_text"
     if learner == "tokenizers":
         vocab = _learn_with_tokenizers(
-            _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size),
+            lambda: _word_batches(dataset_or_files, lowercase, strip_accents, tokenize_chinese_chars, batch_size),
             vocabulary_size,
             reserved,
             min_count,

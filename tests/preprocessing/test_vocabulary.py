@@ -129,3 +129,28 @@ def test_a_smaller_vocabulary_than_asked_says_so_and_why(tmp_path, capsys):
 def test_learner_is_checked():
     with pytest.raises(ValueError, match="learner='bpe'"):
         learn_vocabulary(["x.txt"], 100, learner="bpe")
+
+
+def test_the_same_text_gives_the_same_vocabulary(tmp_path):
+    """HF's trainer numbered its `##` pieces in hash-map order, which changes from run to run (and
+    from call to call), so merges that tie on count went either way: the same corpus gave another
+    vocabulary each time (huggingface/tokenizers#1794). Real English and Chinese text, learned five
+    times in one process, must give one vocabulary, in BERT's layout."""
+    pytest.importorskip("tokenizers")
+    from tests.preprocessing.test_chinese_wwm import msra_sentences
+
+    with open(shared_data("pretrain_text", "wikitext-2.valid.tokens.txt"), encoding="utf-8") as f:
+        english = [line for line in f.read().splitlines() if line.strip()][:300]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(english + msra_sentences(limit=300)) + "\n", encoding="utf-8")
+    vocabularies = {tuple(learn_vocabulary([str(corpus)], 3000)) for _ in range(5)}
+    assert len(vocabularies) == 1
+    (vocab,) = vocabularies
+    assert len(vocab) == 3000 and len(set(vocab)) == 3000
+    # Reserved tokens, the characters, their `##` forms (sorted), then the merges.
+    pieces = vocab[len(SPECIALS) :]
+    characters = [t for t in pieces if len(t) == 1]
+    continuing = [t for t in pieces if t.startswith("##") and len(t) == 3]
+    assert vocab[: len(SPECIALS)] == tuple(SPECIALS)
+    assert pieces[: len(characters)] == tuple(characters) and "中" in characters
+    assert pieces[len(characters) : len(characters) + len(continuing)] == tuple(sorted(continuing))
