@@ -14,6 +14,7 @@ import tensorflow as tf
 from keras_bert_zoo.errors import UsageError
 from keras_bert_zoo.preprocessing.chinese_words import is_cjk_ideograph, load_jieba, resolve_segmenter
 from keras_bert_zoo.preprocessing.masker import MaskedLMMasker
+from tests import chinese_fixtures
 from tests.helpers import shared_data
 
 SEQ = 128
@@ -22,18 +23,7 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 def msra_sentences(name="dev.txt", limit=1200):
     """Sentences of the real MSRA NER file (a character and its tag a line, a blank line between)."""
-    sentences, chars = [], []
-    with open(shared_data("msra_ner", name), encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                chars.append(line.split()[0])
-            elif chars:
-                sentences.append("".join(chars))
-                chars = []
-                if len(sentences) >= limit:
-                    break
-    return sentences
+    return chinese_fixtures.msra_sentences(shared_data("msra_ner", name), limit)
 
 
 @pytest.fixture(scope="module")

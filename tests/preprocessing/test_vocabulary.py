@@ -137,12 +137,14 @@ def test_the_same_text_gives_the_same_vocabulary(tmp_path):
     vocabulary each time (huggingface/tokenizers#1794). Real English and Chinese text, learned five
     times in one process, must give one vocabulary, in BERT's layout."""
     pytest.importorskip("tokenizers")
-    from tests.preprocessing.test_chinese_wwm import msra_sentences
+    from tests.chinese_fixtures import msra_sentences
 
     with open(shared_data("pretrain_text", "wikitext-2.valid.tokens.txt"), encoding="utf-8") as f:
         english = [line for line in f.read().splitlines() if line.strip()][:300]
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(english + msra_sentences(limit=300)) + "\n", encoding="utf-8")
+    corpus.write_text(
+        "\n".join(english + msra_sentences(shared_data("msra_ner", "dev.txt"), limit=300)) + "\n", encoding="utf-8"
+    )
     vocabularies = {tuple(learn_vocabulary([str(corpus)], 3000)) for _ in range(5)}
     assert len(vocabularies) == 1
     (vocab,) = vocabularies
